@@ -1,0 +1,63 @@
+"""agentmesh: hub-and-spoke multi-agent systems that fail well.
+
+An error is data: every subagent run ends in one `Outcome`, a `Success` (maybe empty) or
+an `ErrorEnvelope` that says what failed, what was tried, what was found and what else
+could work. See the README for a tour.
+"""
+
+from agentmesh._logging import configure_logging, redact_secrets
+from agentmesh.classify import Classifier, classify, default_classifier
+from agentmesh.context import Context
+from agentmesh.coordinator import Coordinator, Report
+from agentmesh.envelope import (
+    ErrorCategory,
+    ErrorEnvelope,
+    Outcome,
+    PartialResults,
+    PolicyVerdict,
+    Success,
+)
+from agentmesh.errors import (
+    AgentError,
+    BusinessError,
+    PermissionDenied,
+    ToolCallFailed,
+    TransientError,
+    UsageError,
+    ValidationError,
+)
+from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.subagents import Subagent, subagent
+from agentmesh.task import Task
+from agentmesh.tools import Tool, tool
+
+__all__ = [
+    "AgentError",
+    "BusinessError",
+    "Classifier",
+    "Context",
+    "Coordinator",
+    "ErrorCategory",
+    "ErrorEnvelope",
+    "Outcome",
+    "PartialResults",
+    "PermissionDenied",
+    "PolicyVerdict",
+    "Report",
+    "RetryBudget",
+    "RetryPolicy",
+    "Subagent",
+    "Success",
+    "Task",
+    "Tool",
+    "ToolCallFailed",
+    "TransientError",
+    "UsageError",
+    "ValidationError",
+    "classify",
+    "configure_logging",
+    "default_classifier",
+    "redact_secrets",
+    "subagent",
+    "tool",
+]

@@ -1,0 +1,334 @@
+"""`Context`: what a subagent gets to do its work — tool calls, progress, deadline, logger.
+
+`ctx.call(tool, **args)` is the tool path of the design:
+
+    pre-tool policies (may deny) -> input validation -> limits -> local retry
+    -> classification -> post-tool policies (may forbid retry / escalate / withhold)
+
+It returns the tool's data, or raises `ToolCallFailed` carrying the final envelope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from typing import Any, ParamSpec, TypeVar
+
+import pydantic
+import pydantic_core
+
+from agentmesh.classify import Classifier
+from agentmesh.envelope import (
+    ErrorCategory,
+    ErrorEnvelope,
+    PartialResults,
+    PolicyVerdict,
+    Success,
+)
+from agentmesh.errors import ToolCallFailed, UsageError
+from agentmesh.policies import PolicyChain, ToolCallEvent, ToolResultEvent
+from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.task import Task
+from agentmesh.tools import Tool
+
+__all__ = ["Context", "PartialRecorder", "apply_verdict"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class PartialRecorder:
+    """Progress of one task across all its attempts, without duplicates."""
+
+    __slots__ = ("_completed", "_findings", "_pending", "_seen")
+
+    def __init__(self) -> None:
+        self._completed: dict[str, None] = {}
+        self._pending: dict[str, None] = {}
+        self._findings: list[Any] = []
+        self._seen: set[bytes] = set()
+
+    def record(
+        self,
+        findings: Iterable[Any] | Any = (),
+        *,
+        completed: str | Iterable[str] | None = None,
+        pending: str | Iterable[str] | None = None,
+    ) -> None:
+        # A dict or a string is one finding; iterating it would record keys or characters.
+        items = [findings] if isinstance(findings, dict | str | bytes) else findings
+        if not isinstance(items, Iterable):
+            items = [items]
+        for item in items:
+            try:
+                key = pydantic_core.to_json(item, fallback=repr)
+            except pydantic_core.PydanticSerializationError:
+                key = repr(item).encode()
+            if key not in self._seen:
+                self._seen.add(key)
+                self._findings.append(item)
+        for name in _as_names(pending, "pending"):
+            if name not in self._completed:
+                self._pending[name] = None
+        for name in _as_names(completed, "completed"):
+            self._completed[name] = None
+            self._pending.pop(name, None)
+
+    def snapshot(self) -> PartialResults | None:
+        """The progress so far, or None when nothing was recorded."""
+        if not (self._completed or self._pending or self._findings):
+            return None
+        return PartialResults(
+            completed=tuple(self._completed),
+            pending=tuple(self._pending),
+            findings=tuple(self._findings),
+        )
+
+
+def _as_names(value: str | Iterable[str] | None, argument: str) -> Iterable[str]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    names = tuple(value)
+    if not all(isinstance(name, str) for name in names):
+        raise UsageError(f"record_partial({argument}=) takes source names (str), got {names!r}")
+    return names
+
+
+def apply_verdict(outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict) -> ErrorEnvelope:
+    """The outcome as a policy ruled it: never retryable again, the policy named in it."""
+    note = f"{verdict.action} by policy {verdict.policy}: {verdict.reason}"
+    if isinstance(outcome, Success):
+        # A withheld result: the caller must not see the data the policy blocked.
+        return ErrorEnvelope(
+            error_category=ErrorCategory.PERMISSION,
+            error_type="policy_blocked",
+            is_retryable=False,
+            message=f"result withheld by policy {verdict.policy}: {verdict.reason}",
+            attempted_query=outcome.attempted_query,
+            source=outcome.source,
+            attempts=outcome.attempts,
+            details=note,
+            policy=verdict,
+        )
+    details = f"{outcome.details}; {note}" if outcome.details else note
+    return outcome.model_copy(update={"is_retryable": False, "details": details, "policy": verdict})
+
+
+class Context:
+    """Everything a subagent's body needs for one task: tools, progress, time, identity.
+
+    Created by `Subagent.run` (one per task run); subagents never build one themselves.
+    """
+
+    def __init__(
+        self,
+        *,
+        task: Task,
+        subagent: str,
+        run_id: str,
+        task_id: str,
+        retry: RetryPolicy,
+        policies: PolicyChain,
+        classifier: Classifier,
+        budget: RetryBudget | None,
+        deadline: float | None,
+        state: dict[str, Any],
+        log: Any,
+    ) -> None:
+        self.task = task
+        self.subagent = subagent
+        self.run_id = run_id
+        self.task_id = task_id
+        self.retry = retry
+        self.policies = policies
+        self.classifier = classifier
+        self.budget = budget
+        self.deadline = deadline
+        self.state = state
+        self.log = log
+        self.attempt = 0
+        self.partials = PartialRecorder()
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline, or None when there is none."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - asyncio.get_running_loop().time())
+
+    def record_partial(
+        self,
+        findings: Iterable[Any] | Any = (),
+        *,
+        completed: str | Iterable[str] | None = None,
+        pending: str | Iterable[str] | None = None,
+    ) -> None:
+        """Record progress that must survive a later failure.
+
+        Args:
+            findings: results found so far (a list; a single dict or string is one finding).
+            completed: the source(s) now done; they leave `pending`.
+            pending: the source(s) still to do.
+        """
+        self.partials.record(findings, completed=completed, pending=pending)
+        self.log.debug("partial_recorded", completed=completed, pending=pending)
+
+    async def call(self, tool: Tool[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call `tool` through policies, validation, limits and local retry.
+
+        Returns the tool's data. Raises `ToolCallFailed` (carrying the envelope) when the
+        call failed for good; catch it to go on with other sources, or let it propagate to
+        make it the subagent's outcome.
+        """
+        if not isinstance(tool, Tool):
+            raise UsageError(f"ctx.call() takes a @tool, got {tool!r}; decorate it with @tool")
+        log = self.log.bind(tool=tool.name)
+        source = f"{self.subagent}/{tool.name}"
+        try:
+            arguments = tool.bind(args, kwargs)
+        except TypeError as exc:
+            arguments = {"args": list(args), **kwargs}
+            raise self._failure(self._invalid(tool, arguments, source, str(exc)), log) from None
+        attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": arguments}
+        event = ToolCallEvent(
+            tool=tool.name,
+            arguments=arguments,
+            impact=tool.impact,
+            idempotent=tool.idempotent,
+            subagent=self.subagent,
+            run_id=self.run_id,
+            task_id=self.task_id,
+            state=self.state,
+        )
+        denied = self.policies.before(event, log) if self.policies else None
+        if denied is not None:
+            raise self._failure(self._blocked(denied, attempted_query, source), log)
+        try:
+            validated = tool.validate(arguments)
+        except pydantic.ValidationError as exc:
+            envelope = self.classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=0
+            )
+            raise self._failure(envelope, log) from None
+
+        # One key for every attempt of this logical call, so the repeat is harmless.
+        key = uuid.uuid4().hex if tool.accepts_idempotency_key else None
+
+        async def attempt(number: int) -> Success[R] | ErrorEnvelope:
+            log.debug("tool_attempt", attempt=number)
+            outcome: Success[R] | ErrorEnvelope
+            try:
+                async with tool.limiter.slot(), asyncio.timeout_at(self.deadline):
+                    data = await tool.invoke(validated, idempotency_key=key)
+                outcome = Success(
+                    data=data, source=source, attempted_query=attempted_query, attempts=number
+                )
+            except Exception as exc:
+                outcome = self._classify_tool_error(tool, exc, source, attempted_query, number, key)
+                log.info(
+                    "error_classified",
+                    attempt=number,
+                    category=outcome.error_category.value,
+                    error_type=outcome.error_type,
+                    retryable=outcome.is_retryable,
+                )
+            if self.policies:
+                verdict = self.policies.after(
+                    ToolResultEvent(**_fields(event), outcome=outcome, attempt=number), log
+                )
+                if verdict is not None:
+                    outcome = apply_verdict(outcome, verdict)
+            return outcome
+
+        policy = tool.retry or self.retry
+        result = await policy.run(
+            attempt,
+            budget=self.budget,
+            deadline=self.deadline,
+            on_retry=lambda envelope, number, delay: log.info(
+                "retry_scheduled",
+                attempt=number,
+                delay=round(delay, 4),
+                error_type=envelope.error_type,
+            ),
+        )
+        outcome = result.result
+        if isinstance(outcome, Success):
+            log.debug("tool_outcome", status="success", attempts=result.attempts)
+            return outcome.data
+        assert isinstance(outcome, ErrorEnvelope)
+        if result.stop_reason and outcome.is_retryable:
+            details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
+            outcome = outcome.model_copy(update={"details": details})
+        raise self._failure(outcome, log)
+
+    def _classify_tool_error(
+        self,
+        tool: Tool[Any, Any],
+        exc: Exception,
+        source: str,
+        attempted_query: dict[str, Any],
+        attempt: int,
+        key: str | None,
+    ) -> ErrorEnvelope:
+        envelope = self.classifier.classify(
+            exc, source=source, attempted_query=attempted_query, attempts=attempt
+        )
+        if (
+            envelope.is_retryable
+            and not tool.idempotent
+            and key is None
+            and self.classifier.may_have_taken_effect(exc)
+        ):
+            note = (
+                f"not retried automatically: {tool.name} is not idempotent and this failure "
+                "may have taken effect (declare idempotent=True or accept an idempotency_key)"
+            )
+            details = f"{envelope.details}; {note}" if envelope.details else note
+            envelope = envelope.model_copy(update={"is_retryable": False, "details": details})
+        return envelope
+
+    def _invalid(
+        self, tool: Tool[Any, Any], arguments: dict[str, Any], source: str, reason: str
+    ) -> ErrorEnvelope:
+        return ErrorEnvelope(
+            error_category=ErrorCategory.VALIDATION,
+            error_type="invalid_input",
+            is_retryable=False,
+            message=f"invalid arguments for {tool.name}: {reason}",
+            attempted_query={"tool": tool.name, "arguments": arguments},
+            source=source,
+            attempts=0,
+        )
+
+    def _blocked(
+        self, verdict: PolicyVerdict, attempted_query: dict[str, Any], source: str
+    ) -> ErrorEnvelope:
+        return ErrorEnvelope(
+            error_category=ErrorCategory.PERMISSION,
+            error_type="policy_blocked",
+            is_retryable=False,
+            message=f"call denied by policy {verdict.policy}: {verdict.reason}",
+            attempted_query=attempted_query,
+            source=source,
+            attempts=0,
+            policy=verdict,
+        )
+
+    def _failure(self, envelope: ErrorEnvelope, log: Any) -> ToolCallFailed:
+        log.info(
+            "tool_outcome",
+            status="error",
+            category=envelope.error_category.value,
+            error_type=envelope.error_type,
+            retryable=envelope.is_retryable,
+            attempts=envelope.attempts,
+        )
+        return ToolCallFailed(envelope)
+
+
+def _fields(event: ToolCallEvent) -> dict[str, Any]:
+    return {field.name: getattr(event, field.name) for field in dataclasses.fields(event)}

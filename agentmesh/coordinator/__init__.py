@@ -1,0 +1,50 @@
+"""The hub: `Coordinator`, the `Router` and its decisions, synthesis and the `Report`."""
+
+from agentmesh.coordinator._coordinator import AlternativeHandler, Coordinator
+from agentmesh.coordinator._decisions import (
+    Accept,
+    AcceptEmpty,
+    Escalate,
+    RecordGap,
+    RetryWithFeedback,
+    RouteDecision,
+    TryAlternative,
+)
+from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
+from agentmesh.coordinator._report import (
+    CoverageEntry,
+    CoverageStatus,
+    Finding,
+    Report,
+    Step,
+    TaskRecord,
+)
+from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
+from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
+
+__all__ = [
+    "Accept",
+    "AcceptEmpty",
+    "AlternativeHandler",
+    "Coordinator",
+    "CoverageEntry",
+    "CoverageStatus",
+    "DeterministicSynthesizer",
+    "Dispatch",
+    "Escalate",
+    "Executor",
+    "Finding",
+    "LocalExecutor",
+    "RecordGap",
+    "Report",
+    "RetryWithFeedback",
+    "Rewriter",
+    "RouteContext",
+    "RouteDecision",
+    "Router",
+    "RouterLike",
+    "Step",
+    "Synthesizer",
+    "TaskRecord",
+    "TryAlternative",
+]

@@ -1,0 +1,392 @@
+"""The Coordinator: concurrent dispatch, a decision for every envelope, an honest report."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from agentmesh._logging import get_logger
+from agentmesh.coordinator._decisions import (
+    Accept,
+    AcceptEmpty,
+    Escalate,
+    RecordGap,
+    RetryWithFeedback,
+    RouteDecision,
+    TryAlternative,
+)
+from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
+from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
+from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
+from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, Success
+from agentmesh.errors import UsageError
+from agentmesh.policies import ToolPolicy
+from agentmesh.retry import RetryBudget
+from agentmesh.subagents import Subagent
+from agentmesh.task import Task
+
+__all__ = ["AlternativeHandler", "Coordinator"]
+
+AlternativeHandler: TypeAlias = Callable[
+    [Task, ErrorEnvelope], "Task | Outcome | Awaitable[Task | Outcome | None] | None"
+]
+"""`handler(task, envelope)` returns a new Task to run, an Outcome to use, or None."""
+
+
+class Coordinator:
+    """The hub: fans tasks out to subagents, routes every outcome, reports coverage.
+
+    Args:
+        subagents: the spokes. A task names one in `Task.subagent`; a task that names
+            none goes to the only subagent, or fans out to all of them.
+        rewriter: `rewriter(task, envelope)` (sync or async) proposes a corrected query
+            for a validation failure: retry with feedback.
+        synthesizer: builds the Report (default: deterministic, no model).
+        router: decides about each outcome (default: `Router()`'s table).
+        policies: tool-use policies applied to every subagent's tool calls, before the
+            subagents' own.
+        alternatives: named alternative approaches served by another subagent; handlers
+            can also be registered with `@coordinator.alternative(name)`.
+        max_concurrency: subagent runs in flight at once.
+        deadline: seconds for a whole run; propagated into every call and backoff.
+        max_rounds: rewrite rounds per task.
+        retry_budget: shared by all subagents of a run; by default a fresh
+            `RetryBudget()` per run. Pass `RetryBudget.unlimited()` to disable.
+        min_coverage: the share of entries that must be answered for the report to be
+            sufficient (e.g. 0.8).
+        executor: where subagents run (default: this event loop).
+    """
+
+    def __init__(
+        self,
+        subagents: Sequence[Subagent],
+        *,
+        rewriter: Rewriter | None = None,
+        synthesizer: Synthesizer | None = None,
+        router: RouterLike | None = None,
+        policies: Sequence[ToolPolicy] = (),
+        alternatives: Mapping[str, Subagent] | None = None,
+        max_concurrency: int = 64,
+        deadline: float | None = None,
+        max_rounds: int = 3,
+        retry_budget: RetryBudget | None = None,
+        min_coverage: float | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        subagents = list(subagents)
+        if not subagents:
+            raise UsageError("Coordinator needs at least one subagent")
+        for sub in [*subagents, *(alternatives or {}).values()]:
+            if not isinstance(sub, Subagent):
+                raise UsageError(f"Coordinator takes Subagent objects, got {sub!r}")
+        names = [sub.name for sub in subagents]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UsageError(f"subagent names must be unique; repeated: {duplicates}")
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise UsageError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        if deadline is not None and deadline <= 0:
+            raise UsageError(f"deadline must be > 0 seconds, got {deadline!r}")
+        if max_rounds < 0:
+            raise UsageError(f"max_rounds must be >= 0, got {max_rounds!r}")
+        if min_coverage is not None and not 0 <= min_coverage <= 1:
+            raise UsageError(f"min_coverage must be between 0 and 1, got {min_coverage!r}")
+        for policy in policies:
+            if not isinstance(policy, ToolPolicy):
+                raise UsageError(f"{policy!r} is not a policy; use @pre_tool_use / @post_tool_use")
+        self.subagents = {sub.name: sub for sub in subagents}
+        self.rewriter = rewriter
+        self.synthesizer: Synthesizer = synthesizer or DeterministicSynthesizer()
+        self.router: RouterLike = router or Router()
+        self.policies = tuple(policies)
+        self.max_concurrency = max_concurrency
+        self.deadline = deadline
+        self.max_rounds = max_rounds
+        self.retry_budget = retry_budget
+        self.min_coverage = min_coverage
+        self.executor: Executor = executor or LocalExecutor()
+        self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
+        self._alternative_handlers: dict[str, AlternativeHandler] = {}
+
+    def alternative(self, name: str) -> Callable[[AlternativeHandler], AlternativeHandler]:
+        """Register `handler(task, envelope)` as the alternative approach `name`."""
+
+        def register(handler: AlternativeHandler) -> AlternativeHandler:
+            if name in self._alternative_subagents or name in self._alternative_handlers:
+                raise UsageError(f"alternative {name!r} is already registered")
+            self._alternative_handlers[name] = handler
+            return handler
+
+        return register
+
+    @property
+    def alternative_names(self) -> frozenset[str]:
+        return frozenset(self._alternative_subagents) | frozenset(self._alternative_handlers)
+
+    async def run(self, tasks: Iterable[Task | str], *, run_id: str | None = None) -> Report:
+        """Run every task to a decision and return the report. Never raises for a task."""
+        jobs = self._plan(tasks)
+        loop = asyncio.get_running_loop()
+        run = _Run(
+            run_id=run_id or uuid.uuid4().hex[:12],
+            at=None if self.deadline is None else loop.time() + self.deadline,
+            budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
+            slots=asyncio.Semaphore(self.max_concurrency),
+        )
+        log = get_logger(run_id=run.run_id)
+        log.info("run_started", tasks=len(jobs), subagents=list(self.subagents))
+        records: list[TaskRecord] = []
+        async with asyncio.TaskGroup() as group:
+            futures = [group.create_task(self._drive(run, *job)) for job in jobs]
+        records = [future.result() for future in futures]
+        report = await self.synthesizer.synthesize(
+            records, run_id=run.run_id, min_coverage=self.min_coverage
+        )
+        log.info(
+            "run_finished",
+            entries=len(report.coverage),
+            coverage=round(report.coverage_ratio, 4),
+            sufficient=report.sufficient,
+            retries=run.budget.retries,
+            retries_denied=run.budget.denied,
+        )
+        return report
+
+    def _plan(self, tasks: Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
+        """Pair each task with its subagent(s); bad names fail before anything runs."""
+        jobs: list[tuple[str, Task, Subagent]] = []
+        for index, task in enumerate(tasks):
+            if isinstance(task, str):
+                task = Task(query=task)
+            elif not isinstance(task, Task):
+                raise UsageError(f"Coordinator.run() takes Tasks or query strings, got {task!r}")
+            base = task.id or f"task-{index}"
+            if task.subagent is not None:
+                if task.subagent not in self.subagents:
+                    raise UsageError(
+                        f"task {base} names subagent {task.subagent!r}; "
+                        f"known: {sorted(self.subagents)}"
+                    )
+                jobs.append((base, task, self.subagents[task.subagent]))
+            elif len(self.subagents) == 1:
+                jobs.append((base, task, next(iter(self.subagents.values()))))
+            else:
+                jobs += [(f"{base}/{name}", task, sub) for name, sub in self.subagents.items()]
+        return jobs
+
+    async def _drive(self, run: _Run, task_id: str, task: Task, subagent: Subagent) -> TaskRecord:
+        """Dispatch one task and follow the router's decisions to a final state."""
+        job = _Job(task_id=task_id, original=task, subagent=subagent, task=task)
+        log = get_logger(run_id=run.run_id, task_id=task_id, subagent=subagent.name)
+        outcome = await self._execute(run, job, subagent, task)
+        while True:
+            try:
+                decision = await self._decide(run, job, outcome)
+            except Exception as exc:
+                # A broken router or rewriter must not abort the run: it becomes a gap.
+                log.error("routing_failed", error=repr(exc))
+                decision = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
+            job.steps.append(_step(job, outcome, decision))
+            log.info("route_decision", decision=type(decision).__name__, **_describe(decision))
+            if isinstance(decision, RetryWithFeedback):
+                job.rewrites += 1
+                job.tried_queries.add(decision.task.query)
+                job.task = decision.task
+                outcome = await self._execute(run, job, job.current, decision.task)
+            elif isinstance(decision, TryAlternative):
+                job.tried_alternatives.add(decision.name)
+                assert isinstance(outcome, ErrorEnvelope)  # _decide allows alternatives only then
+                try:
+                    alternative = await self._alternative(run, job, decision.name, outcome)
+                except Exception as exc:
+                    log.error("alternative_failed", alternative=decision.name, error=repr(exc))
+                    alternative = None
+                if alternative is not None:
+                    outcome = alternative
+            else:
+                return job.finish(decision)
+
+    async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
+        """The router's decision, within what no router may change."""
+        if isinstance(outcome, ErrorEnvelope) and outcome.policy is not None:
+            verdict = outcome.policy
+            if verdict.action == "escalate":
+                return Escalate(f"policy {verdict.policy}: {verdict.reason}")
+            if verdict.action == "forbid_retry":
+                return RecordGap(f"retry forbidden by policy {verdict.policy}: {verdict.reason}")
+        decision = await self.router.route(
+            RouteContext(
+                task=job.task,
+                outcome=outcome,
+                subagent=job.subagent.name,
+                rewrites=job.rewrites,
+                max_rounds=self.max_rounds,
+                tried_queries=frozenset(job.tried_queries),
+                tried_alternatives=frozenset(job.tried_alternatives),
+                alternatives=self.alternative_names,
+                rewriter=self.rewriter,
+            )
+        )
+        if not isinstance(decision, RetryWithFeedback | TryAlternative):
+            return decision
+        if isinstance(outcome, Success):
+            if outcome.is_empty:
+                return AcceptEmpty()  # "searched, nothing found" is never retried
+            if isinstance(decision, TryAlternative):
+                return Accept()
+        if run.remaining() == 0:
+            return RecordGap("deadline reached; no new attempt started")
+        if isinstance(decision, RetryWithFeedback):
+            if decision.task.query in job.tried_queries:
+                return RecordGap(f"query already tried: {decision.task.query!r}")
+            if job.rewrites >= self.max_rounds:
+                return RecordGap(f"no rounds left after {job.rewrites} rewrites")
+        elif decision.name not in self.alternative_names:
+            return RecordGap(f"no handler for alternative {decision.name!r}")
+        elif decision.name in job.tried_alternatives:
+            return RecordGap(f"alternative {decision.name!r} already tried")
+        return decision
+
+    async def _execute(self, run: _Run, job: _Job, subagent: Subagent, task: Task) -> Outcome:
+        job.current = subagent
+        async with run.slots:
+            remaining = run.remaining()
+            if remaining == 0:
+                return _not_started(subagent, task)
+            dispatch = Dispatch(
+                run_id=run.run_id,
+                task_id=job.task_id,
+                deadline=remaining,
+                policies=self.policies,
+                budget=run.budget,
+                state=run.state,
+            )
+            try:
+                return await self.executor.execute(subagent, task, dispatch)
+            except Exception as exc:
+                # Subagent.run never raises for a task failure; an executor might.
+                return subagent.classifier.classify(
+                    exc, source=subagent.name, attempted_query=task.query, attempts=0
+                )
+
+    async def _alternative(
+        self, run: _Run, job: _Job, name: str, envelope: ErrorEnvelope
+    ) -> Outcome | None:
+        if name in self._alternative_subagents:
+            return await self._execute(run, job, self._alternative_subagents[name], job.task)
+        result: Any = self._alternative_handlers[name](job.task, envelope)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None or isinstance(result, Success | ErrorEnvelope):
+            return result
+        if not isinstance(result, Task):
+            raise UsageError(
+                f"alternative {name!r} returned {result!r}; expected Task, Outcome or None"
+            )
+        target = job.current
+        if result.subagent is not None:
+            if result.subagent not in self.subagents:
+                raise UsageError(f"alternative {name!r} named unknown subagent {result.subagent!r}")
+            target = self.subagents[result.subagent]
+        job.task = result
+        job.tried_queries.add(result.query)
+        return await self._execute(run, job, target, result)
+
+
+@dataclass(slots=True)
+class _Run:
+    run_id: str
+    at: float | None
+    budget: RetryBudget
+    slots: asyncio.Semaphore
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def remaining(self) -> float | None:
+        if self.at is None:
+            return None
+        return max(0.0, self.at - asyncio.get_running_loop().time())
+
+
+@dataclass(slots=True)
+class _Job:
+    """The mutable progress of one (task, subagent) pair while the run goes on."""
+
+    task_id: str
+    original: Task
+    subagent: Subagent
+    task: Task
+    current: Subagent = field(init=False)
+    steps: list[Step] = field(default_factory=list)
+    rewrites: int = 0
+    tried_queries: set[str] = field(default_factory=set)
+    tried_alternatives: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.current = self.subagent
+        self.tried_queries.add(self.task.query)
+
+    def finish(self, decision: RouteDecision) -> TaskRecord:
+        status, reason = _status(decision, self.steps)
+        return TaskRecord(
+            task_id=self.task_id,
+            task=self.original,
+            subagent=self.subagent.name,
+            steps=tuple(self.steps),
+            status=status,
+            reason=reason,
+        )
+
+
+def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus, str | None]:
+    if isinstance(decision, Accept):
+        return CoverageStatus.COVERED, None
+    if isinstance(decision, AcceptEmpty):
+        return CoverageStatus.EMPTY, "searched, nothing found"
+    if isinstance(decision, Escalate):
+        return CoverageStatus.ESCALATED, decision.reason
+    reason = decision.reason if isinstance(decision, RecordGap) else type(decision).__name__
+    has_partial = any(
+        isinstance(step.outcome, ErrorEnvelope)
+        and step.outcome.partial_results is not None
+        and (step.outcome.partial_results.findings or step.outcome.partial_results.completed)
+        for step in steps
+    )
+    return (CoverageStatus.PARTIAL if has_partial else CoverageStatus.GAP), reason
+
+
+def _step(job: _Job, outcome: Outcome, decision: RouteDecision) -> Step:
+    details = _describe(decision)
+    return Step(
+        subagent=job.current.name,
+        query=job.task.query,
+        outcome=outcome,
+        decision=type(decision).__name__,
+        reason=details.get("reason"),
+    )
+
+
+def _describe(decision: RouteDecision) -> dict[str, str]:
+    if isinstance(decision, RetryWithFeedback):
+        return {"reason": f"retry with query {decision.task.query!r}"}
+    if isinstance(decision, TryAlternative):
+        return {"reason": f"try alternative {decision.name!r}"}
+    if isinstance(decision, Escalate | RecordGap):
+        return {"reason": decision.reason}
+    return {}
+
+
+def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:
+    return ErrorEnvelope(
+        error_category=ErrorCategory.TRANSIENT,
+        error_type="timeout",
+        is_retryable=True,
+        message="the run's deadline passed before this task could start",
+        attempted_query=task.query,
+        source=subagent.name,
+        attempts=0,
+    )

@@ -1,0 +1,52 @@
+"""The executor seam: "run this subagent on this task -> outcome".
+
+The coordinator only ever awaits `executor.execute(...)`, so a distributed engine can
+take the local event loop's place without touching routing or synthesis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentmesh.envelope import Outcome
+from agentmesh.policies import ToolPolicy
+from agentmesh.retry import RetryBudget
+from agentmesh.subagents import Subagent
+from agentmesh.task import Task
+
+__all__ = ["Dispatch", "Executor", "LocalExecutor"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """How to run one task: its identity in the run, its time, and the run's shared parts."""
+
+    run_id: str
+    task_id: str
+    deadline: float | None  # seconds from now
+    policies: Sequence[ToolPolicy] = ()
+    budget: RetryBudget | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    """Where subagents run."""
+
+    async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome: ...
+
+
+class LocalExecutor:
+    """Runs subagents on the current event loop (the default)."""
+
+    async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome:
+        return await subagent.run(
+            task,
+            run_id=dispatch.run_id,
+            task_id=dispatch.task_id,
+            budget=dispatch.budget,
+            deadline=dispatch.deadline,
+            policies=dispatch.policies,
+            state=dispatch.state,
+        )

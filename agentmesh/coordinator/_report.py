@@ -1,0 +1,188 @@
+"""The Report: findings with provenance, coverage topic by topic, escalations, history."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
+from agentmesh.task import Task
+
+__all__ = ["CoverageEntry", "CoverageStatus", "Finding", "Report", "Step", "TaskRecord"]
+
+
+class CoverageStatus(enum.StrEnum):
+    """How well one task (topic x subagent) was covered."""
+
+    COVERED = "covered"
+    EMPTY = "empty"  # searched, nothing found: an answer, not a gap
+    PARTIAL = "partial"
+    GAP = "gap"
+    ESCALATED = "escalated"
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class Finding(_Value):
+    """One thing found, with where it came from and what was asked."""
+
+    topic: str
+    source: str
+    attempted_query: str | dict[str, Any]
+    content: Any
+    preliminary: bool = False  # from the partial results of a failed attempt
+
+
+class Step(_Value):
+    """One dispatch of a task and the decision taken on its outcome."""
+
+    subagent: str
+    query: str
+    outcome: Outcome
+    decision: str
+    reason: str | None = None
+
+
+class TaskRecord(_Value):
+    """The history of one task for one subagent: every step and the final outcome."""
+
+    task_id: str
+    task: Task
+    subagent: str
+    steps: tuple[Step, ...]
+    status: CoverageStatus
+    reason: str | None = None
+
+    @property
+    def final(self) -> Outcome:
+        return self.steps[-1].outcome
+
+
+class CoverageEntry(_Value):
+    """Coverage of one topic by one source, and if it is missing, why."""
+
+    topic: str
+    source: str
+    status: CoverageStatus
+    reason: str | None
+    attempted_query: str | dict[str, Any]
+    is_retryable: bool
+    partial: PartialResults | None = None
+    user_message: str | None = None
+
+
+class Report(_Value):
+    """What a run found and, honestly, what it could not."""
+
+    run_id: str
+    findings: tuple[Finding, ...]
+    coverage: tuple[CoverageEntry, ...]
+    escalations: tuple[CoverageEntry, ...]
+    records: tuple[TaskRecord, ...] = Field(repr=False)
+    min_coverage: float | None = None
+    summary: str | None = None
+
+    @property
+    def coverage_ratio(self) -> float:
+        """Share of entries answered (covered or empty); 1.0 for an empty run."""
+        if not self.coverage:
+            return 1.0
+        answered = sum(
+            entry.status in (CoverageStatus.COVERED, CoverageStatus.EMPTY)
+            for entry in self.coverage
+        )
+        return answered / len(self.coverage)
+
+    @property
+    def sufficient(self) -> bool:
+        """False when a minimum coverage was asked for and not reached."""
+        return self.min_coverage is None or self.coverage_ratio >= self.min_coverage
+
+    @property
+    def gaps(self) -> tuple[CoverageEntry, ...]:
+        return tuple(
+            e for e in self.coverage if e.status in (CoverageStatus.GAP, CoverageStatus.PARTIAL)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["coverage_ratio"] = self.coverage_ratio
+        data["sufficient"] = self.sufficient
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    def to_markdown(self) -> str:
+        """Findings by topic, then a Coverage section naming every gap and partial block."""
+        lines = ["# Report", ""]
+        if self.summary:
+            lines += [self.summary, ""]
+        if not self.sufficient:
+            lines += [
+                f"**Insufficient coverage: {self.coverage_ratio:.0%} answered, "
+                f"{self.min_coverage:.0%} required.**",
+                "",
+            ]
+        lines += ["## Findings", ""]
+        by_topic: dict[str, list[Finding]] = {}
+        for finding in self.findings:
+            by_topic.setdefault(finding.topic, []).append(finding)
+        if not by_topic:
+            lines += ["No findings.", ""]
+        for topic, findings in by_topic.items():
+            lines += [f"### {topic}", ""]
+            for finding in findings:
+                mark = " (preliminary)" if finding.preliminary else ""
+                lines.append(f"- {_text(finding.content)} — *{finding.source}*{mark}")
+            lines.append("")
+        lines += [
+            "## Coverage",
+            "",
+            f"{self.coverage_ratio:.0%} of {len(self.coverage)} entries answered.",
+            "",
+        ]
+        lines += [
+            "| topic | source | status | reason | retry could help |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for entry in self.coverage:
+            helps = "yes" if entry.is_retryable else "no"
+            lines.append(
+                f"| {_cell(entry.topic)} | {_cell(entry.source)} | {entry.status.value} "
+                f"| {_cell(entry.reason or '')} | {helps} |"
+            )
+        lines.append("")
+        for entry in self.coverage:
+            if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
+                partial = entry.partial
+                lines += [f"### Partial: {entry.topic} ({entry.source})", ""]
+                lines.append(f"- completed: {', '.join(partial.completed) or 'none'}")
+                lines.append(f"- pending: {', '.join(partial.pending) or 'none'}")
+                lines.append("- preliminary findings:")
+                lines += [f"  - {_text(item)}" for item in partial.findings] or ["  - none"]
+                lines.append("")
+        if self.escalations:
+            lines += ["## Escalations", ""]
+            for entry in self.escalations:
+                lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return " ".join(text.split())
+
+
+def _cell(value: str) -> str:
+    return _text(value).replace("|", "\\|")
+
+
+def envelope_of(outcome: Outcome) -> ErrorEnvelope | None:
+    return outcome if isinstance(outcome, ErrorEnvelope) else None

@@ -1,0 +1,205 @@
+"""The outcome model: every run of a subagent or a tool ends in exactly one `Outcome`.
+
+An `Outcome` is a `Success` (which may be a valid, empty result) or an `ErrorEnvelope`
+that says what failed, why, what was tried, what was already found and what else could
+work. Both are frozen pydantic models: snake_case in Python, camelCase on the wire
+(`to_dict()` / `model_dump(by_alias=True)`), so the JSON matches the literature.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, computed_field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "ErrorCategory",
+    "ErrorEnvelope",
+    "Outcome",
+    "PartialResults",
+    "PolicyVerdict",
+    "Success",
+    "is_empty_value",
+]
+
+T = TypeVar("T")
+
+JSONQuery: TypeAlias = str | dict[str, Any]
+
+
+class ErrorCategory(enum.StrEnum):
+    """Why a call failed; the category decides the recovery strategy."""
+
+    TRANSIENT = "transient"
+    VALIDATION = "validation"
+    BUSINESS = "business"
+    PERMISSION = "permission"
+    OTHER = "other"
+
+    @property
+    def retryable_by_default(self) -> bool:
+        """Only transient failures can succeed when tried again unchanged."""
+        return self is ErrorCategory.TRANSIENT
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, camelCase keys, absent optional fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+class PartialResults(_Wire):
+    """Work done before a failure: it survives the failure and reaches the coordinator."""
+
+    completed: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
+    findings: tuple[Any, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.completed or self.pending or self.findings)
+
+
+class PolicyVerdict(_Wire):
+    """A deterministic policy's ruling that travels with an outcome.
+
+    Whatever a model or a router wants, an outcome carrying `forbid_retry` or `escalate`
+    is never attempted again, and `deny` means the tool was never run.
+    """
+
+    action: Literal["deny", "forbid_retry", "escalate"]
+    reason: str
+    policy: str
+
+
+class ErrorEnvelope(_Wire):
+    """A failure as data: enough context for the coordinator to decide what to do next."""
+
+    # Only fields that are always present are required in the JSON schema: a schema that
+    # required partialResults would invite a model to invent some.
+    ALWAYS_PRESENT: ClassVar[tuple[str, ...]] = (
+        "isError",
+        "errorCategory",
+        "errorType",
+        "isRetryable",
+        "message",
+        "attemptedQuery",
+        "source",
+        "attempts",
+    )
+
+    is_error: Literal[True] = True
+    error_category: ErrorCategory
+    error_type: str
+    is_retryable: bool
+    message: str
+    attempted_query: JSONQuery
+    source: str
+    attempts: int = Field(ge=0)
+    partial_results: PartialResults | None = None
+    alternative_approaches: tuple[str, ...] | None = None
+    details: str | None = None
+    user_message: str | None = None
+    retry_after: float | None = Field(default=None, ge=0)
+    policy: PolicyVerdict | None = None
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON schema of the wire form, requiring exactly the always-present fields."""
+        schema = cls.model_json_schema(by_alias=True)
+        schema["required"] = list(cls.ALWAYS_PRESENT)
+        return schema
+
+    @property
+    def category(self) -> ErrorCategory:
+        return self.error_category
+
+    def to_tool_result(self, tool_use_id: str) -> dict[str, Any]:
+        """An Anthropic `tool_result` block: `is_error: true`, the envelope JSON as content."""
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "is_error": True,
+            "content": self.to_json(),
+        }
+
+    def to_mcp_result(self) -> dict[str, Any]:
+        """An MCP `CallToolResult`-shaped dict with `isError: true`."""
+        return {
+            "isError": True,
+            "content": [{"type": "text", "text": self.to_json()}],
+            "structuredContent": self.to_dict(),
+        }
+
+
+def is_empty_value(data: object) -> bool:
+    """True for the values that mean "searched, nothing found": `[]`, `{}`, `None`, `""`."""
+    if data is None:
+        return True
+    if isinstance(data, str | list | tuple | dict | set | frozenset):
+        return len(data) == 0
+    return False
+
+
+class Success(_Wire, Generic[T]):
+    """A result. An empty one is a valid answer: never retried, never reported as a gap."""
+
+    # `isEmpty` is written to JSON for readers; it is derived, so reading it back ignores it.
+    model_config = ConfigDict(extra="ignore")
+
+    is_error: Literal[False] = False
+    data: T
+    source: str
+    attempted_query: JSONQuery
+    attempts: int = Field(default=1, ge=0)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def is_empty(self) -> bool:
+        return is_empty_value(self.data)
+
+    def data_json(self) -> str:
+        return pydantic_core.to_json(self.data).decode()
+
+    def to_tool_result(self, tool_use_id: str) -> dict[str, Any]:
+        """An Anthropic `tool_result` block without `is_error`, even when empty."""
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": self.data_json()}
+
+    def to_mcp_result(self) -> dict[str, Any]:
+        """An MCP `CallToolResult`-shaped dict with `isError: false`."""
+        data = pydantic_core.to_jsonable_python(self.data)
+        structured = data if isinstance(data, dict) else {"result": data}
+        return {
+            "isError": False,
+            "content": [{"type": "text", "text": self.data_json()}],
+            "structuredContent": structured,
+        }
+
+
+def _outcome_tag(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return "error" if getattr(value, "is_error", False) else "success"
+    if isinstance(value, dict):
+        flag = value.get("isError", value.get("is_error", False))
+        return "error" if flag else "success"
+    return "success"
+
+
+Outcome: TypeAlias = Annotated[
+    Annotated[Success[Any], Tag("success")] | Annotated[ErrorEnvelope, Tag("error")],
+    Discriminator(_outcome_tag),
+]
+"""`Success | ErrorEnvelope`, discriminated by `isError` when read from JSON."""

@@ -1,0 +1,129 @@
+"""Exceptions of agentmesh.
+
+Three kinds, kept apart:
+
+* **Signals** that a subagent or tool raises on purpose to say how it failed. Each is
+  turned into an `ErrorEnvelope` of its category::
+
+      AgentError
+      ├── TransientError      transient, retryable: timeouts, rate limits, outages
+      ├── ValidationError     validation: the input was malformed; fix it, don't retry blindly
+      ├── BusinessError       business: a domain rule blocked the action
+      └── PermissionDenied    permission: the caller may not do this
+
+* **An outcome in flight**: `ToolCallFailed` is raised by `ctx.call` when a tool failed
+  for good (after local retries). It carries the envelope; catch it to go on with other
+  sources, or let it propagate and it becomes the subagent's outcome, unchanged.
+
+* **Misuse of the API**: `UsageError`, raised at definition or call time with a message
+  that names the offending argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from agentmesh.envelope import ErrorCategory
+
+if TYPE_CHECKING:
+    from agentmesh.envelope import ErrorEnvelope
+
+__all__ = [
+    "AgentError",
+    "BusinessError",
+    "PermissionDenied",
+    "ToolCallFailed",
+    "TransientError",
+    "UsageError",
+    "ValidationError",
+]
+
+
+class AgentError(Exception):
+    """A failure a subagent or tool reports on purpose, with what the coordinator needs.
+
+    Args:
+        message: human-readable, for the developer and the model.
+        category: decides the recovery strategy.
+        error_type: the specific failure (`timeout`, `rate_limited`, `not_found`, ...).
+        retryable: whether trying again can succeed; defaults to the category's rule
+            (only transient failures are retryable).
+        alternative_approaches: named approaches the coordinator may try instead.
+        user_message: customer-friendly text, for business errors.
+        retry_after: seconds the server asked us to wait before trying again.
+        details: free text, e.g. for `other` failures not yet classified.
+    """
+
+    default_category: ErrorCategory = ErrorCategory.OTHER
+    default_error_type: str = "error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        category: ErrorCategory | str | None = None,
+        error_type: str | None = None,
+        retryable: bool | None = None,
+        alternative_approaches: Iterable[str] = (),
+        user_message: str | None = None,
+        retry_after: float | None = None,
+        details: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        try:
+            self.category = ErrorCategory(category or self.default_category)
+        except ValueError:
+            allowed = ", ".join(c.value for c in ErrorCategory)
+            raise UsageError(f"category={category!r} is not one of: {allowed}") from None
+        if retry_after is not None and retry_after < 0:
+            raise UsageError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
+        if isinstance(alternative_approaches, str):
+            raise UsageError("alternative_approaches must be a list of names, not one string")
+        self.message = message
+        self.error_type = error_type or self.default_error_type
+        self.retryable = self.category.retryable_by_default if retryable is None else retryable
+        self.alternative_approaches = tuple(alternative_approaches)
+        self.user_message = user_message
+        self.retry_after = retry_after
+        self.details = details
+
+
+class TransientError(AgentError):
+    """A temporary failure (timeout, rate limit, outage): trying again may succeed."""
+
+    default_category = ErrorCategory.TRANSIENT
+    default_error_type = "unavailable"
+
+
+class ValidationError(AgentError):
+    """The input was malformed: correct the request rather than retrying it unchanged."""
+
+    default_category = ErrorCategory.VALIDATION
+    default_error_type = "invalid_query"
+
+
+class BusinessError(AgentError):
+    """A domain rule blocked the action (e.g. the order has already shipped)."""
+
+    default_category = ErrorCategory.BUSINESS
+    default_error_type = "business_rule"
+
+
+class PermissionDenied(AgentError):
+    """The caller is not allowed to do this: retrying does not help; escalate."""
+
+    default_category = ErrorCategory.PERMISSION
+    default_error_type = "permission_denied"
+
+
+class ToolCallFailed(Exception):
+    """A tool failed for good; `envelope` says how. Raised by `Context.call`."""
+
+    def __init__(self, envelope: ErrorEnvelope) -> None:
+        super().__init__(envelope.message)
+        self.envelope = envelope
+
+
+class UsageError(ValueError):
+    """agentmesh was used in a way it does not support; the message names the argument."""

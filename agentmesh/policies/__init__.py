@@ -1,0 +1,35 @@
+"""Deterministic policies in the tool path: rules that hold 100% of the time.
+
+A policy sees each tool call before it runs (`@pre_tool_use`, may deny it) and the outcome
+of each attempt before anyone else does (`@post_tool_use`, may forbid a retry, escalate or
+withhold a result). Whatever a model or a router would prefer, a denied call is never
+run and a forbidden retry is never attempted.
+"""
+
+from agentmesh.policies._builtins import deny_after_permission_error, escalate_on, forbid_retry
+from agentmesh.policies._chain import PolicyChain
+from agentmesh.policies._core import (
+    Decision,
+    PostToolUse,
+    PreToolUse,
+    ToolCallEvent,
+    ToolPolicy,
+    ToolResultEvent,
+    post_tool_use,
+    pre_tool_use,
+)
+
+__all__ = [
+    "Decision",
+    "PolicyChain",
+    "PostToolUse",
+    "PreToolUse",
+    "ToolCallEvent",
+    "ToolPolicy",
+    "ToolResultEvent",
+    "deny_after_permission_error",
+    "escalate_on",
+    "forbid_retry",
+    "post_tool_use",
+    "pre_tool_use",
+]

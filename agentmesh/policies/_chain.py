@@ -1,0 +1,75 @@
+"""Running an ordered chain of policies: the strictest decision wins, and a policy that
+raises fails closed (its call is denied or escalated, never silently allowed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentmesh.envelope import PolicyVerdict
+from agentmesh.policies._core import Decision, ToolCallEvent, ToolPolicy, ToolResultEvent
+
+__all__ = ["PolicyChain"]
+
+# Higher is stricter; `allow` never overrides anything.
+_STRICTNESS = {"allow": 0, "forbid_retry": 1, "escalate": 2, "deny": 3}
+
+
+class PolicyChain:
+    """The policies that apply to one subagent's tool calls, in order."""
+
+    __slots__ = ("policies",)
+
+    def __init__(self, policies: Sequence[ToolPolicy] = ()) -> None:
+        self.policies = tuple(policies)
+
+    def __add__(self, other: Sequence[ToolPolicy]) -> PolicyChain:
+        return PolicyChain(self.policies + tuple(other))
+
+    def __bool__(self) -> bool:
+        return bool(self.policies)
+
+    def before(self, event: ToolCallEvent, log: Any) -> PolicyVerdict | None:
+        """The first deny, if any policy denies the call."""
+        for policy in self.policies:
+            try:
+                decision = policy.before(event)
+            except Exception as exc:
+                decision = Decision.deny(f"policy raised {type(exc).__name__}: {exc}")
+                log.error("policy_failed", policy=_name(policy), stage="pre", error=repr(exc))
+            if decision is None or decision.action == "allow":
+                continue
+            verdict = _verdict(policy, decision)
+            if decision.action == "deny":
+                log.info("policy_decision", stage="pre", **verdict.model_dump())
+                return verdict
+            # forbid_retry / escalate before a call has nothing to stop yet: say so.
+            log.warning("policy_decision_ignored", stage="pre", **verdict.model_dump())
+        return None
+
+    def after(self, event: ToolResultEvent, log: Any) -> PolicyVerdict | None:
+        """The strictest decision of all policies on one attempt's outcome."""
+        strictest: PolicyVerdict | None = None
+        for policy in self.policies:
+            try:
+                decision = policy.after(event)
+            except Exception as exc:
+                decision = Decision.escalate(f"policy raised {type(exc).__name__}: {exc}")
+                log.error("policy_failed", policy=_name(policy), stage="post", error=repr(exc))
+            if decision is None or decision.action == "allow":
+                continue
+            verdict = _verdict(policy, decision)
+            log.info("policy_decision", stage="post", attempt=event.attempt, **verdict.model_dump())
+            if strictest is None or _STRICTNESS[verdict.action] > _STRICTNESS[strictest.action]:
+                strictest = verdict
+        return strictest
+
+
+def _name(policy: ToolPolicy) -> str:
+    return getattr(policy, "name", None) or type(policy).__name__
+
+
+def _verdict(policy: ToolPolicy, decision: Decision) -> PolicyVerdict:
+    action = decision.action
+    assert action != "allow"  # filtered by the callers
+    return PolicyVerdict(action=action, reason=decision.reason or action, policy=_name(policy))

@@ -1,0 +1,258 @@
+"""Decisions, the events policies see, and the two hook decorators."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, overload
+
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
+from agentmesh.errors import UsageError
+from agentmesh.tools import Impact
+
+__all__ = [
+    "Decision",
+    "PostToolUse",
+    "PreToolUse",
+    "ToolCallEvent",
+    "ToolPolicy",
+    "ToolResultEvent",
+    "post_tool_use",
+    "pre_tool_use",
+]
+
+Action = Literal["allow", "deny", "forbid_retry", "escalate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A policy's ruling on one tool call.
+
+    * `allow`: no objection (it never overrides another policy's deny).
+    * `deny`: before the call, the tool is not run; after a success, the result is withheld.
+      The caller gets a permission envelope with `errorType="policy_blocked"`.
+    * `forbid_retry`: no new attempt of this call, by the local loop or the coordinator.
+    * `escalate`: hand it to a human; implies `forbid_retry`.
+    """
+
+    action: Action
+    reason: str = ""
+
+    @classmethod
+    def allow(cls) -> Decision:
+        return cls("allow")
+
+    @classmethod
+    def deny(cls, reason: str) -> Decision:
+        return cls("deny", reason)
+
+    @classmethod
+    def forbid_retry(cls, reason: str) -> Decision:
+        return cls("forbid_retry", reason)
+
+    @classmethod
+    def escalate(cls, reason: str) -> Decision:
+        return cls("escalate", reason)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """What a pre-tool-use policy sees: the call about to be made.
+
+    `state` is a dict shared by every call of one run (and only that run): where stateful
+    policies keep what they learned.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    impact: Impact | None
+    idempotent: bool
+    subagent: str
+    run_id: str
+    task_id: str
+    state: dict[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent(ToolCallEvent):
+    """What a post-tool-use policy sees: the call and the outcome of one attempt."""
+
+    outcome: Success[Any] | ErrorEnvelope = field(kw_only=True)
+    attempt: int = field(kw_only=True)
+
+    @property
+    def envelope(self) -> ErrorEnvelope | None:
+        return self.outcome if isinstance(self.outcome, ErrorEnvelope) else None
+
+
+class ToolPolicy:
+    """A deterministic rule in the tool path; override `before` and/or `after`.
+
+    Both return a `Decision` or None (no opinion). Policies are plain, synchronous and
+    side-effect free apart from `event.state`: they must hold 100% of the time, so they
+    do not wait on anything that could fail.
+    """
+
+    name: str = "policy"
+
+    def before(self, event: ToolCallEvent) -> Decision | None:
+        return None
+
+    def after(self, event: ToolResultEvent) -> Decision | None:
+        return None
+
+
+ToolSelector: TypeAlias = str | Iterable[str] | None
+CategorySelector: TypeAlias = ErrorCategory | str | Iterable[ErrorCategory | str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """Which calls a policy applies to: by tool name, impact and (after) error category."""
+
+    tools: frozenset[str] | None = None
+    impacts: frozenset[str] | None = None
+    categories: frozenset[ErrorCategory] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        tool: ToolSelector = None,
+        impact: Impact | Iterable[Impact] | None = None,
+        category: CategorySelector = None,
+    ) -> Match:
+        return cls(_names(tool), _names(impact), _categories(category))
+
+    def call(self, event: ToolCallEvent) -> bool:
+        if self.tools is not None and event.tool not in self.tools:
+            return False
+        return self.impacts is None or event.impact in self.impacts
+
+    def result(self, event: ToolResultEvent) -> bool:
+        if not self.call(event):
+            return False
+        if self.categories is None:
+            return True
+        envelope = event.envelope
+        return envelope is not None and envelope.error_category in self.categories
+
+
+def _names(value: str | Iterable[str] | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset([value] if isinstance(value, str) else value)
+
+
+def _categories(value: CategorySelector) -> frozenset[ErrorCategory] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str | ErrorCategory) else list(value)
+    try:
+        return frozenset(ErrorCategory(item) for item in items)
+    except ValueError:
+        allowed = ", ".join(c.value for c in ErrorCategory)
+        raise UsageError(f"category must be among {allowed}; got {value!r}") from None
+
+
+PreHook: TypeAlias = Callable[[ToolCallEvent], Decision | None]
+PostHook: TypeAlias = Callable[[ToolResultEvent], Decision | None]
+
+
+class PreToolUse(ToolPolicy):
+    """A plain function run before matching tool calls."""
+
+    __slots__ = ("fn", "match", "name")
+
+    def __init__(self, fn: PreHook, match: Match) -> None:
+        _check_sync(fn, "pre_tool_use")
+        self.fn = fn
+        self.match = match
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+
+    def before(self, event: ToolCallEvent) -> Decision | None:
+        return self.fn(event) if self.match.call(event) else None
+
+    def __call__(self, event: ToolCallEvent) -> Decision | None:
+        return self.before(event)
+
+
+class PostToolUse(ToolPolicy):
+    """A plain function run after each attempt of matching tool calls."""
+
+    __slots__ = ("fn", "match", "name")
+
+    def __init__(self, fn: PostHook, match: Match) -> None:
+        _check_sync(fn, "post_tool_use")
+        self.fn = fn
+        self.match = match
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+
+    def after(self, event: ToolResultEvent) -> Decision | None:
+        return self.fn(event) if self.match.result(event) else None
+
+    def __call__(self, event: ToolResultEvent) -> Decision | None:
+        return self.after(event)
+
+
+def _check_sync(fn: Callable[..., Any], decorator: str) -> None:
+    if inspect.iscoroutinefunction(fn):
+        raise UsageError(
+            f"@{decorator}: {getattr(fn, '__qualname__', fn)} is async; policies are plain "
+            "functions so that they decide deterministically, without waiting on anything"
+        )
+
+
+@overload
+def pre_tool_use(fn: PreHook, /) -> PreToolUse: ...
+@overload
+def pre_tool_use(
+    *, tool: ToolSelector = None, impact: Impact | Iterable[Impact] | None = None
+) -> Callable[[PreHook], PreToolUse]: ...
+def pre_tool_use(
+    fn: PreHook | None = None,
+    /,
+    *,
+    tool: ToolSelector = None,
+    impact: Impact | Iterable[Impact] | None = None,
+) -> PreToolUse | Callable[[PreHook], PreToolUse]:
+    """Run `fn(event)` before every call of the matching tools; it may deny the call.
+
+    Args:
+        tool: a tool name or names; None for every tool.
+        impact: only tools declared with this impact ("financial", "legal", "safety").
+    """
+    match = Match.of(tool, impact)
+    if fn is not None:
+        return PreToolUse(fn, match)
+    return lambda f: PreToolUse(f, match)
+
+
+@overload
+def post_tool_use(fn: PostHook, /) -> PostToolUse: ...
+@overload
+def post_tool_use(
+    *,
+    tool: ToolSelector = None,
+    category: CategorySelector = None,
+    impact: Impact | Iterable[Impact] | None = None,
+) -> Callable[[PostHook], PostToolUse]: ...
+def post_tool_use(
+    fn: PostHook | None = None,
+    /,
+    *,
+    tool: ToolSelector = None,
+    category: CategorySelector = None,
+    impact: Impact | Iterable[Impact] | None = None,
+) -> PostToolUse | Callable[[PostHook], PostToolUse]:
+    """Run `fn(event)` after each attempt of the matching tools, before anyone sees it.
+
+    Args:
+        tool: a tool name or names; None for every tool.
+        category: only failures of this error category (or these categories).
+        impact: only tools declared with this impact.
+    """
+    match = Match.of(tool, impact, category)
+    if fn is not None:
+        return PostToolUse(fn, match)
+    return lambda f: PostToolUse(f, match)

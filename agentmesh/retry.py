@@ -1,0 +1,268 @@
+"""Local retry: `RetryPolicy` (a frozen value that builds tenacity objects) and `RetryBudget`.
+
+One logical call = one fresh `tenacity.AsyncRetrying`: policies are shared, retry state
+never is (tenacity keeps per-run state on the instance, so sharing one across concurrent
+calls would mix their attempt counts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+from agentmesh.envelope import ErrorEnvelope
+from agentmesh.errors import UsageError
+
+__all__ = ["RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
+
+T = TypeVar("T")
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An async sleep; inject one in tests to record delays instead of waiting them out."""
+
+Jitter = Literal["full", "equal", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a subagent or tool retries its own transient failures, locally, before giving up.
+
+    Only envelopes with `is_retryable` are retried. Delays grow exponentially from
+    `initial_delay` by `multiplier`, capped at `max_delay`, with jitter so that clients
+    failing together do not retry together. A server's `retry_after` is honoured: never
+    retried earlier; and when the server asks for longer than `max_delay` or than the
+    deadline leaves, the call gives up at once instead of sleeping.
+
+    Args:
+        max_attempts: attempts in all, the first included (1 means never retry).
+        initial_delay: the backoff cap before the second attempt, in seconds.
+        max_delay: the largest single wait, in seconds.
+        multiplier: growth of the backoff cap per attempt.
+        jitter: "full" waits uniform(0, cap); "equal" uniform(cap/2, cap); "none" cap.
+        deadline: seconds for the whole call, attempts and waits together.
+        sleep: the sleep function; tests inject one that records delays.
+    """
+
+    max_attempts: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 10.0
+    multiplier: float = 2.0
+    jitter: Jitter = "full"
+    deadline: float | None = None
+    sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise UsageError(
+                f"RetryPolicy(max_attempts=) must be an int >= 1, got {self.max_attempts!r}"
+            )
+        for name in ("initial_delay", "max_delay"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value < 0:
+                raise UsageError(f"RetryPolicy({name}=) must be >= 0 seconds, got {value!r}")
+        if self.multiplier < 1:
+            raise UsageError(f"RetryPolicy(multiplier=) must be >= 1, got {self.multiplier!r}")
+        if self.jitter not in ("full", "equal", "none"):
+            raise UsageError(
+                f"RetryPolicy(jitter=) must be 'full', 'equal' or 'none', got {self.jitter!r}"
+            )
+        if self.deadline is not None and self.deadline <= 0:
+            raise UsageError(f"RetryPolicy(deadline=) must be > 0 seconds, got {self.deadline!r}")
+
+    @classmethod
+    def never(cls) -> RetryPolicy:
+        """A policy that makes exactly one attempt."""
+        return cls(max_attempts=1)
+
+    def backoff_cap(self, retry_number: int) -> float:
+        """The largest wait before retry number `retry_number` (1 = the first retry)."""
+        growth: float = self.multiplier ** (retry_number - 1)
+        return float(min(self.max_delay, self.initial_delay * growth))
+
+    def backoff(self, retry_number: int) -> float:
+        """A jittered wait before retry number `retry_number`."""
+        cap = self.backoff_cap(retry_number)
+        if self.jitter == "full":
+            return random.uniform(0, cap)
+        if self.jitter == "equal":
+            return random.uniform(cap / 2, cap)
+        return cap
+
+    async def run(
+        self,
+        attempt: Callable[[int], Awaitable[T | ErrorEnvelope]],
+        *,
+        retryable: Callable[[ErrorEnvelope], bool] = lambda envelope: envelope.is_retryable,
+        budget: RetryBudget | None = None,
+        deadline: float | None = None,
+        on_retry: Callable[[ErrorEnvelope, int, float], None] | None = None,
+    ) -> RetryResult[T]:
+        """Run `attempt(1)`, `attempt(2)`, ... until a result, a final envelope or a stop.
+
+        `attempt` never raises for a failure: it returns the classified envelope.
+        `deadline` is absolute, in the running loop's clock; the policy's own `deadline`
+        is counted from now, and the earlier of the two wins.
+        """
+        loop = asyncio.get_running_loop()
+        if self.deadline is not None:
+            own = loop.time() + self.deadline
+            deadline = own if deadline is None else min(deadline, own)
+        state = RetryResult[T](deadline=deadline)
+        if budget is not None:
+            budget.record_first_attempt()
+
+        async def one_attempt() -> T | ErrorEnvelope:
+            state.attempts += 1
+            return await attempt(state.attempts)
+
+        def should_retry(result: object) -> bool:
+            return isinstance(result, ErrorEnvelope) and retryable(result)
+
+        def before_sleep(retry_state: RetryCallState) -> None:
+            if on_retry is not None and retry_state.outcome is not None:
+                envelope = retry_state.outcome.result()
+                on_retry(envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
+
+        retrying = AsyncRetrying(
+            sleep=self.sleep,
+            retry=retry_if_result(should_retry),
+            wait=_Backoff(self),
+            stop=_Stop(self, budget, state),
+            before_sleep=before_sleep,
+            retry_error_callback=_last_result,
+        )
+        state.result = await retrying(one_attempt)
+        return state
+
+
+def _last_result(retry_state: RetryCallState) -> Any:
+    assert retry_state.outcome is not None  # tenacity sets it before calling back
+    return retry_state.outcome.result()
+
+
+@dataclass(slots=True)
+class RetryResult(Generic[T]):
+    """What one retried call ended with: its last result, attempts, and why it stopped."""
+
+    deadline: float | None = None
+    attempts: int = 0
+    result: T | ErrorEnvelope | None = None
+    stop_reason: str | None = None
+
+
+class _Backoff(wait_base):
+    """Jittered exponential backoff that never undercuts the server's retry-after."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        delay = self.policy.backoff(retry_state.attempt_number)
+        retry_after = _retry_after(retry_state)
+        return delay if retry_after is None else max(delay, retry_after)
+
+
+class _Stop(stop_base):
+    """Stops on attempts, on a retry-after or a wait past the deadline, or on an empty budget.
+
+    Tenacity computes the upcoming wait before asking whether to stop, so the deadline
+    check sees the real sleep. The budget is asked last, so a token is spent only for a
+    retry that will really happen.
+    """
+
+    def __init__(self, policy: RetryPolicy, budget: RetryBudget | None, state: RetryResult[Any]):
+        self.policy = policy
+        self.budget = budget
+        self.state = state
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        reason = self._reason(retry_state)
+        self.state.stop_reason = reason
+        return reason is not None
+
+    def _reason(self, retry_state: RetryCallState) -> str | None:
+        policy = self.policy
+        if retry_state.attempt_number >= policy.max_attempts:
+            return f"gave up after {retry_state.attempt_number} attempts"
+        retry_after = _retry_after(retry_state)
+        if retry_after is not None and retry_after > policy.max_delay:
+            return (
+                f"gave up at once: the server asked to retry after {retry_after:g}s, "
+                f"more than max_delay {policy.max_delay:g}s"
+            )
+        deadline = self.state.deadline
+        if deadline is not None:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if retry_state.upcoming_sleep >= remaining:
+                return (
+                    f"gave up: waiting {retry_state.upcoming_sleep:.3g}s would pass the "
+                    f"deadline ({max(remaining, 0):.3g}s left)"
+                )
+        if self.budget is not None and not self.budget.try_spend():
+            return "gave up: the run's retry budget is spent"
+        return None
+
+
+def _retry_after(retry_state: RetryCallState) -> float | None:
+    if retry_state.outcome is None or retry_state.outcome.failed:
+        return None
+    envelope = retry_state.outcome.result()
+    return envelope.retry_after if isinstance(envelope, ErrorEnvelope) else None
+
+
+class RetryBudget:
+    """A token bucket shared by every subagent of a run, so an outage cannot multiply load.
+
+    In the spirit of gRPC retry throttling and Finagle's retry budgets: the bucket starts
+    with `reserve` tokens, every first attempt deposits `ratio` of a token, every retry
+    spends one. With the defaults a run makes at most 20% more retries than first
+    attempts, plus 100: against a source that is down for good, 1,000 calls cost at most
+    1,300 attempts instead of `max_attempts` x 1,000.
+    """
+
+    __slots__ = ("denied", "first_attempts", "ratio", "reserve", "retries")
+
+    def __init__(self, ratio: float = 0.2, reserve: float = 100) -> None:
+        if ratio < 0:
+            raise UsageError(f"RetryBudget(ratio=) must be >= 0, got {ratio!r}")
+        if reserve < 0:
+            raise UsageError(f"RetryBudget(reserve=) must be >= 0, got {reserve!r}")
+        self.ratio = ratio
+        self.reserve = reserve
+        self.first_attempts = 0
+        self.retries = 0
+        self.denied = 0
+
+    @property
+    def tokens(self) -> float:
+        """Retries still allowed now (computed, not accumulated, so floats do not drift)."""
+        return self.reserve + self.ratio * self.first_attempts - self.retries
+
+    @classmethod
+    def unlimited(cls) -> RetryBudget:
+        """A budget that never refuses a retry (each call's RetryPolicy still bounds it)."""
+        return cls(ratio=0, reserve=float("inf"))
+
+    def record_first_attempt(self) -> None:
+        self.first_attempts += 1
+
+    def try_spend(self) -> bool:
+        """Take one token for a retry; False when the budget is spent."""
+        if self.tokens >= 1 - 1e-9:
+            self.retries += 1
+            return True
+        self.denied += 1
+        return False
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryBudget(ratio={self.ratio}, reserve={self.reserve}, tokens={self.tokens:.1f}, "
+            f"first_attempts={self.first_attempts}, retries={self.retries}, denied={self.denied})"
+        )

@@ -1,0 +1,207 @@
+"""`Subagent`: runs one task and always hands back exactly one outcome."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agentmesh._logging import get_logger
+from agentmesh.classify import Classifier, default_classifier
+from agentmesh.context import Context
+from agentmesh.envelope import ErrorEnvelope, Outcome, Success
+from agentmesh.errors import ToolCallFailed, UsageError
+from agentmesh.policies import PolicyChain, ToolPolicy
+from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.task import Task
+from agentmesh.throttle import Limiter, RateLimitSpec
+
+__all__ = ["Subagent"]
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+class Subagent(abc.ABC):
+    """A spoke of the hub: does one kind of work and reports an honest outcome.
+
+    Subclass it and implement `handle`, or decorate a function with `@subagent`.
+    `run` never raises for a task failure (cancellation propagates): it returns a
+    `Success` (possibly empty) or an `ErrorEnvelope` with the partial results recorded
+    through `ctx.record_partial`.
+
+    Args:
+        name: the subagent's name, used as `source` and in routing.
+        retry: the local retry policy for the subagent's own transient failures and for
+            its tool calls (a tool may declare its own).
+        alternatives: named approaches the coordinator may try when this one fails.
+        policies: tool-use policies for this subagent's tool calls.
+        rate_limit: `(n, per_seconds)`: at most n runs per window.
+        max_concurrency: at most this many runs at once.
+        classifier: maps exceptions to envelopes (default: the built-in mappings).
+    """
+
+    name: str = ""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        alternatives: Iterable[str] = (),
+        policies: Sequence[ToolPolicy] = (),
+        rate_limit: RateLimitSpec | None = None,
+        max_concurrency: int | None = None,
+        classifier: Classifier | None = None,
+    ) -> None:
+        self.name = name or self.name or type(self).__name__
+        if isinstance(alternatives, str):
+            raise UsageError(f"subagent {self.name}: alternatives must be a list of names")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise UsageError(f"subagent {self.name}: retry= takes a RetryPolicy, got {retry!r}")
+        for policy in policies:
+            if not isinstance(policy, ToolPolicy):
+                raise UsageError(
+                    f"subagent {self.name}: {policy!r} is not a policy; decorate it with "
+                    "@pre_tool_use or @post_tool_use"
+                )
+        self.retry = retry or DEFAULT_RETRY
+        self.alternatives = tuple(alternatives)
+        self.policies = tuple(policies)
+        self.limiter = Limiter(
+            name=f"subagent {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
+        )
+        self.classifier = classifier or default_classifier
+
+    @abc.abstractmethod
+    async def handle(self, task: Task, ctx: Context) -> Any:
+        """Do the work and return the result; `[]`/`None` mean "searched, nothing found"."""
+
+    async def run(
+        self,
+        task: Task | str,
+        *,
+        run_id: str | None = None,
+        task_id: str | None = None,
+        budget: RetryBudget | None = None,
+        deadline: float | None = None,
+        policies: Sequence[ToolPolicy] = (),
+        state: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Run `task` with local retries and return its one outcome.
+
+        Args:
+            task: the task, or a bare query string.
+            run_id: groups the tasks of one run (logs, stateful policies); new if None.
+            task_id: identifies this task in logs; new if None.
+            budget: the retry budget shared across the run; none by default.
+            deadline: seconds from now for everything this task does, waits included.
+            policies: more policies (e.g. the coordinator's), applied before this
+                subagent's own.
+            state: the run's shared policy state; a fresh one if None.
+        """
+        if isinstance(task, str):
+            task = Task(query=task)
+        elif not isinstance(task, Task):
+            raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
+        if deadline is not None and deadline < 0:
+            raise UsageError(f"{self.name}.run(deadline=) must be >= 0 seconds, got {deadline!r}")
+        loop = asyncio.get_running_loop()
+        at = None if deadline is None else loop.time() + deadline
+        run_id = run_id or uuid.uuid4().hex[:12]
+        task_id = task_id or task.id or uuid.uuid4().hex[:12]
+        log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
+        ctx = Context(
+            task=task,
+            subagent=self.name,
+            run_id=run_id,
+            task_id=task_id,
+            retry=self.retry,
+            policies=PolicyChain((*policies, *self.policies)),
+            classifier=self.classifier,
+            budget=budget,
+            deadline=at,
+            state={} if state is None else state,
+            log=log,
+        )
+        final = False  # a tool's failure is already retried at the tool: never again here
+
+        async def attempt(number: int) -> Success[Any] | ErrorEnvelope:
+            nonlocal final
+            ctx.attempt = number
+            log.debug("subagent_attempt", attempt=number)
+            try:
+                async with self.limiter.slot(), asyncio.timeout_at(at):
+                    data = await self.handle(task, ctx)
+            except ToolCallFailed as failed:
+                final = True
+                return failed.envelope
+            except Exception as exc:
+                envelope = self.classifier.classify(
+                    exc, source=self.name, attempted_query=task.query, attempts=number
+                )
+                if at is not None and loop.time() >= at and envelope.error_type == "timeout":
+                    envelope = envelope.model_copy(
+                        update={
+                            "message": f"cut at the deadline ({deadline:g}s): {envelope.message}"
+                        }
+                    )
+                log.info(
+                    "error_classified",
+                    attempt=number,
+                    category=envelope.error_category.value,
+                    error_type=envelope.error_type,
+                    retryable=envelope.is_retryable,
+                )
+                return envelope
+            return Success(data=data, source=self.name, attempted_query=task.query, attempts=number)
+
+        result = await self.retry.run(
+            attempt,
+            retryable=lambda envelope: envelope.is_retryable and not final,
+            budget=budget,
+            deadline=at,
+            on_retry=lambda envelope, number, delay: log.info(
+                "retry_scheduled",
+                attempt=number,
+                delay=round(delay, 4),
+                error_type=envelope.error_type,
+            ),
+        )
+        outcome = result.result
+        if isinstance(outcome, ErrorEnvelope):
+            outcome = self._complete(outcome, ctx, None if final else result.stop_reason)
+            log.info(
+                "subagent_outcome",
+                status="error",
+                category=outcome.error_category.value,
+                error_type=outcome.error_type,
+                retryable=outcome.is_retryable,
+                attempts=outcome.attempts,
+                partial=outcome.partial_results is not None,
+            )
+            return outcome
+        assert isinstance(outcome, Success)
+        log.info(
+            "subagent_outcome",
+            status="empty" if outcome.is_empty else "success",
+            attempts=outcome.attempts,
+        )
+        return outcome
+
+    def _complete(
+        self, envelope: ErrorEnvelope, ctx: Context, stop_reason: str | None
+    ) -> ErrorEnvelope:
+        """Add what the subagent knows: its progress, its alternatives, why it stopped."""
+        alternatives = dict.fromkeys((*self.alternatives, *(envelope.alternative_approaches or ())))
+        update: dict[str, Any] = {
+            "partial_results": ctx.partials.snapshot() or envelope.partial_results,
+            "alternative_approaches": tuple(alternatives) or None,
+        }
+        if stop_reason and envelope.is_retryable:
+            update["details"] = "; ".join(filter(None, [envelope.details, stop_reason]))
+        return envelope.model_copy(update=update)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

@@ -1,0 +1,85 @@
+"""`@subagent`: a subagent from a plain `async def f(task, ctx)`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, overload
+
+from agentmesh.classify import Classifier
+from agentmesh.context import Context
+from agentmesh.errors import UsageError
+from agentmesh.policies import ToolPolicy
+from agentmesh.retry import RetryPolicy
+from agentmesh.subagents._base import Subagent
+from agentmesh.task import Task
+from agentmesh.throttle import RateLimitSpec
+
+__all__ = ["FunctionSubagent", "subagent"]
+
+SubagentFn = Callable[[Task, Context], Awaitable[Any]]
+
+
+class FunctionSubagent(Subagent):
+    """A `Subagent` whose `handle` is a function."""
+
+    def __init__(self, fn: SubagentFn, name: str | None = None, **options: Any) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise UsageError(
+                f"@subagent needs an async function `async def f(task, ctx)`; "
+                f"{getattr(fn, '__qualname__', fn)!r} is not async"
+            )
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) != 2:
+            raise UsageError(
+                f"@subagent function {fn.__qualname__} must take (task, ctx); it takes "
+                f"({', '.join(p.name for p in params)})"
+            )
+        self.fn = fn
+        super().__init__(name or fn.__name__, **options)
+        self.__doc__ = fn.__doc__
+
+    async def handle(self, task: Task, ctx: Context) -> Any:
+        return await self.fn(task, ctx)
+
+
+@overload
+def subagent(fn: SubagentFn, /) -> FunctionSubagent: ...
+@overload
+def subagent(
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    alternatives: Iterable[str] = (),
+    policies: Sequence[ToolPolicy] = (),
+    rate_limit: RateLimitSpec | None = None,
+    max_concurrency: int | None = None,
+    classifier: Classifier | None = None,
+) -> Callable[[SubagentFn], FunctionSubagent]: ...
+def subagent(
+    fn: SubagentFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    alternatives: Iterable[str] = (),
+    policies: Sequence[ToolPolicy] = (),
+    rate_limit: RateLimitSpec | None = None,
+    max_concurrency: int | None = None,
+    classifier: Classifier | None = None,
+) -> FunctionSubagent | Callable[[SubagentFn], FunctionSubagent]:
+    """Turn `async def f(task, ctx)` into a `Subagent`; see `Subagent` for the options."""
+
+    def make(func: SubagentFn) -> FunctionSubagent:
+        return FunctionSubagent(
+            func,
+            name,
+            retry=retry,
+            alternatives=alternatives,
+            policies=policies,
+            rate_limit=rate_limit,
+            max_concurrency=max_concurrency,
+            classifier=classifier,
+        )
+
+    return make if fn is None else make(fn)

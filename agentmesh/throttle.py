@@ -1,0 +1,239 @@
+"""Rate and concurrency limits for tools and subagents: `Limiter`.
+
+A `Limiter` is declared once, at definition time (``@tool(rate_limit=(5, 1.0),
+max_concurrency=2)``), and used from whichever event loop runs the call::
+
+    async with limiter.slot():
+        ...  # at most `max_concurrency` of these at once, at most n starts per window
+
+How waiting works, and why it costs no CPU:
+
+* **Concurrency** is an `asyncio.Semaphore`: waiters park on a future, FIFO.
+* **Rate** is accounted by asyncio-throttle's `Throttler` (a sliding log of start times),
+  but its `acquire` polls with `asyncio.sleep(retry_interval)`, so 10,000 waiters would
+  wake 10,000 times per interval. In front of it sits a FIFO gate (an `asyncio.Lock`):
+  only the task holding the gate looks at the throttler, and it sleeps exactly until the
+  oldest start leaves the window. Every other waiter parks on the lock's future. One
+  wake-up per slot, and slots are handed out in arrival order.
+* The concurrency slot is taken before the rate slot, so a start is recorded right before
+  the body runs; the other order would let calls queued on the semaphore bunch up later
+  and exceed the rate in some window.
+
+asyncio primitives bind to the first loop that uses them, so the gate and the semaphore
+live per running loop (created lazily, dropped with the loop). The rate log is shared by
+every loop of the process: the remote service counts our calls, not our loops, so two
+`asyncio.run` calls in a row must not get twice the rate.
+
+Time is not injectable here: asyncio-throttle reads `time.monotonic` itself. Tests use
+short real windows (e.g. 5 per 0.05 s) and assert on counts and order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from asyncio_throttle.throttler import Throttler
+
+from agentmesh.errors import UsageError
+
+__all__ = ["Limiter", "RateLimitSpec"]
+
+RateLimitSpec: TypeAlias = tuple[int, float]
+"""``(n, per_seconds)``: at most n starts in any window of `per_seconds` seconds."""
+
+# One shared instance: entering a nullcontext costs two method calls, which is what the
+# unlimited hot path (most tools) should pay.
+_NO_LIMIT: Final[contextlib.nullcontext[None]] = contextlib.nullcontext()
+
+# An early wake-up (asyncio may fire a timer up to one clock tick early) must not turn
+# into a busy loop on a coarse clock, such as Windows' ~16 ms one.
+_MIN_SLEEP: Final[float] = time.get_clock_info("monotonic").resolution
+
+
+@dataclass(slots=True)
+class _LoopState:
+    """The asyncio primitives of one limiter in one event loop."""
+
+    gate: asyncio.Lock | None
+    semaphore: asyncio.Semaphore | None
+
+
+class Limiter:
+    """Rate and concurrency limits of one tool or subagent.
+
+    Args:
+        name: the owner (tool or subagent) name, used in error messages and `repr`.
+        rate_limit: ``(n, per_seconds)``: at most n starts in any window of
+            `per_seconds` seconds; None for no rate limit.
+        max_concurrency: at most this many calls in flight at once; None for no limit.
+
+    Raises:
+        UsageError: an argument is malformed; the message names it and the owner.
+    """
+
+    __slots__ = (
+        "_accounting_lock",
+        "_max_concurrency",
+        "_name",
+        "_rate_limit",
+        "_states",
+        "_states_lock",
+        "_throttler",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        rate_limit: RateLimitSpec | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        self._name = name
+        self._rate_limit = _check_rate_limit(name, rate_limit)
+        self._max_concurrency = _check_max_concurrency(name, max_concurrency)
+        self._throttler: Throttler | None = None
+        if self._rate_limit is not None:
+            n, per_seconds = self._rate_limit
+            self._throttler = Throttler(rate_limit=n, period=per_seconds)
+        # Loops in different threads share the rate log: checking it and recording a start
+        # must be one step, or two loops could both take the last slot.
+        self._accounting_lock = threading.Lock()
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._states_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The owner (tool or subagent) name."""
+        return self._name
+
+    @property
+    def rate_limit(self) -> RateLimitSpec | None:
+        """``(n, per_seconds)``, or None when starts are not rate-limited."""
+        return self._rate_limit
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """The most calls in flight at once, or None when unbounded."""
+        return self._max_concurrency
+
+    @property
+    def is_unlimited(self) -> bool:
+        """True when there is neither a rate limit nor a concurrency limit."""
+        return self._rate_limit is None and self._max_concurrency is None
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Wait for a concurrency slot and a rate slot; hold the concurrency slot inside.
+
+        The concurrency slot is released on exit, also on an exception or cancellation.
+        A task cancelled while waiting takes nothing: neither slot, nor a start in the
+        rate window.
+
+        Returns:
+            An async context manager; a shared no-op one when the limiter is unlimited.
+        """
+        if self._rate_limit is None and self._max_concurrency is None:
+            return _NO_LIMIT
+        return self._limited_slot()
+
+    @contextlib.asynccontextmanager
+    async def _limited_slot(self) -> AsyncIterator[None]:
+        state = self._loop_state()
+        if state.semaphore is None:
+            await self._start(state)
+            yield
+            return
+        async with state.semaphore:
+            await self._start(state)
+            yield
+
+    async def _start(self, state: _LoopState) -> None:
+        """Take a rate slot (a no-op without a rate limit), waiting FIFO behind the gate."""
+        throttler = self._throttler
+        if state.gate is None or throttler is None:
+            return
+        async with state.gate:
+            while True:
+                with self._accounting_lock:
+                    throttler.flush()  # type: ignore[no-untyped-call]  # unannotated upstream
+                    log: deque[float] = throttler._task_logs
+                    if len(log) < throttler.rate_limit:
+                        # The check just passed under the lock, so this records the start
+                        # without ever reaching the throttler's polling sleep.
+                        await throttler.acquire()  # type: ignore[no-untyped-call]  # unannotated upstream
+                        return
+                    wait: float = log[0] + throttler.period - time.monotonic()
+                # Sleep exactly until the oldest start leaves the window, not a poll.
+                await asyncio.sleep(max(wait, _MIN_SLEEP))
+
+    def _loop_state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            with self._states_lock:
+                state = self._states.get(loop)
+                if state is None:
+                    state = _LoopState(
+                        gate=None if self._rate_limit is None else asyncio.Lock(),
+                        semaphore=(
+                            None
+                            if self._max_concurrency is None
+                            else asyncio.Semaphore(self._max_concurrency)
+                        ),
+                    )
+                    self._states[loop] = state
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"Limiter(name={self._name!r}, rate_limit={self._rate_limit!r}, "
+            f"max_concurrency={self._max_concurrency!r})"
+        )
+
+
+def _check_rate_limit(name: str, rate_limit: object) -> RateLimitSpec | None:
+    if rate_limit is None:
+        return None
+    if not isinstance(rate_limit, tuple | list) or len(rate_limit) != 2:
+        raise UsageError(
+            f"{name}: rate_limit= must be a tuple (n, per_seconds), got {rate_limit!r}"
+        )
+    n, per_seconds = rate_limit
+    # bool is an int subclass; rate_limit=(True, 1) is a mistake, not "one per second".
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise UsageError(
+            f"{name}: rate_limit=(n, per_seconds) needs n to be an int >= 1, got {n!r}"
+        )
+    if (
+        not isinstance(per_seconds, int | float)
+        or isinstance(per_seconds, bool)
+        or not math.isfinite(per_seconds)
+        or per_seconds <= 0
+    ):
+        raise UsageError(
+            f"{name}: rate_limit=(n, per_seconds) needs per_seconds to be a finite number "
+            f"> 0, got {per_seconds!r}"
+        )
+    return (n, float(per_seconds))
+
+
+def _check_max_concurrency(name: str, max_concurrency: object) -> int | None:
+    if max_concurrency is None:
+        return None
+    if (
+        not isinstance(max_concurrency, int)
+        or isinstance(max_concurrency, bool)
+        or max_concurrency < 1
+    ):
+        raise UsageError(f"{name}: max_concurrency= must be an int >= 1, got {max_concurrency!r}")
+    return max_concurrency

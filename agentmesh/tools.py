@@ -1,0 +1,201 @@
+"""`@tool`: typed tools with validated input, a JSON schema, and side-effect flags.
+
+A tool is an async function whose type hints become its JSON input schema. Inputs are
+validated before the body runs, so bad input costs nothing and names the field. Two flags
+tell the framework what a failure may have done:
+
+* `idempotent=True`: calling twice is the same as once, so any transient failure may be
+  retried.
+* `idempotent=False` (the default): after a failure that may have taken effect (a
+  timeout, a dropped connection) the tool is not re-invoked automatically, unless it
+  accepts an `idempotency_key` parameter: then every attempt of one logical call gets the
+  same key, and the tool (or the service behind it) can make the repeat harmless.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_args, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from agentmesh.errors import UsageError
+from agentmesh.retry import RetryPolicy
+from agentmesh.throttle import Limiter, RateLimitSpec
+
+__all__ = ["IDEMPOTENCY_KEY", "Impact", "Tool", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Impact = Literal["financial", "legal", "safety"]
+IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class Tool(Generic[P, R]):
+    """A typed, validated tool. Call it through `ctx.call(tool, ...)` inside a subagent.
+
+    Calling the `Tool` object directly runs the function as written, with no validation,
+    policies or retries, which is handy in the tool's own unit tests.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, Awaitable[R]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+        impact: Impact | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: RateLimitSpec | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise UsageError(
+                f"@tool needs an async function (async def); {fn.__qualname__} is not. "
+                "Wrap blocking code with asyncio.to_thread inside an async def."
+            )
+        if impact is not None and impact not in get_args(Impact):
+            raise UsageError(
+                f"@tool(impact=) must be one of {get_args(Impact)} or None, got {impact!r}"
+            )
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description or inspect.getdoc(fn) or self.name
+        self.idempotent = idempotent
+        self.impact: Impact | None = impact
+        self.retry = retry
+        self.limiter = Limiter(
+            name=f"tool {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
+        )
+        self._signature = inspect.signature(fn)
+        self.accepts_idempotency_key = IDEMPOTENCY_KEY in self._signature.parameters
+        self.input_model = _input_model(fn, self._signature, self.name)
+        functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the tool's input (without `idempotency_key`)."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def to_anthropic_tool(self) -> dict[str, Any]:
+        """The tool's definition for the Messages API `tools` list."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Name positional arguments, as the call would; raises TypeError on a mismatch."""
+        if not args:
+            return dict(kwargs)
+        return dict(self._signature.bind_partial(*args, **kwargs).arguments)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and coerce `arguments`; raises pydantic's ValidationError naming fields."""
+        model = self.input_model.model_validate(dict(arguments))
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, arguments: Mapping[str, Any], *, idempotency_key: str | None) -> R:
+        """Run the body with already validated arguments."""
+        kwargs = dict(arguments)
+        if self.accepts_idempotency_key:
+            kwargs[IDEMPOTENCY_KEY] = idempotency_key
+        return await self.fn(**kwargs)  # type: ignore[call-arg]  # validated against fn's signature
+
+    async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = "idempotent" if self.idempotent else "not idempotent"
+        impact = f", impact={self.impact}" if self.impact else ""
+        return f"<Tool {self.name} ({flags}{impact})>"
+
+
+def _input_model(
+    fn: Callable[..., Any], signature: inspect.Signature, name: str
+) -> type[BaseModel]:
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise UsageError(f"@tool {name}: cannot resolve a type hint: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UsageError(
+                f"@tool {name}: *args and **kwargs cannot be described by a schema; "
+                f"name the parameters ({param.name})"
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise UsageError(f"@tool {name}: parameter {param.name} is positional-only")
+        if param.name == IDEMPOTENCY_KEY:
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    model_name = "".join(part.capitalize() for part in name.split("_")) + "Input"
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(model_name, __config__=config, **fields)
+    return model
+
+
+@overload
+def tool(fn: Callable[P, Awaitable[R]], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    impact: Impact | None = None,
+    retry: RetryPolicy | None = None,
+    rate_limit: RateLimitSpec | None = None,
+    max_concurrency: int | None = None,
+) -> Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, Awaitable[R]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    impact: Impact | None = None,
+    retry: RetryPolicy | None = None,
+    rate_limit: RateLimitSpec | None = None,
+    max_concurrency: int | None = None,
+) -> Tool[P, R] | Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]:
+    """Make a typed tool from an async function; usable bare (`@tool`) or with options.
+
+    Args:
+        name: the tool's name (default: the function's).
+        description: shown to models (default: the docstring).
+        idempotent: whether repeating a call is harmless (see the module docstring).
+        impact: "financial", "legal" or "safety": lets policies single out risky tools.
+        retry: the tool's own retry policy; by default the calling subagent's.
+        rate_limit: `(n, per_seconds)`: at most n calls per window, across all callers.
+        max_concurrency: at most this many calls in flight at once.
+    """
+
+    def make(func: Callable[P, Awaitable[R]]) -> Tool[P, R]:
+        return Tool(
+            func,
+            name=name,
+            description=description,
+            idempotent=idempotent,
+            impact=impact,
+            retry=retry,
+            rate_limit=rate_limit,
+            max_concurrency=max_concurrency,
+        )
+
+    return make if fn is None else make(fn)

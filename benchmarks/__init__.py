@@ -1,0 +1,1 @@
+"""Benchmarks of agentmesh, runnable as ``python -m benchmarks.<name>`` from the repo root."""

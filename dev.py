@@ -1,0 +1,65 @@
+"""Set up the development environment and run the project's jobs.
+
+Needs only Python 3.11+: it creates `.venv`, installs agentmesh with its `dev` extra
+into it, then runs the job asked for.
+
+    python3 dev.py demo     # the runnable example, offline
+    python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+MARKER = VENV / ".dev-installed"
+
+
+def _run(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    completed = subprocess.run([str(a) for a in args], cwd=ROOT, check=False)
+    if completed.returncode != 0:
+        sys.exit(completed.returncode)
+
+
+def setup() -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036  # dev.py may be started by an older python3
+        sys.exit(f"agentmesh needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not PY.exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    # Reinstall only when the project's dependencies changed: keeps `test` fast to rerun.
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if MARKER.exists() and MARKER.read_text() == digest:
+        return
+    _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    MARKER.write_text(digest)
+
+
+def demo() -> None:
+    _run(PY, "examples/quickstart.py")
+
+
+def test() -> None:
+    _run(PY, "-m", "ruff", "check", ".")
+    _run(PY, "-m", "ruff", "format", "--check", ".")
+    _run(PY, "-m", "mypy", "agentmesh", "tests/typecheck")
+    _run(PY, "-m", "pytest")
+
+
+JOBS = {"demo": demo, "test": test, "setup": lambda: None}
+
+if __name__ == "__main__":
+    job = sys.argv[1] if len(sys.argv) > 1 else "test"
+    if job not in JOBS:
+        sys.exit(f"usage: python3 dev.py [{'|'.join(JOBS)}]")
+    setup()
+    JOBS[job]()

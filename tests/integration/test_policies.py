@@ -1,0 +1,276 @@
+"""Deterministic policies hold whatever the retry loop or the task wants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentmesh import (
+    Context,
+    ErrorCategory,
+    ErrorEnvelope,
+    PermissionDenied,
+    RetryPolicy,
+    Success,
+    Task,
+    TransientError,
+    UsageError,
+    subagent,
+    tool,
+)
+from agentmesh.policies import (
+    Decision,
+    ToolCallEvent,
+    ToolResultEvent,
+    deny_after_permission_error,
+    escalate_on,
+    forbid_retry,
+    post_tool_use,
+    pre_tool_use,
+)
+from agentmesh.testing import RecordingSleep
+
+
+def retrying(sleep: RecordingSleep) -> RetryPolicy:
+    return RetryPolicy(max_attempts=4, initial_delay=0.1, jitter="none", sleep=sleep)
+
+
+class TestPreToolUse:
+    async def test_a_denied_call_is_never_run(self) -> None:
+        """The tool body does not run; the caller gets a policy_blocked permission envelope."""
+        refunds: list[int] = []
+
+        @tool(impact="financial", idempotent=True)
+        async def refund(order_id: str, amount: int) -> str:
+            refunds.append(amount)
+            return "refunded"
+
+        @pre_tool_use(tool="refund")
+        def cap_refunds(event: ToolCallEvent) -> Decision | None:
+            if event.arguments["amount"] > 500:
+                return Decision.deny("refunds over $500 need a supervisor")
+            return None
+
+        @subagent(policies=[cap_refunds])
+        async def support(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, order_id="#12345", amount=int(task.query))
+
+        blocked = await support.run("900")
+        assert isinstance(blocked, ErrorEnvelope)
+        assert blocked.error_category is ErrorCategory.PERMISSION
+        assert blocked.error_type == "policy_blocked"
+        assert blocked.is_retryable is False
+        assert blocked.attempts == 0
+        assert blocked.policy is not None
+        assert blocked.policy.policy == "cap_refunds"
+        assert "supervisor" in blocked.message
+        assert refunds == []
+
+        allowed = await support.run("100")
+        assert isinstance(allowed, Success)
+        assert refunds == [100]
+
+    async def test_allow_never_overrides_another_policys_deny(self) -> None:
+        """A permissive policy cannot open what a strict one closed."""
+
+        @tool(idempotent=True)
+        async def delete_all() -> None:
+            raise AssertionError("must not run")
+
+        @pre_tool_use
+        def permissive(event: ToolCallEvent) -> Decision:
+            return Decision.allow()
+
+        @pre_tool_use(tool="delete_all")
+        def strict(event: ToolCallEvent) -> Decision:
+            return Decision.deny("never")
+
+        @subagent(policies=[permissive, strict])
+        async def agent(task: Task, ctx: Context) -> None:
+            await ctx.call(delete_all)
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+
+    async def test_a_policy_that_raises_fails_closed(self) -> None:
+        """A broken policy denies the call instead of letting it through."""
+
+        @tool(idempotent=True)
+        async def action() -> str:
+            raise AssertionError("must not run")
+
+        @pre_tool_use
+        def broken(event: ToolCallEvent) -> Decision | None:
+            raise RuntimeError("bug in policy")
+
+        @subagent(policies=[broken])
+        async def agent(task: Task, ctx: Context) -> str:
+            return await ctx.call(action)
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+        assert "bug in policy" in outcome.message
+
+    async def test_impact_selects_the_risky_tools(self) -> None:
+        """A policy on impact="financial" sees the refund tool and not the search tool."""
+        seen: list[str] = []
+
+        @tool(impact="financial", idempotent=True)
+        async def refund() -> str:
+            return "ok"
+
+        @tool(idempotent=True)
+        async def search() -> str:
+            return "ok"
+
+        @pre_tool_use(impact="financial")
+        def audit(event: ToolCallEvent) -> None:
+            seen.append(event.tool)
+
+        @subagent(policies=[audit])
+        async def agent(task: Task, ctx: Context) -> list[str]:
+            return [await ctx.call(refund), await ctx.call(search)]
+
+        assert isinstance(await agent.run("q"), Success)
+        assert seen == ["refund"]
+
+
+class TestPostToolUse:
+    async def test_forbid_retry_stops_the_local_retry_loop(self) -> None:
+        """A transient failure of a guarded tool is not retried; the envelope names the policy."""
+        sleep = RecordingSleep()
+        calls = 0
+
+        @tool(idempotent=True, impact="financial")
+        async def refund(amount: int) -> str:
+            nonlocal calls
+            calls += 1
+            raise TransientError("bank timeout", error_type="timeout")
+
+        @subagent(retry=retrying(sleep), policies=[forbid_retry(tools="refund")])
+        async def support(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, amount=10)
+
+        outcome = await support.run("refund 10")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert calls == 1
+        assert sleep.delays == []
+        assert outcome.is_retryable is False
+        assert outcome.policy is not None
+        assert outcome.policy.action == "forbid_retry"
+        assert outcome.details is not None
+        assert "forbid_retry" in outcome.details
+
+    async def test_escalate_on_permission_errors_of_financial_tools(self) -> None:
+        """The seed's rule: a permission error on a refund tool forces escalation, no retry."""
+
+        @tool(idempotent=True, impact="financial")
+        async def refund(amount: int) -> str:
+            raise PermissionDenied("agent lacks refund scope")
+
+        @subagent(policies=[escalate_on(categories="permission", impact="financial")])
+        async def support(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, amount=10)
+
+        outcome = await support.run("refund 10")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.policy is not None
+        assert outcome.policy.action == "escalate"
+        assert outcome.is_retryable is False
+
+    async def test_the_strictest_post_decision_wins(self) -> None:
+        """escalate beats forbid_retry whatever the order of the policies."""
+
+        @tool(idempotent=True)
+        async def flaky() -> None:
+            raise TimeoutError("t")
+
+        @subagent(policies=[forbid_retry(), escalate_on(categories="transient"), forbid_retry()])
+        async def agent(task: Task, ctx: Context) -> None:
+            await ctx.call(flaky)
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.policy is not None
+        assert outcome.policy.action == "escalate"
+
+    async def test_deny_on_a_success_withholds_the_result(self) -> None:
+        """A post-tool deny withholds a result the caller must not see: policy_blocked."""
+
+        @tool(idempotent=True)
+        async def lookup(customer: str) -> dict[str, str]:
+            return {"customer": customer, "ssn": "123-45-6789"}
+
+        @post_tool_use(tool="lookup")
+        def no_ssn(event: ToolResultEvent) -> Decision | None:
+            if isinstance(event.outcome, Success) and "ssn" in event.outcome.data:
+                return Decision.deny("result contains an SSN")
+            return None
+
+        @subagent(policies=[no_ssn])
+        async def agent(task: Task, ctx: Context) -> dict[str, str]:
+            return await ctx.call(lookup, customer="c1")
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+        assert "123-45-6789" not in outcome.to_json()
+
+    async def test_deny_after_permission_error_holds_for_the_rest_of_the_run(self) -> None:
+        """After a permission error, later calls of that tool in the same run are not made."""
+        calls = 0
+
+        @tool(idempotent=True)
+        async def admin_api(op: str) -> str:
+            nonlocal calls
+            calls += 1
+            raise PermissionDenied("token lacks admin scope")
+
+        guard = deny_after_permission_error()
+        state: dict[str, Any] = {}
+
+        @subagent(policies=[guard])
+        async def agent(task: Task, ctx: Context) -> str:
+            return await ctx.call(admin_api, op=task.query)
+
+        first = await agent.run("list", run_id="r1", state=state)
+        second = await agent.run("delete", run_id="r1", state=state)
+        assert isinstance(first, ErrorEnvelope)
+        assert first.error_type == "permission_denied"
+        assert isinstance(second, ErrorEnvelope)
+        assert second.error_type == "policy_blocked"
+        assert calls == 1
+        other_run = await agent.run("list", run_id="r2")
+        assert isinstance(other_run, ErrorEnvelope)
+        assert other_run.error_type == "permission_denied"
+        assert calls == 2
+
+
+class TestPolicyMisuse:
+    def test_async_policies_are_refused(self) -> None:
+        """Policies decide without waiting on anything; an async one is a usage error."""
+        with pytest.raises(UsageError, match="async"):
+
+            @pre_tool_use
+            async def slow(event: ToolCallEvent) -> None:  # type: ignore[arg-type]
+                return None
+
+    def test_unknown_category_is_refused(self) -> None:
+        """A typo in a category is caught at definition, not silently never matched."""
+        with pytest.raises(UsageError, match="category"):
+            forbid_retry(categories="transeint")
+
+    def test_a_plain_function_is_not_a_policy(self) -> None:
+        """Passing an undecorated function names the fix."""
+
+        def rule(event: ToolCallEvent) -> None:
+            return None
+
+        with pytest.raises(UsageError, match="pre_tool_use"):
+
+            @subagent(policies=[rule])  # type: ignore[list-item]
+            async def agent(task: Task, ctx: Context) -> None:
+                return None

@@ -1,0 +1,50 @@
+"""The public surface is exactly what we mean to export."""
+
+import agentmesh
+import agentmesh.coordinator
+import agentmesh.policies
+import agentmesh.subagents
+import agentmesh.testing
+
+
+def test_agentmesh_exports_exactly_the_public_api() -> None:
+    """Nothing private leaks into `agentmesh.__all__`, and every name there exists."""
+    assert set(agentmesh.__all__) == {
+        "AgentError",
+        "BusinessError",
+        "Classifier",
+        "Context",
+        "Coordinator",
+        "ErrorCategory",
+        "ErrorEnvelope",
+        "Outcome",
+        "PartialResults",
+        "PermissionDenied",
+        "PolicyVerdict",
+        "Report",
+        "RetryBudget",
+        "RetryPolicy",
+        "Subagent",
+        "Success",
+        "Task",
+        "Tool",
+        "ToolCallFailed",
+        "TransientError",
+        "UsageError",
+        "ValidationError",
+        "classify",
+        "configure_logging",
+        "default_classifier",
+        "redact_secrets",
+        "subagent",
+        "tool",
+    }
+    for module in (
+        agentmesh,
+        agentmesh.coordinator,
+        agentmesh.policies,
+        agentmesh.subagents,
+        agentmesh.testing,
+    ):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"

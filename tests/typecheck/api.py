@@ -1,0 +1,52 @@
+"""Type-checked, never run: the public API's types as a user sees them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmesh import (
+    Context,
+    ErrorEnvelope,
+    Outcome,
+    RetryPolicy,
+    Subagent,
+    Success,
+    Task,
+    Tool,
+    subagent,
+    tool,
+)
+from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+
+
+@tool(idempotent=True)
+async def search_docs(query: str, limit: int = 5) -> list[dict[str, Any]]:
+    return [{"query": query}] * limit
+
+
+typed_tool: Tool[[str, int], list[dict[str, Any]]] = search_docs
+
+
+@pre_tool_use(tool="search_docs")
+def no_empty_queries(event: ToolCallEvent) -> Decision | None:
+    return Decision.deny("empty query") if not event.arguments.get("query") else None
+
+
+@subagent(name="docs", retry=RetryPolicy(max_attempts=4), policies=[no_empty_queries])
+async def docs_agent(task: Task, ctx: Context) -> list[dict[str, Any]]:
+    hits: list[dict[str, Any]] = await ctx.call(search_docs, query=task.query, limit=3)
+    ctx.record_partial(hits, completed="docs")
+    return hits
+
+
+agent: Subagent = docs_agent
+
+
+async def use() -> None:
+    outcome: Outcome = await docs_agent.run(Task(query="q"))
+    if isinstance(outcome, ErrorEnvelope):
+        retry: bool = outcome.is_retryable
+        print(retry)
+    else:
+        success: Success[Any] = outcome
+        print(success.is_empty)
