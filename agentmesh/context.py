@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 import pydantic
 import pydantic_core
 
+from agentmesh._attempts import attempt_call
 from agentmesh.classify import Classifier
 from agentmesh.envelope import (
     ErrorCategory,
@@ -33,7 +34,7 @@ from agentmesh.retry import RetryBudget, RetryPolicy
 from agentmesh.task import Task
 from agentmesh.tools import Tool
 
-__all__ = ["Context", "PartialRecorder", "apply_verdict"]
+__all__ = ["Context", "PartialRecorder", "apply_verdict", "merge_partials"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -85,6 +86,15 @@ class PartialRecorder:
             pending=tuple(self._pending),
             findings=tuple(self._findings),
         )
+
+
+def merge_partials(*blocks: PartialResults | None) -> PartialResults | None:
+    """One block from several, in order, without duplicates; None when all are None."""
+    merged = PartialRecorder()
+    for block in blocks:
+        if block is not None:
+            merged.record(block.findings, completed=block.completed, pending=block.pending)
+    return merged.snapshot()
 
 
 def _as_names(value: str | Iterable[str] | None, argument: str) -> Iterable[str]:
@@ -217,66 +227,40 @@ class Context:
         # One key for every attempt of this logical call, so the repeat is harmless.
         key = uuid.uuid4().hex if tool.accepts_idempotency_key else None
 
-        async def attempt(number: int) -> Success[R] | ErrorEnvelope:
+        async def work(number: int) -> R:
             log.debug("tool_attempt", attempt=number)
-            outcome: Success[R] | ErrorEnvelope
-            try:
-                async with tool.limiter.slot(), asyncio.timeout_at(self.deadline):
-                    data = await tool.invoke(validated, idempotency_key=key)
-                outcome = Success(
-                    data=data, source=source, attempted_query=attempted_query, attempts=number
-                )
-            except Exception as exc:
-                outcome = self._classify_tool_error(tool, exc, source, attempted_query, number, key)
-                log.info(
-                    "error_classified",
-                    attempt=number,
-                    category=outcome.error_category.value,
-                    error_type=outcome.error_type,
-                    retryable=outcome.is_retryable,
-                )
-            if self.policies:
-                verdict = self.policies.after(
-                    ToolResultEvent(**_fields(event), outcome=outcome, attempt=number), log
-                )
-                if verdict is not None:
-                    outcome = apply_verdict(outcome, verdict)
-            return outcome
+            async with asyncio.timeout_at(self.deadline), tool.limiter.slot():
+                return await tool.invoke(validated, idempotency_key=key, ctx=self)
 
-        policy = tool.retry or self.retry
-        result = await policy.run(
-            attempt,
+        def review(outcome: Success[R] | ErrorEnvelope, number: int) -> Success[R] | ErrorEnvelope:
+            if not self.policies:
+                return outcome
+            verdict = self.policies.after(
+                ToolResultEvent(**_fields(event), outcome=outcome, attempt=number), log
+            )
+            return outcome if verdict is None else apply_verdict(outcome, verdict)
+
+        outcome = await attempt_call(
+            work,
+            policy=tool.retry or self.retry,
+            classifier=self.classifier,
+            source=source,
+            attempted_query=attempted_query,
             budget=self.budget,
             deadline=self.deadline,
-            on_retry=lambda envelope, number, delay: log.info(
-                "retry_scheduled",
-                attempt=number,
-                delay=round(delay, 4),
-                error_type=envelope.error_type,
-            ),
+            log=log,
+            adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
+            review=review,
         )
-        outcome = result.result
         if isinstance(outcome, Success):
-            log.debug("tool_outcome", status="success", attempts=result.attempts)
+            log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
-        assert isinstance(outcome, ErrorEnvelope)
-        if result.stop_reason and outcome.is_retryable:
-            details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
-            outcome = outcome.model_copy(update={"details": details})
         raise self._failure(outcome, log)
 
-    def _classify_tool_error(
-        self,
-        tool: Tool[Any, Any],
-        exc: Exception,
-        source: str,
-        attempted_query: dict[str, Any],
-        attempt: int,
-        key: str | None,
+    def _unless_repeat_is_safe(
+        self, tool: Tool[Any, Any], envelope: ErrorEnvelope, exc: Exception, key: str | None
     ) -> ErrorEnvelope:
-        envelope = self.classifier.classify(
-            exc, source=source, attempted_query=attempted_query, attempts=attempt
-        )
+        """Not retryable when a non-idempotent tool's failure may already have taken effect."""
         if (
             envelope.is_retryable
             and not tool.idempotent

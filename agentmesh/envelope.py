@@ -172,7 +172,7 @@ class Success(_Wire, Generic[T]):
         return is_empty_value(self.data)
 
     def data_json(self) -> str:
-        return pydantic_core.to_json(self.data).decode()
+        return pydantic_core.to_json(self.data, fallback=str).decode()
 
     def to_tool_result(self, tool_use_id: str) -> dict[str, Any]:
         """An Anthropic `tool_result` block without `is_error`, even when empty."""
@@ -180,7 +180,7 @@ class Success(_Wire, Generic[T]):
 
     def to_mcp_result(self) -> dict[str, Any]:
         """An MCP `CallToolResult`-shaped dict with `isError: false`."""
-        data = pydantic_core.to_jsonable_python(self.data)
+        data = pydantic_core.to_jsonable_python(self.data, fallback=str)
         structured = data if isinstance(data, dict) else {"result": data}
         return {
             "isError": False,

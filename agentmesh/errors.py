@@ -11,9 +11,13 @@ Three kinds, kept apart:
       ├── BusinessError       business: a domain rule blocked the action
       └── PermissionDenied    permission: the caller may not do this
 
-* **An outcome in flight**: `ToolCallFailed` is raised by `ctx.call` when a tool failed
-  for good (after local retries). It carries the envelope; catch it to go on with other
-  sources, or let it propagate and it becomes the subagent's outcome, unchanged.
+* **An outcome in flight**: `CallFailed` carries an envelope that is already final.
+  `ctx.call` raises its subclass `ToolCallFailed` when a tool failed for good (after
+  local retries); catch it to go on with other sources, or let it propagate and it
+  becomes the subagent's outcome, unchanged::
+
+      CallFailed
+      └── ToolCallFailed
 
 * **Misuse of the API**: `UsageError`, raised at definition or call time with a message
   that names the offending argument.
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentError",
     "BusinessError",
+    "CallFailed",
     "PermissionDenied",
     "ToolCallFailed",
     "TransientError",
@@ -117,12 +122,21 @@ class PermissionDenied(AgentError):
     default_error_type = "permission_denied"
 
 
-class ToolCallFailed(Exception):
-    """A tool failed for good; `envelope` says how. Raised by `Context.call`."""
+class CallFailed(Exception):
+    """A call failed for good, after its own local retries; `envelope` says how.
+
+    Raise it (with an envelope you already have) to end a subagent or a tool with that
+    envelope as its final outcome: it is passed on as is and never retried again, so
+    retries do not multiply across layers.
+    """
 
     def __init__(self, envelope: ErrorEnvelope) -> None:
         super().__init__(envelope.message)
         self.envelope = envelope
+
+
+class ToolCallFailed(CallFailed):
+    """A tool failed for good; raised by `Context.call`."""
 
 
 class UsageError(ValueError):

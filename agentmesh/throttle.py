@@ -20,7 +20,7 @@ How waiting works, and why it costs no CPU:
   and exceed the rate in some window.
 
 asyncio primitives bind to the first loop that uses them, so the gate and the semaphore
-live per running loop (created lazily, dropped with the loop). The rate log is shared by
+live per running loop (created lazily, dropped once the loop is closed). The rate log is shared by
 every loop of the process: the remote service counts our calls, not our loops, so two
 `asyncio.run` calls in a row must not get twice the rate.
 
@@ -35,7 +35,6 @@ import contextlib
 import math
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -107,9 +106,7 @@ class Limiter:
         # Loops in different threads share the rate log: checking it and recording a start
         # must be one step, or two loops could both take the last slot.
         self._accounting_lock = threading.Lock()
-        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._states_lock = threading.Lock()
 
     @property
@@ -166,6 +163,8 @@ class Limiter:
             while True:
                 with self._accounting_lock:
                     throttler.flush()  # type: ignore[no-untyped-call]  # unannotated upstream
+                    # Private, but asyncio-throttle offers no "when is the next slot free";
+                    # the tests pin it (a polling fallback would fail TestWaitersDoNotPoll).
                     log: deque[float] = throttler._task_logs
                     if len(log) < throttler.rate_limit:
                         # The check just passed under the lock, so this records the start
@@ -183,6 +182,10 @@ class Limiter:
             with self._states_lock:
                 state = self._states.get(loop)
                 if state is None:
+                    # The primitives reference their loop, so weak keys would never die;
+                    # instead states of closed loops go when a new loop shows up.
+                    for closed in [other for other in self._states if other.is_closed()]:
+                        del self._states[closed]
                     state = _LoopState(
                         gate=None if self._rate_limit is None else asyncio.Lock(),
                         semaphore=(

@@ -10,6 +10,9 @@ tell the framework what a failure may have done:
   timeout, a dropped connection) the tool is not re-invoked automatically, unless it
   accepts an `idempotency_key` parameter: then every attempt of one logical call gets the
   same key, and the tool (or the service behind it) can make the repeat harmless.
+
+A tool that takes a `ctx` parameter is handed the calling subagent's `Context` (its run,
+deadline and shared state); like `idempotency_key`, it is not part of the input schema.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from agentmesh.errors import UsageError
 from agentmesh.retry import RetryPolicy
 from agentmesh.throttle import Limiter, RateLimitSpec
 
-__all__ = ["IDEMPOTENCY_KEY", "Impact", "Tool", "tool"]
+__all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "Impact", "Tool", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 Impact = Literal["financial", "legal", "safety"]
 IDEMPOTENCY_KEY = "idempotency_key"
+CONTEXT_PARAMETER = "ctx"
+_INJECTED = (IDEMPOTENCY_KEY, CONTEXT_PARAMETER)
 
 
 class Tool(Generic[P, R]):
@@ -73,12 +78,13 @@ class Tool(Generic[P, R]):
         )
         self._signature = inspect.signature(fn)
         self.accepts_idempotency_key = IDEMPOTENCY_KEY in self._signature.parameters
+        self.accepts_context = CONTEXT_PARAMETER in self._signature.parameters
         self.input_model = _input_model(fn, self._signature, self.name)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the tool's input (without `idempotency_key`)."""
+        """The JSON schema of the tool's input (without the injected `idempotency_key`, `ctx`)."""
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
         return schema
@@ -102,11 +108,15 @@ class Tool(Generic[P, R]):
         model = self.input_model.model_validate(dict(arguments))
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def invoke(self, arguments: Mapping[str, Any], *, idempotency_key: str | None) -> R:
-        """Run the body with already validated arguments."""
+    async def invoke(
+        self, arguments: Mapping[str, Any], *, idempotency_key: str | None, ctx: Any = None
+    ) -> R:
+        """Run the body with already validated arguments and the injected parameters."""
         kwargs = dict(arguments)
         if self.accepts_idempotency_key:
             kwargs[IDEMPOTENCY_KEY] = idempotency_key
+        if self.accepts_context:
+            kwargs[CONTEXT_PARAMETER] = ctx
         return await self.fn(**kwargs)  # type: ignore[call-arg]  # validated against fn's signature
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -121,10 +131,7 @@ class Tool(Generic[P, R]):
 def _input_model(
     fn: Callable[..., Any], signature: inspect.Signature, name: str
 ) -> type[BaseModel]:
-    try:
-        hints = get_type_hints(fn, include_extras=True)
-    except NameError as exc:
-        raise UsageError(f"@tool {name}: cannot resolve a type hint: {exc}") from exc
+    hints = _schema_hints(fn, name)
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -134,7 +141,7 @@ def _input_model(
             )
         if param.kind is param.POSITIONAL_ONLY:
             raise UsageError(f"@tool {name}: parameter {param.name} is positional-only")
-        if param.name == IDEMPOTENCY_KEY:
+        if param.name in _INJECTED:
             continue
         annotation = hints.get(param.name, Any)
         default = ... if param.default is param.empty else param.default
@@ -143,6 +150,30 @@ def _input_model(
     config = ConfigDict(extra="forbid")
     model: type[BaseModel] = create_model(model_name, __config__=config, **fields)
     return model
+
+
+def _schema_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """Type hints of the schema's parameters; injected ones need not resolve at runtime."""
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
+    # Typically `ctx: Context` imported under TYPE_CHECKING: resolve the others one by one.
+    hints: dict[str, Any] = {}
+    for param_name, annotation in inspect.get_annotations(fn).items():
+        if param_name in _INJECTED or param_name == "return":
+            continue
+
+        def probe() -> None: ...
+
+        probe.__annotations__ = {param_name: annotation}
+        try:
+            hints.update(get_type_hints(probe, globalns=fn.__globals__, include_extras=True))
+        except NameError as exc:
+            raise UsageError(
+                f"@tool {name}: cannot resolve the type of {param_name}: {exc}"
+            ) from exc
+    return hints
 
 
 @overload

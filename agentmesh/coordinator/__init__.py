@@ -11,6 +11,7 @@ from agentmesh.coordinator._decisions import (
     TryAlternative,
 )
 from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
+from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
 from agentmesh.coordinator._report import (
     CoverageEntry,
     CoverageStatus,
@@ -34,6 +35,8 @@ __all__ = [
     "Escalate",
     "Executor",
     "Finding",
+    "LLMRewriter",
+    "LLMSynthesizer",
     "LocalExecutor",
     "RecordGap",
     "Report",

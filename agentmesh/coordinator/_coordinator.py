@@ -219,26 +219,36 @@ class Coordinator:
                 return Escalate(f"policy {verdict.policy}: {verdict.reason}")
             if verdict.action == "forbid_retry":
                 return RecordGap(f"retry forbidden by policy {verdict.policy}: {verdict.reason}")
-        decision = await self.router.route(
-            RouteContext(
-                task=job.task,
-                outcome=outcome,
-                subagent=job.subagent.name,
-                rewrites=job.rewrites,
-                max_rounds=self.max_rounds,
-                tried_queries=frozenset(job.tried_queries),
-                tried_alternatives=frozenset(job.tried_alternatives),
-                alternatives=self.alternative_names,
-                rewriter=self.rewriter,
-            )
-        )
+        # The router (and the rewriter it calls) is user code: the run's deadline bounds it too.
+        timeout = asyncio.timeout_at(run.at)
+        try:
+            async with timeout:
+                decision = await self.router.route(
+                    RouteContext(
+                        task=job.task,
+                        outcome=outcome,
+                        subagent=job.subagent.name,
+                        rewrites=job.rewrites,
+                        max_rounds=self.max_rounds,
+                        tried_queries=frozenset(job.tried_queries),
+                        tried_alternatives=frozenset(job.tried_alternatives),
+                        alternatives=self.alternative_names,
+                        rewriter=self.rewriter,
+                    )
+                )
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            return RecordGap("deadline reached while routing; no new attempt started")
         if not isinstance(decision, RetryWithFeedback | TryAlternative):
             return decision
         if isinstance(outcome, Success):
-            if outcome.is_empty:
-                return AcceptEmpty()  # "searched, nothing found" is never retried
-            if isinstance(decision, TryAlternative):
-                return Accept()
+            # Never retried: empty is an answer, and only the final outcome's data is
+            # synthesized, so a retry that then failed would discard what was found.
+            return AcceptEmpty() if outcome.is_empty else Accept()
+        if outcome.error_category in (ErrorCategory.PERMISSION, ErrorCategory.BUSINESS):
+            # Neither is ever retried nor worked around, whatever a custom router says.
+            return Escalate(outcome.user_message or outcome.message)
         if run.remaining() == 0:
             return RecordGap("deadline reached; no new attempt started")
         if isinstance(decision, RetryWithFeedback):
@@ -279,9 +289,13 @@ class Coordinator:
     ) -> Outcome | None:
         if name in self._alternative_subagents:
             return await self._execute(run, job, self._alternative_subagents[name], job.task)
-        result: Any = self._alternative_handlers[name](job.task, envelope)
-        if inspect.isawaitable(result):
-            result = await result
+        # A handler is user code: the run's deadline bounds it (a TimeoutError here is
+        # logged by _drive as a failed alternative). The task it returns runs below, outside
+        # this timeout, so the subagent is cut by its own deadline and keeps its partials.
+        async with asyncio.timeout_at(run.at):
+            result: Any = self._alternative_handlers[name](job.task, envelope)
+            if inspect.isawaitable(result):
+                result = await result
         if result is None or isinstance(result, Success | ErrorEnvelope):
             return result
         if not isinstance(result, Task):
@@ -293,6 +307,8 @@ class Coordinator:
             if result.subagent not in self.subagents:
                 raise UsageError(f"alternative {name!r} named unknown subagent {result.subagent!r}")
             target = self.subagents[result.subagent]
+        if result.query in job.tried_queries and target is job.current:
+            return None  # the same query on the same subagent again would change nothing
         job.task = result
         job.tried_queries.add(result.query)
         return await self._execute(run, job, target, result)

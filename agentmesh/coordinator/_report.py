@@ -6,6 +6,7 @@ import enum
 import json
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
@@ -86,6 +87,9 @@ class Report(_Value):
     records: tuple[TaskRecord, ...] = Field(repr=False)
     min_coverage: float | None = None
     summary: str | None = None
+    # Why there is no model-written summary when one was asked for (e.g. the model call
+    # failed and the deterministic synthesis was used); None otherwise.
+    synthesis_note: str | None = None
 
     @property
     def coverage_ratio(self) -> float:
@@ -110,7 +114,9 @@ class Report(_Value):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
+        """The report as JSON-ready data; values JSON cannot hold become their `str()`."""
+        # A subagent may return any object; `model_dump(mode="json")` would raise on it.
+        data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=False, fallback=str)
         data["coverage_ratio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         return data
@@ -123,6 +129,8 @@ class Report(_Value):
         lines = ["# Report", ""]
         if self.summary:
             lines += [self.summary, ""]
+        if self.synthesis_note:
+            lines += [f"*{self.synthesis_note}*", ""]
         if not self.sufficient:
             lines += [
                 f"**Insufficient coverage: {self.coverage_ratio:.0%} answered, "

@@ -2,5 +2,13 @@
 
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._function import FunctionSubagent, subagent
+from agentmesh.subagents._llm import REPORT_FAILURE, SUBMIT_RESULT, LLMSubagent
 
-__all__ = ["FunctionSubagent", "Subagent", "subagent"]
+__all__ = [
+    "REPORT_FAILURE",
+    "SUBMIT_RESULT",
+    "FunctionSubagent",
+    "LLMSubagent",
+    "Subagent",
+    "subagent",
+]

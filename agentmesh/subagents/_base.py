@@ -8,15 +8,18 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier, default_classifier
-from agentmesh.context import Context
+from agentmesh.context import Context, merge_partials
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
-from agentmesh.errors import ToolCallFailed, UsageError
+from agentmesh.errors import UsageError
 from agentmesh.policies import PolicyChain, ToolPolicy
 from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.subagents._as_tool import subagent_tool
 from agentmesh.task import Task
 from agentmesh.throttle import Limiter, RateLimitSpec
+from agentmesh.tools import Tool
 
 __all__ = ["Subagent"]
 
@@ -43,6 +46,7 @@ class Subagent(abc.ABC):
     """
 
     name: str = ""
+    description: str = ""
 
     def __init__(
         self,
@@ -125,53 +129,32 @@ class Subagent(abc.ABC):
             state={} if state is None else state,
             log=log,
         )
-        final = False  # a tool's failure is already retried at the tool: never again here
 
-        async def attempt(number: int) -> Success[Any] | ErrorEnvelope:
-            nonlocal final
+        async def work(number: int) -> Any:
             ctx.attempt = number
             log.debug("subagent_attempt", attempt=number)
-            try:
-                async with self.limiter.slot(), asyncio.timeout_at(at):
-                    data = await self.handle(task, ctx)
-            except ToolCallFailed as failed:
-                final = True
-                return failed.envelope
-            except Exception as exc:
-                envelope = self.classifier.classify(
-                    exc, source=self.name, attempted_query=task.query, attempts=number
-                )
-                if at is not None and loop.time() >= at and envelope.error_type == "timeout":
-                    envelope = envelope.model_copy(
-                        update={
-                            "message": f"cut at the deadline ({deadline:g}s): {envelope.message}"
-                        }
-                    )
-                log.info(
-                    "error_classified",
-                    attempt=number,
-                    category=envelope.error_category.value,
-                    error_type=envelope.error_type,
-                    retryable=envelope.is_retryable,
-                )
-                return envelope
-            return Success(data=data, source=self.name, attempted_query=task.query, attempts=number)
+            async with asyncio.timeout_at(at), self.limiter.slot():
+                return await self.handle(task, ctx)
 
-        result = await self.retry.run(
-            attempt,
-            retryable=lambda envelope: envelope.is_retryable and not final,
+        def at_deadline(envelope: ErrorEnvelope, exc: Exception) -> ErrorEnvelope:
+            if at is None or loop.time() < at or envelope.error_type != "timeout":
+                return envelope
+            message = f"cut at the deadline ({deadline:g}s): {envelope.message}"
+            return envelope.model_copy(update={"message": message})
+
+        outcome = await attempt_call(
+            work,
+            policy=self.retry,
+            classifier=self.classifier,
+            source=self.name,
+            attempted_query=task.query,
             budget=budget,
             deadline=at,
-            on_retry=lambda envelope, number, delay: log.info(
-                "retry_scheduled",
-                attempt=number,
-                delay=round(delay, 4),
-                error_type=envelope.error_type,
-            ),
+            log=log,
+            adjust=at_deadline,
         )
-        outcome = result.result
         if isinstance(outcome, ErrorEnvelope):
-            outcome = self._complete(outcome, ctx, None if final else result.stop_reason)
+            outcome = self._complete(outcome, ctx)
             log.info(
                 "subagent_outcome",
                 status="error",
@@ -190,18 +173,21 @@ class Subagent(abc.ABC):
         )
         return outcome
 
-    def _complete(
-        self, envelope: ErrorEnvelope, ctx: Context, stop_reason: str | None
-    ) -> ErrorEnvelope:
-        """Add what the subagent knows: its progress, its alternatives, why it stopped."""
+    def _complete(self, envelope: ErrorEnvelope, ctx: Context) -> ErrorEnvelope:
+        """Add what the subagent knows: its progress and its alternatives."""
         alternatives = dict.fromkeys((*self.alternatives, *(envelope.alternative_approaches or ())))
-        update: dict[str, Any] = {
-            "partial_results": ctx.partials.snapshot() or envelope.partial_results,
-            "alternative_approaches": tuple(alternatives) or None,
-        }
-        if stop_reason and envelope.is_retryable:
-            update["details"] = "; ".join(filter(None, [envelope.details, stop_reason]))
-        return envelope.model_copy(update=update)
+        return envelope.model_copy(
+            update={
+                "partial_results": merge_partials(
+                    envelope.partial_results, ctx.partials.snapshot()
+                ),
+                "alternative_approaches": tuple(alternatives) or None,
+            }
+        )
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool[..., Any]:
+        """This subagent as a tool of a model-backed lead (see `LLMSubagent`)."""
+        return subagent_tool(self, name=name, description=description)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -38,6 +38,7 @@ class FunctionSubagent(Subagent):
         self.fn = fn
         super().__init__(name or fn.__name__, **options)
         self.__doc__ = fn.__doc__
+        self.description = self.description or inspect.getdoc(fn) or ""
 
     async def handle(self, task: Task, ctx: Context) -> Any:
         return await self.fn(task, ctx)

@@ -496,3 +496,23 @@ class TestConcurrencyAndBudget:
 
         await asyncio.gather(*(reckless.run(str(i)) for i in range(1000)))
         assert unbudgeted == 5000
+
+
+class TestLimitsAndDeadlines:
+    async def test_waiting_for_a_rate_limit_slot_respects_the_deadline(self) -> None:
+        """A run queued behind a rate limit is cut at its deadline, not when the slot frees."""
+
+        @subagent(rate_limit=(1, 30.0), retry=RetryPolicy.never())
+        async def limited(task: Task, ctx: Context) -> str:
+            return task.query
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first, second = await asyncio.gather(
+            limited.run("a", deadline=0.2), limited.run("b", deadline=0.2)
+        )
+        assert loop.time() - started < 5
+        outcomes = sorted([first, second], key=lambda o: isinstance(o, ErrorEnvelope))
+        assert isinstance(outcomes[0], Success)
+        assert isinstance(outcomes[1], ErrorEnvelope)
+        assert outcomes[1].error_type == "timeout"

@@ -7,9 +7,11 @@ assert on counts and order, with wall-clock bounds only where a leak would doubl
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import re
 import time
+import weakref
 
 import pytest
 
@@ -277,6 +279,24 @@ class TestEventLoops:
         assert len(starts) == 12
         assert all(peak <= 2 for peak in peaks)
         assert_windows_hold(starts, 4, 0.05)
+
+    def test_closed_loops_are_not_kept_alive(self) -> None:
+        """A limiter used in a loop that has since closed does not keep that loop alive."""
+        limiter = Limiter(name="search", rate_limit=(100, 1.0), max_concurrency=2)
+
+        async def call() -> None:
+            async with limiter.slot():
+                pass
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(call())
+        loop.close()
+        gone = weakref.ref(loop)
+        del loop
+        asyncio.run(call())
+        gc.collect()
+
+        assert gone() is None
 
 
 class TestArguments:

@@ -1,0 +1,86 @@
+"""One logical call, attempted under a RetryPolicy: the loop every layer shares.
+
+A tool call, a subagent run and a model turn all go the same way: run the work, turn an
+exception into an envelope (a `CallFailed` passes its envelope on as final), let the
+caller review the outcome (policies), retry what is retryable, and say in the final
+envelope why retrying stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from agentmesh.classify import Classifier
+from agentmesh.envelope import ErrorEnvelope, Success
+from agentmesh.errors import CallFailed
+from agentmesh.retry import RetryBudget, RetryPolicy
+
+__all__ = ["attempt_call"]
+
+T = TypeVar("T")
+
+
+async def attempt_call(
+    work: Callable[[int], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    classifier: Classifier,
+    source: str,
+    attempted_query: str | dict[str, Any],
+    budget: RetryBudget | None,
+    deadline: float | None,
+    log: Any,
+    adjust: Callable[[ErrorEnvelope, Exception], ErrorEnvelope] | None = None,
+    review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
+) -> Success[T] | ErrorEnvelope:
+    """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
+
+    Args:
+        adjust: refines the classified envelope of an exception (e.g. not retryable for a
+            non-idempotent tool whose failure may have taken effect).
+        review: sees every attempt's outcome and may replace it (post-tool policies).
+    """
+    final = False  # a CallFailed was retried where it happened: never again here
+
+    async def attempt(number: int) -> Success[T] | ErrorEnvelope:
+        nonlocal final
+        outcome: Success[T] | ErrorEnvelope
+        try:
+            data = await work(number)
+            outcome = Success(
+                data=data, source=source, attempted_query=attempted_query, attempts=number
+            )
+        except CallFailed as failed:
+            final = True
+            outcome = failed.envelope
+        except Exception as exc:
+            outcome = classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=number
+            )
+            if adjust is not None:
+                outcome = adjust(outcome, exc)
+            log.info(
+                "error_classified",
+                attempt=number,
+                category=outcome.error_category.value,
+                error_type=outcome.error_type,
+                retryable=outcome.is_retryable,
+            )
+        return review(outcome, number) if review is not None else outcome
+
+    result = await policy.run(
+        attempt,
+        retryable=lambda envelope: envelope.is_retryable and not final,
+        budget=budget,
+        deadline=deadline,
+        on_retry=lambda envelope, number, delay: log.info(
+            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
+        ),
+    )
+    outcome = result.result
+    assert outcome is not None  # the loop always makes at least one attempt
+    if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
+        details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
+        outcome = outcome.model_copy(update={"details": details})
+    return outcome

@@ -1,0 +1,93 @@
+"""How a checkpoint value is written (JSON) and read back (JSON, or a typed value)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar, get_args, get_origin
+
+import pydantic
+import pydantic_core
+
+from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.envelope import ErrorEnvelope, Success
+from agentmesh.errors import UsageError
+
+__all__ = ["SCHEMA_VERSION", "declared_output_type", "decode", "encode", "revive"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The layout of the store and of every record; a reader refuses any other version."""
+
+
+def encode(value: object, *, what: str) -> str:
+    """The JSON text of `value`; a pydantic model is dumped by alias, so it validates back."""
+    try:
+        return pydantic_core.to_json(value, by_alias=True).decode()
+    except pydantic_core.PydanticSerializationError as exc:
+        raise UsageError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def decode(text: str) -> Any:
+    return json.loads(text)
+
+
+def revive(value: Any, as_type: Any, *, what: str) -> Any:
+    """`value` (JSON data) validated as `as_type`; unchanged when `as_type` is None."""
+    if as_type is None:
+        return value
+    try:
+        return _adapter(as_type).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise CheckpointError(
+            f"{what} does not validate as {_type_name(as_type)} (was the code changed since "
+            f"it was saved? delete the checkpoint to recompute it): {exc}"
+        ) from None
+
+
+def declared_output_type(fn: Callable[..., Any]) -> Any:
+    """The return annotation of `fn`, used to read its checkpointed output back typed.
+
+    None (keep the JSON as it is) when there is no usable annotation, when it is `Any`,
+    or when it is an outcome: a stage that returns a subagent's outcome passes its data on.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    # An object with an async __call__: the annotation is on the method of its class.
+    target = inspect.unwrap(fn if inspect.isroutine(fn) else type(fn).__call__)
+    try:
+        hint = typing.get_type_hints(target).get("return")
+    except Exception:  # an annotation that cannot be resolved only costs the typed read-back
+        return None
+    if hint is None or hint is Any or _mentions_outcome(hint):
+        return None
+    return hint
+
+
+def _mentions_outcome(hint: Any) -> bool:
+    if isinstance(hint, type) and issubclass(hint, Success | ErrorEnvelope):
+        return True
+    origin = get_origin(hint)
+    if isinstance(origin, type) and issubclass(origin, Success | ErrorEnvelope):
+        return True
+    return any(_mentions_outcome(arg) for arg in get_args(hint))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(as_type: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(as_type)
+
+
+def _adapter(as_type: Any) -> pydantic.TypeAdapter[Any]:
+    try:
+        return _cached_adapter(as_type)
+    except TypeError:  # an unhashable annotation: build it each time
+        return pydantic.TypeAdapter(as_type)
+
+
+def _type_name(as_type: Any) -> str:
+    return getattr(as_type, "__qualname__", None) or repr(as_type)

@@ -1,0 +1,161 @@
+"""The ledger of side effects, and saved progress: what makes a subagent safe to resume.
+
+`ToolLedger` records every completed call of a non-idempotent tool of one task in one
+run; when the run resumes, `Context.call` returns the recorded result instead of acting
+twice. `ProgressSaver` persists `ctx.record_partial` so a re-run continues from its
+pending sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+
+from agentmesh.checkpoints._codec import revive
+from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.envelope import PartialResults
+from agentmesh.task import Task
+
+__all__ = ["ProgressSaver", "Replay", "ToolLedger", "task_key"]
+
+PARTIALS_KEY = "partials"
+
+
+def task_key(task: Task) -> str:
+    """A task id that is the same in every process: for a task given without one."""
+    content = {"query": task.query, "topic": task.topic, "metadata": task.metadata}
+    return "task-" + _digest(content)[:16]
+
+
+def _digest(value: Any) -> str:
+    jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
+    canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The recorded result of a call that already happened."""
+
+    data: Any
+    call: str
+
+
+class ToolLedger:
+    """The completed calls of non-idempotent tools of one task in one run.
+
+    A call is known by its tool, its validated arguments (their JSON form) and how many
+    identical calls came before it in the same attempt: `send(to="a")` twice in one
+    attempt is two calls, and the first `send(to="a")` of a later attempt or a resumed
+    run is the first one again.
+    """
+
+    __slots__ = ("_counts", "log", "run_id", "stage", "store")
+
+    def __init__(self, store: CheckpointStore, run_id: str, stage: str, log: Any) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stage = stage
+        self.log = log
+        self._counts: dict[str, int] = {}
+
+    def new_attempt(self) -> None:
+        """Count calls from the start again: a retried attempt replays the earlier one."""
+        self._counts.clear()
+
+    def call_key(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        base = f"call/{tool}/{_digest(dict(arguments))[:16]}"
+        number = self._counts.get(base, 0) + 1
+        self._counts[base] = number
+        return f"{base}/{number}"
+
+    def idempotency_key(self, call: str) -> str:
+        """The same key for this call in every attempt and every resumed run."""
+        return _digest([self.run_id, self.stage, call])[:32]
+
+    async def replay(self, call: str, result_type: Any) -> Replay | None:
+        """The recorded result of `call`, or None when it has not completed in this run.
+
+        Raises `CheckpointError` when the ledger cannot be read: the caller must not act
+        then, since the call may already have happened.
+        """
+        entry = await self.store.get(self.run_id, self.stage, call)
+        if entry is None:
+            return None
+        value = entry.value
+        if not isinstance(value, dict) or "result" not in value:
+            raise CheckpointError(f"ledger entry {entry.address} has no recorded result")
+        data = revive(value["result"], result_type, what=f"the recorded result of {entry.address}")
+        return Replay(data=data, call=call)
+
+    async def record(self, call: str, tool: str, arguments: Mapping[str, Any], result: Any) -> None:
+        """Record a completed call; a failure to record is logged, never raised.
+
+        The side effect has happened: raising now would only invite a caller to act again.
+        """
+        entry = {
+            "tool": tool,
+            "arguments": pydantic_core.to_jsonable_python(dict(arguments), fallback=repr),
+            "result": result,
+        }
+        try:
+            await self.store.put(self.run_id, self.stage, call, entry)
+        except Exception as exc:
+            self.log.warning("ledger_write_failed", call=call, error=f"{type(exc).__name__}: {exc}")
+        else:
+            self.log.debug("ledger_recorded", call=call)
+
+
+class ProgressSaver:
+    """Persists a task's partial results in the background as they are recorded.
+
+    `record_partial` is synchronous, so saving is scheduled, not awaited: writes happen in
+    order, only the newest snapshot is written when several queue up, and `flush` waits
+    for the last one.
+    """
+
+    __slots__ = ("_latest", "_task", "log", "run_id", "stage", "store")
+
+    def __init__(self, store: CheckpointStore, run_id: str, stage: str, log: Any) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stage = stage
+        self.log = log
+        self._latest: PartialResults | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def load(self) -> PartialResults | None:
+        return await self.store.get(self.run_id, self.stage, PARTIALS_KEY, model=PartialResults)
+
+    def schedule(self, snapshot: PartialResults | None) -> None:
+        if snapshot is None:
+            return
+        self._latest = snapshot
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def flush(self) -> None:
+        if self._task is not None:
+            await self._task
+
+    async def _drain(self) -> None:
+        while self._latest is not None:
+            snapshot, self._latest = self._latest, None
+            try:
+                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
+            except Exception as exc:
+                self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
+            else:
+                self.log.debug(
+                    "checkpoint_saved",
+                    key=PARTIALS_KEY,
+                    completed=len(snapshot.completed),
+                    pending=len(snapshot.pending),
+                )

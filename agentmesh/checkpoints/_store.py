@@ -1,0 +1,265 @@
+"""The `CheckpointStore` protocol, the `Checkpoint` record, and the in-memory store.
+
+A checkpoint is one JSON value under `(run_id, stage, key)`. Values go in as pydantic
+models or plain JSON data and come out as JSON (`Checkpoint.value`) or, on request, as a
+typed value again (`get(..., model=M)`, `Checkpoint.value_as(M)`). Every record carries
+the schema version it was written with.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import enum
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from agentmesh.checkpoints._codec import SCHEMA_VERSION, decode, encode, revive
+from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.errors import UsageError
+
+__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
+
+T = TypeVar("T")
+
+Row: TypeAlias = tuple[str, str, str, int, str, float]
+"""`(run_id, stage, key, schema_version, json_text, saved_at)`, as a store keeps it."""
+
+
+class Checkpoint(BaseModel):
+    """One stored value and where it belongs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    stage: str
+    key: str
+    value: JsonValue
+    schema_version: int
+    saved_at: datetime
+
+    def value_as(self, model: type[T]) -> T:
+        """The value validated as `model` (a pydantic model or any type pydantic knows)."""
+        typed: T = revive(self.value, model, what=f"checkpoint {self.address}")
+        return typed
+
+    @property
+    def address(self) -> str:
+        return f"{self.run_id}/{self.stage}/{self.key}"
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Durable JSON values namespaced by run id, stage and key.
+
+    `put` replaces a value in one transaction, so a crash leaves either the old value or
+    the new one. Implementations: `SQLiteStore` (the default) and `MemoryStore`.
+    """
+
+    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
+        """Save `value` (a pydantic model or JSON data) as JSON."""
+        ...
+
+    @overload
+    async def get(self, run_id: str, stage: str, key: str) -> Checkpoint | None: ...
+    @overload
+    async def get(self, run_id: str, stage: str, key: str, *, model: type[T]) -> T | None: ...
+
+    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
+        """The run's checkpoints (of one stage, if given), oldest first."""
+        ...
+
+    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
+        """Delete a run's checkpoints, or one stage's, or one key; returns how many."""
+        ...
+
+    async def close(self) -> None:
+        """Release the store; using it afterwards is an error."""
+        ...
+
+
+class _State(enum.Enum):
+    UNOPENED = "unopened"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class StoreBase(abc.ABC):
+    """What every built-in store shares: validation, encoding, and an explicit lifecycle.
+
+    A store opens on first use (or `await store.open()`, or `async with`); after
+    `close()` it refuses every call with a `UsageError`.
+    """
+
+    def __init__(self) -> None:
+        self._state = _State.UNOPENED
+        self._opening = asyncio.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> Self:
+        """Open the store now rather than on first use; a no-op when already open."""
+        if self._state is _State.OPEN:
+            return self
+        async with self._opening:
+            if self._state is _State.CLOSED:
+                raise UsageError(f"{self!r} is closed; create a new store")
+            if self._state is _State.UNOPENED:
+                await self._open()
+                self._state = _State.OPEN
+        return self
+
+    async def close(self) -> None:
+        """Release the store (a no-op when already closed)."""
+        async with self._opening:
+            if self._state is _State.OPEN:
+                await self._close()
+            self._state = _State.CLOSED
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._state is _State.CLOSED
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
+        """Save `value` (a pydantic model or JSON data) as JSON, in one transaction."""
+        _check_names(run_id=run_id, stage=stage, key=key)
+        text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
+        await self.open()
+        await self._put((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+
+    @overload
+    async def get(self, run_id: str, stage: str, key: str) -> Checkpoint | None: ...
+    @overload
+    async def get(self, run_id: str, stage: str, key: str, *, model: type[T]) -> T | None: ...
+    async def get(
+        self, run_id: str, stage: str, key: str, *, model: type[T] | None = None
+    ) -> Checkpoint | T | None:
+        """The checkpoint under `(run_id, stage, key)`, or None when there is none.
+
+        With `model`, its value validated as that type (None still means "not found").
+        """
+        _check_names(run_id=run_id, stage=stage, key=key)
+        await self.open()
+        row = await self._get(run_id, stage, key)
+        if row is None:
+            return None
+        checkpoint = self._record(row)
+        return checkpoint if model is None else checkpoint.value_as(model)
+
+    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
+        """The run's checkpoints (of one stage, if given), in the order first saved."""
+        _check_names(run_id=run_id, stage=stage)
+        await self.open()
+        return tuple(self._record(row) for row in await self._list(run_id, stage))
+
+    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
+        """Delete a run's checkpoints, or one stage's, or one key; returns how many."""
+        if key is not None and stage is None:
+            raise UsageError("delete(key=) needs stage= too")
+        _check_names(run_id=run_id, stage=stage, key=key)
+        await self.open()
+        return await self._delete(run_id, stage, key)
+
+    def _record(self, row: Row) -> Checkpoint:
+        run_id, stage, key, version, text, saved_at = row
+        if version != SCHEMA_VERSION:
+            raise CheckpointError(
+                f"checkpoint {run_id}/{stage}/{key} in {self!r} has schema version {version}; "
+                f"this agentmesh reads version {SCHEMA_VERSION}"
+            )
+        # Written by `encode`, so it is JSON already: no need to validate it again.
+        return Checkpoint.model_construct(
+            run_id=run_id,
+            stage=stage,
+            key=key,
+            value=decode(text),
+            schema_version=version,
+            saved_at=datetime.fromtimestamp(saved_at, UTC),
+        )
+
+    # -- what a store implements ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _open(self) -> None: ...
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+    @abc.abstractmethod
+    async def _put(self, row: Row) -> None: ...
+    @abc.abstractmethod
+    async def _get(self, run_id: str, stage: str, key: str) -> Row | None: ...
+    @abc.abstractmethod
+    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]: ...
+    @abc.abstractmethod
+    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int: ...
+
+
+def _check_names(**names: Any) -> None:
+    for argument, value in names.items():
+        if value is None and argument != "run_id":
+            continue
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"checkpoint {argument}= must be a non-empty string, got {value!r}")
+
+
+class MemoryStore(StoreBase):
+    """Checkpoints in this process's memory: for tests, and runs that need no durability.
+
+    Values are kept as JSON text, exactly as `SQLiteStore` keeps them, so a test against
+    a `MemoryStore` sees what a durable store would give back.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: dict[tuple[str, str, str], Row] = {}
+
+    async def _open(self) -> None:
+        pass
+
+    async def _close(self) -> None:
+        self._rows.clear()
+
+    async def _put(self, row: Row) -> None:
+        self._rows[row[:3]] = row
+
+    async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
+        return self._rows.get((run_id, stage, key))
+
+    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
+        return [
+            row
+            for row in self._rows.values()
+            if row[0] == run_id and (stage is None or row[1] == stage)
+        ]
+
+    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int:
+        doomed = [
+            address
+            for address in self._rows
+            if address[0] == run_id
+            and (stage is None or address[1] == stage)
+            and (key is None or address[2] == key)
+        ]
+        for address in doomed:
+            del self._rows[address]
+        return len(doomed)
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore {len(self._rows)} checkpoints>"

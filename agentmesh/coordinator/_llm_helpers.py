@@ -1,0 +1,462 @@
+"""Coordinator helpers that think with a model: `LLMRewriter` and `LLMSynthesizer`.
+
+Both ask for one forced tool call, retry the model call locally through `RetryPolicy.run`
+like any transient failure, and never let a model failure escape: the rewriter then has
+no proposal (the router records a gap) and the synthesizer returns the deterministic
+report with a note that says so. What a model may not decide is decided in code: the
+synthesizer's coverage, findings and escalations are the deterministic ones, and its
+summary is refused when it cites anything that is not a numbered finding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pydantic
+from structlog.typing import FilteringBoundLogger
+
+from agentmesh._logging import get_logger
+from agentmesh.classify import Classifier, default_classifier
+from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
+from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope
+from agentmesh.errors import UsageError
+from agentmesh.models import Model, ModelResponse
+from agentmesh.retry import RetryPolicy
+from agentmesh.task import Task
+
+__all__ = ["PROPOSE_QUERY", "WRITE_SUMMARY", "LLMRewriter", "LLMSynthesizer"]
+
+PROPOSE_QUERY = "propose_query"
+WRITE_SUMMARY = "write_summary"
+
+# A finding's content is cut to this many characters in the prompt: a summary needs
+# the gist, and one huge result must not crowd out the others.
+_MAX_CONTENT_CHARS = 2000
+
+
+# --- the model call, shared by both helpers --------------------------------------------
+
+
+async def _forced_call(
+    model: Model,
+    *,
+    tool: Mapping[str, Any],
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    retry: RetryPolicy,
+    classifier: Classifier,
+    source: str,
+    attempted_query: dict[str, Any],
+    log: FilteringBoundLogger,
+) -> dict[str, Any] | ErrorEnvelope:
+    """The input of the model's call of `tool`, or the envelope saying why there is none."""
+    name = tool["name"]
+    loop = asyncio.get_running_loop()
+    # The policy's deadline also bounds an attempt in flight, not only the waits.
+    deadline = None if retry.deadline is None else loop.time() + retry.deadline
+
+    async def attempt(number: int) -> ModelResponse | ErrorEnvelope:
+        log.debug("model_call", attempt=number)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await model.create(
+                    messages=[{"role": "user", "content": prompt}],
+                    system=system,
+                    tools=[tool],
+                    tool_choice={"type": "tool", "name": name},
+                    max_tokens=max_tokens,
+                )
+        except Exception as exc:
+            envelope = classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=number
+            )
+            log.info(
+                "error_classified",
+                attempt=number,
+                category=envelope.error_category.value,
+                error_type=envelope.error_type,
+                retryable=envelope.is_retryable,
+            )
+            return envelope
+
+    result = await retry.run(
+        attempt,
+        deadline=deadline,
+        on_retry=lambda envelope, number, delay: log.info(
+            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
+        ),
+    )
+    outcome = result.result
+    if isinstance(outcome, ErrorEnvelope):
+        if result.stop_reason and outcome.is_retryable:
+            details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
+            outcome = outcome.model_copy(update={"details": details})
+        return outcome
+    assert isinstance(outcome, ModelResponse)
+    call = next((c for c in outcome.tool_uses if c.name == name), None)
+    if call is not None:
+        return call.input
+    stop = outcome.stop_reason
+    return ErrorEnvelope(
+        error_category=ErrorCategory.OTHER,
+        error_type="invalid_response",
+        is_retryable=False,
+        message=f"the model answered without calling {name} (stop reason {stop!r})",
+        attempted_query=attempted_query,
+        source=source,
+        attempts=result.attempts,
+        details=_short(outcome.text) or None,
+    )
+
+
+def _failure(envelope: ErrorEnvelope) -> str:
+    """How a failed helper call reads in a log or a report note."""
+    if envelope.error_type == "invalid_response":
+        return f"the model's answer was unusable ({envelope.message})"
+    return (
+        f"the model call failed ({envelope.error_category.value} {envelope.error_type}: "
+        f"{_short(envelope.message, 200)})"
+    )
+
+
+def _short(text: str, limit: int = 500) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_options(helper: str, max_tokens: int, retry: RetryPolicy | None) -> RetryPolicy:
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise UsageError(f"{helper}(max_tokens=) must be an int >= 1, got {max_tokens!r}")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise UsageError(f"{helper}(retry=) must be a RetryPolicy, got {retry!r}")
+    return retry if retry is not None else RetryPolicy()
+
+
+# --- LLMRewriter ----------------------------------------------------------------------
+
+_PROPOSE_TOOL: dict[str, Any] = {
+    "name": PROPOSE_QUERY,
+    "description": "Propose the corrected query for the failed task, or null when the "
+    "error shows that the information is not in this source.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": ["string", "null"],
+                "description": "the corrected query, complete, exactly as the subagent should "
+                "receive it; null when no rewording can find the information",
+            },
+            "reason": {"type": "string", "description": "one sentence: why"},
+        },
+        "required": ["query", "reason"],
+    },
+}
+
+_REWRITER_SYSTEM = """\
+You correct the queries of failed tasks in a multi-agent system. A subagent rejected a \
+task's query as invalid; you get the task and the structured error it returned \
+(attemptedQuery, message, errorType, details, alternativeApproaches).
+
+Call propose_query exactly once.
+- When the error is about the query's form (syntax, an unknown field or column, a wrong \
+format, a missing or malformed parameter), give the corrected query: complete, in the \
+same language and style as the original, changed only as much as the error requires.
+- When the error shows that the information is simply not in this source (no such \
+record, table or field holds it, out of the source's scope), set query to null. \
+A retry fixes form and structure; it cannot create information that is not there, \
+and a made-up query would only hide the gap.
+- Never repeat the attempted query unchanged."""
+
+
+class _Proposal(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    query: str | None
+    reason: str = ""
+
+
+class LLMRewriter:
+    """A `Coordinator(rewriter=...)` that asks a model for a corrected query.
+
+    `await rewriter(task, envelope)` returns the corrected query, or None: when the
+    model says the information is not in the source, when its proposal is empty or the
+    failed query unchanged, when its answer is malformed, or when the model call fails
+    for good (after local retries). The router still refuses any query already tried.
+    It never raises for a model failure: the router then records a gap, with the
+    failure in the log.
+
+    Args:
+        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
+        retry: local retries of the model call (default `RetryPolicy()`); its
+            `deadline` bounds the whole call, attempts in flight included.
+        max_tokens: for the model's answer.
+        classifier: turns the model call's exceptions into envelopes.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        retry: RetryPolicy | None = None,
+        max_tokens: int = 512,
+        classifier: Classifier | None = None,
+    ) -> None:
+        self.model = model
+        self.retry = _check_options("LLMRewriter", max_tokens, retry)
+        self.max_tokens = max_tokens
+        self.classifier = classifier or default_classifier
+
+    async def __call__(self, task: Task, envelope: ErrorEnvelope) -> str | None:
+        log = get_logger(
+            helper="rewriter", model=self.model.name, task_id=task.id, subagent=envelope.source
+        )
+        answer = await _forced_call(
+            self.model,
+            tool=_PROPOSE_TOOL,
+            system=_REWRITER_SYSTEM,
+            prompt=_rewrite_prompt(task, envelope),
+            max_tokens=self.max_tokens,
+            retry=self.retry,
+            classifier=self.classifier,
+            source="rewriter/model",
+            attempted_query={"model": self.model.name, "rewrite": task.query},
+            log=log,
+        )
+        if isinstance(answer, ErrorEnvelope):
+            log.warning("rewrite_failed", reason=_failure(answer), error_type=answer.error_type)
+            return None
+        try:
+            proposal = _Proposal.model_validate(answer)
+        except pydantic.ValidationError as exc:
+            log.warning("rewrite_unusable", problems=exc.error_count(), answer=_short(str(answer)))
+            return None
+        query = (proposal.query or "").strip()
+        if not query:
+            log.info("rewrite_declined", reason=proposal.reason)
+            return None
+        if query in {task.query.strip(), _text_of(envelope.attempted_query)}:
+            log.info("rewrite_unchanged", query=query, reason=proposal.reason)
+            return None
+        log.info("rewrite_proposed", query=query, reason=proposal.reason)
+        return query
+
+    def __repr__(self) -> str:
+        return f"LLMRewriter({self.model.name!r})"
+
+
+def _rewrite_prompt(task: Task, envelope: ErrorEnvelope) -> str:
+    error = envelope.to_dict()
+    shown = {
+        key: error[key]
+        for key in (
+            "errorCategory",
+            "errorType",
+            "message",
+            "attemptedQuery",
+            "details",
+            "alternativeApproaches",
+            "source",
+        )
+        if key in error
+    }
+    lines = [f"Task query: {task.query}"]
+    if task.topic is not None:
+        lines.append(f"Topic: {task.topic}")
+    lines += ["", "The error it returned:", json.dumps(shown, indent=2, default=str)]
+    return "\n".join(lines)
+
+
+def _text_of(query: str | dict[str, Any]) -> str:
+    return query.strip() if isinstance(query, str) else ""
+
+
+# --- LLMSynthesizer -------------------------------------------------------------------
+
+_SUMMARY_TOOL: dict[str, Any] = {
+    "name": WRITE_SUMMARY,
+    "description": "Submit the report's summary.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "summary": {
+                "type": "string",
+                "description": "the summary, citing the numbered findings as [1] or [2, 3]",
+            }
+        },
+        "required": ["summary"],
+    },
+}
+
+_SYNTHESIZER_SYSTEM = """\
+You write the summary at the top of a research report. You get the report's numbered \
+findings, each with its topic and source, and the topics whose coverage is missing or \
+incomplete.
+
+Call write_summary with a few short paragraphs of plain prose.
+- Use only the findings. Cite the findings behind every statement with their numbers \
+in square brackets, such as [1] or [2, 3]. Use square brackets for nothing else.
+- Cite no other source: no URL, name or document that is not in the findings.
+- Findings marked preliminary come from partial results of attempts that failed: say \
+that they are preliminary.
+- Name the topics whose coverage is missing in one sentence; do not explain or guess \
+what they would have found. The coverage table is appended to the report verbatim."""
+
+
+class _Summary(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    summary: str
+
+
+# A bracketed marker that is not the text of a markdown link: "[3]", "[2, 3]", "[web]".
+_MARKER = re.compile(r"\[([^\[\]\n]*)\](?!\()")
+_NUMBERS = re.compile(r"\s*\d+(?:\s*,\s*\d+)*\s*")
+_URL = re.compile(r"https?://[^\s<>\[\]()\"'`]+")
+
+
+class LLMSynthesizer:
+    """A `Synthesizer` whose report has a model-written summary, and nothing else from it.
+
+    The report is built by `fallback` first (by default `DeterministicSynthesizer()`),
+    so findings, coverage and escalations are computed in code and carried over
+    verbatim; the model writes `Report.summary` only, from the numbered findings with
+    their sources and the coverage problems.
+
+    Citations: the summary cites findings as `[n]` or `[n, m]`, numbers of the list it
+    was given. A summary is refused, not patched, when it cites a number that is not a
+    finding, uses any other bracketed marker (`[wikipedia]`), names a URL that appears
+    in no finding, or cites nothing at all although there are findings: stripping the
+    bad marker would leave its claim standing without support. Source names in plain
+    prose are not checked (the summary may say that a source failed).
+
+    When the model call fails (after local retries) or the summary is refused, the
+    fallback's report is returned with `Report.synthesis_note` saying why, which
+    `to_markdown()` shows. A run without findings is summarised by no model at all:
+    there is nothing to cite, and so nothing the model could say safely.
+
+    Args:
+        model: any `Model`.
+        fallback: builds the report; default `DeterministicSynthesizer()`.
+        retry: local retries of the model call (default `RetryPolicy()`); its
+            `deadline` bounds the whole call, attempts in flight included.
+        max_tokens: for the summary.
+        classifier: turns the model call's exceptions into envelopes.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        fallback: Synthesizer | None = None,
+        retry: RetryPolicy | None = None,
+        max_tokens: int = 1024,
+        classifier: Classifier | None = None,
+    ) -> None:
+        self.model = model
+        self.fallback: Synthesizer = fallback or DeterministicSynthesizer()
+        self.retry = _check_options("LLMSynthesizer", max_tokens, retry)
+        self.max_tokens = max_tokens
+        self.classifier = classifier or default_classifier
+
+    async def synthesize(
+        self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
+    ) -> Report:
+        report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
+        if not report.findings:
+            return report
+        log = get_logger(run_id=run_id, helper="synthesizer", model=self.model.name)
+        answer = await _forced_call(
+            self.model,
+            tool=_SUMMARY_TOOL,
+            system=_SYNTHESIZER_SYSTEM,
+            prompt=_summary_prompt(report),
+            max_tokens=self.max_tokens,
+            retry=self.retry,
+            classifier=self.classifier,
+            source="synthesizer/model",
+            attempted_query={"model": self.model.name, "summarise": run_id},
+            log=log,
+        )
+        problem: str | None
+        if isinstance(answer, ErrorEnvelope):
+            problem = _failure(answer)
+        else:
+            try:
+                summary = _Summary.model_validate(answer).summary.strip()
+            except pydantic.ValidationError:
+                problem = "the model's answer had no summary text"
+            else:
+                problem = _citation_problem(summary, report.findings)
+                if problem is None:
+                    log.info("summary_written", chars=len(summary))
+                    return report.model_copy(update={"summary": summary})
+        log.warning("summary_unavailable", reason=problem)
+        note = f"Summary unavailable: {problem} — deterministic synthesis used."
+        return report.model_copy(update={"synthesis_note": note})
+
+    def __repr__(self) -> str:
+        return f"LLMSynthesizer({self.model.name!r})"
+
+
+def _summary_prompt(report: Report) -> str:
+    lines = ["Findings:"]
+    for number, finding in enumerate(report.findings, start=1):
+        mark = ", preliminary" if finding.preliminary else ""
+        lines.append(f"[{number}] topic: {finding.topic}; source: {finding.source}{mark}")
+        lines.append(f"    {_content(finding.content)}")
+    problems = [e for e in report.coverage if e.status not in _ANSWERED]
+    empty = [e for e in report.coverage if e.status is CoverageStatus.EMPTY]
+    lines += ["", "Coverage missing or incomplete:"]
+    lines += [_coverage_line(e) for e in problems] or ["- none"]
+    if empty:
+        lines += ["", "Searched, nothing found (an answer, not a gap):"]
+        lines += [_coverage_line(e) for e in empty]
+    return "\n".join(lines)
+
+
+_ANSWERED = (CoverageStatus.COVERED, CoverageStatus.EMPTY)
+
+
+def _coverage_line(entry: CoverageEntry) -> str:
+    reason = f": {_short(entry.reason, 300)}" if entry.reason else ""
+    return f"- topic: {entry.topic}; source: {entry.source}; {entry.status.value}{reason}"
+
+
+def _content(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return _short(text, _MAX_CONTENT_CHARS)
+
+
+def _citation_problem(summary: str, findings: Sequence[Finding]) -> str | None:
+    """Why the summary cannot be used, or None when every citation is a finding."""
+    if not summary:
+        return "the model's summary was empty"
+    count = len(findings)
+    cited = False
+    for match in _MARKER.finditer(summary):
+        marker = match.group(0)
+        if not _NUMBERS.fullmatch(match.group(1)):
+            return f"the model's summary cited {marker}, which is not a numbered finding"
+        for number in (int(n) for n in match.group(1).split(",")):
+            if not 1 <= number <= count:
+                return (
+                    f"the model's summary cited [{number}], but there are only "
+                    f"{count} numbered findings"
+                )
+        cited = True
+    evidence = json.dumps(
+        [finding.model_dump(mode="json") for finding in findings], default=str, ensure_ascii=False
+    )
+    for url in _URL.findall(summary):
+        url = url.rstrip(".,;:!?")
+        if url not in evidence:
+            return f"the model's summary names {url}, which is in none of the findings"
+    if not cited:
+        return "the model's summary cites none of the findings"
+    return None

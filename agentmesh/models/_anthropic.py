@@ -1,0 +1,124 @@
+"""`AnthropicModel`: Claude through the official `anthropic` SDK, with one owner of retries."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import anthropic
+import pydantic
+
+from agentmesh.errors import TransientError, UsageError
+from agentmesh.models._base import ModelResponse
+
+__all__ = ["MODEL_ENV", "AnthropicModel"]
+
+MODEL_ENV = "AGENTMESH_MODEL"
+
+
+class AnthropicModel:
+    """Claude via `anthropic.AsyncAnthropic`.
+
+    The SDK's own retries are off for every call (`max_retries=0`): agentmesh's
+    `RetryPolicy` owns each retry once and honours `retry-after`, where the SDK's two
+    default retries nested inside ours would multiply the load. Every call has a total
+    deadline (`timeout`); the SDK's own timeout bounds each read, not the whole call.
+
+    Nothing touches the network or the environment's key until the first call.
+
+    Args:
+        model: the model name; defaults to the `AGENTMESH_MODEL` environment variable.
+        client: an `AsyncAnthropic` to use (its owner closes it); by default one is
+            built at the first call from `api_key` / `base_url` or the environment
+            (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by `aclose()`.
+        timeout: seconds for one whole call.
+        stream: use the streaming endpoint (long outputs; mid-stream errors surface).
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        stream: bool = False,
+    ) -> None:
+        name = model or os.environ.get(MODEL_ENV)
+        if not name:
+            raise UsageError(f"AnthropicModel needs a model name: pass model= or set {MODEL_ENV}")
+        if timeout <= 0:
+            raise UsageError(f"AnthropicModel(timeout=) must be > 0 seconds, got {timeout!r}")
+        self.name = name
+        self.timeout = timeout
+        self.stream = stream
+        self._client = client
+        self._owns_client = client is None
+        self._api_key = api_key
+        self._base_url = base_url
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url)
+        return self._client.with_options(max_retries=0, timeout=self.timeout)
+
+    async def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        tool_choice: Mapping[str, Any] | None = None,
+        max_tokens: int = 1024,
+    ) -> ModelResponse:
+        params: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": max_tokens,
+            "messages": list(messages),
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = list(tools)
+        if tool_choice is not None:
+            params["tool_choice"] = dict(tool_choice)
+        client = self._sdk()
+        async with asyncio.timeout(self.timeout):
+            if self.stream:
+                async with client.messages.stream(**params) as events:
+                    message = await events.get_final_message()
+            else:
+                message = await client.messages.create(**params)
+        try:
+            return ModelResponse.model_validate(message.model_dump(mode="json"))
+        except pydantic.ValidationError as exc:
+            # The server's answer, not our input, is malformed: worth another try.
+            raise TransientError(
+                f"unparseable response from {self.name}: {exc.error_count()} problem(s)",
+                error_type="invalid_response",
+                details=str(exc),
+            ) from exc
+
+    async def aclose(self) -> None:
+        """Close the client this model built (a client passed in belongs to its owner)."""
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.name!r}, timeout={self.timeout}, stream={self.stream})"

@@ -1,0 +1,140 @@
+"""The `Model` protocol and the typed response every model returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, Protocol, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+__all__ = [
+    "ContentBlock",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "OtherBlock",
+    "TextBlock",
+    "ToolUseBlock",
+    "Usage",
+]
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    def to_param(self) -> dict[str, Any]:
+        """The block as the Messages API expects it back in an assistant message."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class TextBlock(_Block):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Block):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class OtherBlock(_Block):
+    """A block agentmesh does not interpret (thinking, server tool use, ...), kept verbatim."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str
+
+    def to_param(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _block_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    return kind if kind in ("text", "tool_use") else "other"
+
+
+ContentBlock: TypeAlias = Annotated[
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ToolUseBlock, Tag("tool_use")]
+    | Annotated[OtherBlock, Tag("other")],
+    Discriminator(_block_tag),
+]
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelResponse(BaseModel):
+    """One model turn: content blocks, why it stopped, and what it cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: tuple[ContentBlock, ...]
+    stop_reason: str | None = None
+    usage: Usage = Usage()
+    model: str = ""
+    id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(block for block in self.content if isinstance(block, ToolUseBlock))
+
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message that replays this turn in the conversation."""
+        return {"role": "assistant", "content": [block.to_param() for block in self.content]}
+
+    @classmethod
+    def of_text(cls, text: str, *, stop_reason: str = "end_turn") -> ModelResponse:
+        """A reply that is plain text."""
+        return cls(content=(TextBlock(text=text),), stop_reason=stop_reason)
+
+    @classmethod
+    def of_tool_calls(cls, *calls: tuple[str, Mapping[str, Any]], text: str = "") -> ModelResponse:
+        """A reply asking for tool calls: `of_tool_calls(("search", {"query": "x"}), ...)`."""
+        blocks: list[TextBlock | ToolUseBlock] = [TextBlock(text=text)] if text else []
+        for index, (name, arguments) in enumerate(calls):
+            blocks.append(
+                ToolUseBlock(id=f"toolu_{index:02d}_{name}", name=name, input=dict(arguments))
+            )
+        return cls(content=tuple(blocks), stop_reason="tool_use")
+
+
+class ModelRequest(BaseModel):
+    """What was asked of a model in one call (recorded by `ScriptedModel`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[dict[str, Any], ...]
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: dict[str, Any] | None = None
+    max_tokens: int = 1024
+
+
+class Model(Protocol):
+    """One async call to a language model: a conversation in, one turn out.
+
+    `messages`, `tools` and `tool_choice` use the Anthropic Messages API's shapes.
+    Failures are raised as exceptions; the caller's retry policy and classifier turn
+    them into envelopes, so a model never retries on its own.
+    """
+
+    name: str
+
+    async def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        tool_choice: Mapping[str, Any] | None = None,
+        max_tokens: int = 1024,
+    ) -> ModelResponse: ...

@@ -1,0 +1,46 @@
+"""A subagent as a tool, so that a model-backed lead agent can coordinate subagents itself."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentmesh.context import Context
+from agentmesh.envelope import ErrorEnvelope
+from agentmesh.errors import CallFailed
+from agentmesh.task import Task
+from agentmesh.tools import Tool
+
+if TYPE_CHECKING:
+    from agentmesh.subagents._base import Subagent
+
+__all__ = ["subagent_tool"]
+
+
+def subagent_tool(
+    subagent: Subagent, *, name: str | None = None, description: str | None = None
+) -> Tool[..., Any]:
+    """A tool that runs `subagent` on a query, inside the caller's run.
+
+    The subagent's envelope reaches the caller unchanged (category, attempted query,
+    partial results, alternatives) and is final: the subagent already retried locally.
+    An empty success is a plain empty result. The run id, retry budget, deadline and
+    policy state are the caller's, so run-wide rules hold across the nesting.
+    """
+
+    async def run_subagent(query: str, ctx: Context) -> Any:
+        outcome = await subagent.run(
+            Task(query=query, topic=ctx.task.topic),
+            run_id=ctx.run_id,
+            budget=ctx.budget,
+            deadline=ctx.remaining(),
+            state=ctx.state,
+        )
+        if isinstance(outcome, ErrorEnvelope):
+            raise CallFailed(outcome)
+        return outcome.data
+
+    return Tool(
+        run_subagent,
+        name=name or subagent.name,
+        description=description or subagent.description or f"Ask the {subagent.name} subagent.",
+    )

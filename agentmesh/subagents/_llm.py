@@ -1,0 +1,291 @@
+"""`LLMSubagent`: a subagent whose body is Claude's tool-use loop.
+
+Every `tool_use` goes through `ctx.call` (policies, validation, limits, local retry), so a
+tool failure that local retry recovered never reaches the model, one that did not goes
+back as an `is_error` tool result carrying the envelope, and a denied call is never run,
+whatever the model or the task text says. The model ends the loop with plain text, with
+`submit_result`, or with `report_failure` (whose schema is the envelope's own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pydantic
+
+from agentmesh._attempts import attempt_call
+from agentmesh.classify import Classifier
+from agentmesh.context import Context
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
+from agentmesh.errors import CallFailed, UsageError
+from agentmesh.models import Model, ModelResponse, ToolUseBlock
+from agentmesh.policies import ToolPolicy
+from agentmesh.retry import RetryPolicy
+from agentmesh.subagents._base import Subagent
+from agentmesh.task import Task
+from agentmesh.throttle import RateLimitSpec
+from agentmesh.tools import Tool
+
+__all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
+
+SUBMIT_RESULT = "submit_result"
+REPORT_FAILURE = "report_failure"
+
+_SUBMIT_TOOL = {
+    "name": SUBMIT_RESULT,
+    "description": "Finish the task with its result. Use [] or null when you searched and "
+    "found nothing: that is a valid answer, not a failure.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"result": {"description": "the task's result, any JSON value"}},
+        "required": ["result"],
+    },
+}
+
+_FAILURE_PREAMBLE = (
+    "Report that the task could not be completed, as a structured error. Include "
+    "partialResults only for work you really completed; never invent any."
+)
+
+_TURN_LIMIT_PROMPT = (
+    "You have reached the turn limit for this task. Call report_failure now with what "
+    "was tried, any partial results you really obtained, and alternatives that could work."
+)
+
+
+class LLMSubagent(Subagent):
+    """A subagent that thinks with a model and acts through tools.
+
+    Args:
+        name: the subagent's name.
+        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
+        system: the system prompt.
+        tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`).
+        max_turns: model turns before the model is made to report a failure.
+        max_tokens: per model turn.
+        Other arguments as for `Subagent`; `retry` also governs the model calls.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: Model,
+        system: str = "",
+        tools: Sequence[Tool[Any, Any]] = (),
+        *,
+        max_turns: int = 8,
+        max_tokens: int = 1024,
+        retry: RetryPolicy | None = None,
+        alternatives: Iterable[str] = (),
+        policies: Sequence[ToolPolicy] = (),
+        rate_limit: RateLimitSpec | None = None,
+        max_concurrency: int | None = None,
+        classifier: Classifier | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            retry=retry,
+            alternatives=alternatives,
+            policies=policies,
+            rate_limit=rate_limit,
+            max_concurrency=max_concurrency,
+            classifier=classifier,
+        )
+        if max_turns < 1:
+            raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")
+        tools = list(tools)
+        for candidate in tools:
+            if not isinstance(candidate, Tool):
+                raise UsageError(f"LLMSubagent {name}: {candidate!r} is not a @tool")
+        names = [t.name for t in tools]
+        clashes = sorted(
+            {n for n in names if names.count(n) > 1} | {SUBMIT_RESULT, REPORT_FAILURE} & set(names)
+        )
+        if clashes:
+            raise UsageError(
+                f"LLMSubagent {name}: tool names must be unique and not reserved: {clashes}"
+            )
+        self.model = model
+        self.system = system
+        self.tools = {t.name: t for t in tools}
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self._tool_definitions = [
+            *(t.to_anthropic_tool() for t in tools),
+            _SUBMIT_TOOL,
+            _report_failure_tool(),
+        ]
+
+    async def handle(self, task: Task, ctx: Context) -> Any:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(task)}]
+        for turn in range(1, self.max_turns + 1):
+            response = await self._turn(ctx, messages, turn=turn)
+            messages.append(response.to_message())
+            calls = response.tool_uses
+            if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # a server-side tool paused the turn: let the model go on
+                if response.stop_reason == "refusal":
+                    raise CallFailed(self._refused(task, ctx, response))
+                return response.text
+            finishing = [c for c in calls if c.name in (SUBMIT_RESULT, REPORT_FAILURE)]
+            if finishing:
+                return self._finish(finishing[0], task, ctx)
+            messages.append({"role": "user", "content": await self._run_tools(calls, ctx)})
+        messages.append({"role": "user", "content": _TURN_LIMIT_PROMPT})
+        response = await self._turn(
+            ctx,
+            messages,
+            turn=self.max_turns + 1,
+            tool_choice={"type": "tool", "name": REPORT_FAILURE},
+        )
+        report = next((c for c in response.tool_uses if c.name == REPORT_FAILURE), None)
+        if report is not None:
+            return self._finish(report, task, ctx)
+        raise CallFailed(
+            ErrorEnvelope(
+                error_category=ErrorCategory.OTHER,
+                error_type="turn_limit",
+                is_retryable=False,
+                message=f"no result after {self.max_turns} turns and no failure report",
+                attempted_query=task.query,
+                source=self.name,
+                attempts=ctx.attempt,
+            )
+        )
+
+    async def _turn(
+        self,
+        ctx: Context,
+        messages: list[dict[str, Any]],
+        *,
+        turn: int,
+        tool_choice: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """One model call, retried locally like any transient failure."""
+        log = ctx.log.bind(model=self.model.name, turn=turn)
+        attempted_query = {"model": self.model.name, "turn": turn, "task": ctx.task.query}
+
+        async def work(number: int) -> ModelResponse:
+            log.debug("model_call", attempt=number)
+            async with asyncio.timeout_at(ctx.deadline):
+                return await self.model.create(
+                    messages=messages,
+                    system=self.system or None,
+                    tools=self._tool_definitions,
+                    tool_choice=tool_choice,
+                    max_tokens=self.max_tokens,
+                )
+
+        outcome = await attempt_call(
+            work,
+            policy=self.retry,
+            classifier=ctx.classifier,
+            source=f"{self.name}/model",
+            attempted_query=attempted_query,
+            budget=ctx.budget,
+            deadline=ctx.deadline,
+            log=log,
+        )
+        if isinstance(outcome, ErrorEnvelope):
+            raise CallFailed(outcome)
+        response = outcome.data
+        log.debug("model_turn", stop_reason=response.stop_reason, tool_uses=len(response.tool_uses))
+        return response
+
+    async def _run_tools(self, calls: Sequence[ToolUseBlock], ctx: Context) -> list[dict[str, Any]]:
+        """Run the turn's tool calls concurrently; one tool_result per call, in order."""
+        return list(await asyncio.gather(*(self._run_tool(call, ctx) for call in calls)))
+
+    async def _run_tool(self, call: ToolUseBlock, ctx: Context) -> dict[str, Any]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ErrorEnvelope(
+                error_category=ErrorCategory.VALIDATION,
+                error_type="unknown_tool",
+                is_retryable=False,
+                message=f"there is no tool named {call.name!r}; available: {sorted(self.tools)}",
+                attempted_query={"tool": call.name, "arguments": call.input},
+                source=f"{self.name}/{call.name}",
+                attempts=0,
+            ).to_tool_result(call.id)
+        try:
+            data = await ctx.call(tool, **call.input)
+        except CallFailed as failed:
+            return failed.envelope.to_tool_result(call.id)
+        # Completed tool work survives a later failure of the loop as partial results.
+        ctx.record_partial(
+            [{"tool": call.name, "input": call.input, "result": data}],
+            completed=f"{call.name}:{call.id}",
+        )
+        success: Success[Any] = Success(
+            data=data, source=f"{self.name}/{call.name}", attempted_query=call.input
+        )
+        return success.to_tool_result(call.id)
+
+    def _finish(self, call: ToolUseBlock, task: Task, ctx: Context) -> Any:
+        if call.name == SUBMIT_RESULT:
+            if "result" not in call.input:
+                return call.input or None
+            return call.input["result"]
+        raise CallFailed(self._reported_failure(call.input, task, ctx))
+
+    def _reported_failure(self, report: dict[str, Any], task: Task, ctx: Context) -> ErrorEnvelope:
+        """The model's failure report as an envelope; an invalid report is said to be one."""
+        # What the framework knows for certain is not left to the model.
+        fields = {
+            "isError": True,
+            "attemptedQuery": task.query,
+            **report,
+            "source": self.name,
+            "attempts": ctx.attempt,
+        }
+        try:
+            return ErrorEnvelope.model_validate(fields)
+        except pydantic.ValidationError as exc:
+            return ErrorEnvelope(
+                error_category=ErrorCategory.OTHER,
+                error_type="invalid_failure_report",
+                is_retryable=False,
+                message="the model reported a failure that is not a valid error envelope",
+                attempted_query=task.query,
+                source=self.name,
+                attempts=ctx.attempt,
+                details=f"{exc.error_count()} problem(s): {_short(str(exc))}",
+            )
+
+    def _refused(self, task: Task, ctx: Context, response: ModelResponse) -> ErrorEnvelope:
+        return ErrorEnvelope(
+            error_category=ErrorCategory.OTHER,
+            error_type="model_refused",
+            is_retryable=False,
+            message=response.text or "the model declined the task",
+            attempted_query=task.query,
+            source=self.name,
+            attempts=ctx.attempt,
+        )
+
+
+def _prompt(task: Task) -> str:
+    if task.feedback is None:
+        return task.query
+    return (
+        f"{task.query}\n\nAn earlier attempt at this task failed with this error; "
+        f"take it into account:\n{task.feedback.to_json()}"
+    )
+
+
+def _report_failure_tool() -> dict[str, Any]:
+    schema = ErrorEnvelope.json_schema()
+    # Only what the model can know: the framework fills in source, attempts and the query.
+    for key in ("source", "attempts", "isError", "policy"):
+        schema["properties"].pop(key, None)
+    schema["required"] = [k for k in schema["required"] if k in schema["properties"]]
+    schema.pop("title", None)
+    return {"name": REPORT_FAILURE, "description": _FAILURE_PREAMBLE, "input_schema": schema}
+
+
+def _short(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,759 @@
+"""A fake Anthropic Messages API on loopback, for driving the real SDK in tests.
+
+`FakeMessagesAPI` is a real HTTP server (werkzeug's threaded WSGI server, in a thread of
+its own, so it never depends on the test's event loop) that answers `POST /v1/messages`
+in the Anthropic wire format, JSON or server-sent events, from a per-test script::
+
+    with FakeMessagesAPI(FakeMessagesAPI.error(529), FakeMessagesAPI.text("hi")) as api:
+        client = anthropic.AsyncAnthropic(api_key="sk-ant-test", base_url=api.base_url)
+        ...
+    assert api.request_count == 2
+
+Anything the script did not foresee (no reply left, a handler that raised) is answered
+with an HTTP 500 *and* kept in `problems`, so `check()` can fail the test instead of
+letting agent code quietly absorb it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Any, Literal, Self, TypeAlias
+
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
+from werkzeug.wrappers import Request, Response
+
+from agentmesh.errors import UsageError
+
+__all__ = [
+    "ErrorReply",
+    "FakeMessagesAPI",
+    "MessageReply",
+    "RawReply",
+    "RecordedRequest",
+    "Reply",
+    "SlowReply",
+    "StreamErrorReply",
+]
+
+_log = logging.getLogger("agentmesh.testing.fake_messages_api")
+
+_DEFAULT_MODEL = "claude-fake"
+# How long close() waits for in-flight request threads before leaving them (daemons) behind.
+_CLOSE_JOIN_TIMEOUT = 2.0
+
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_ERROR_MESSAGES: dict[str, str] = {
+    "invalid_request_error": "Invalid request.",
+    "authentication_error": "invalid x-api-key",
+    "permission_error": "Your API key does not have permission to use the specified resource.",
+    "not_found_error": "The requested resource could not be found.",
+    "request_too_large": "Request exceeds the maximum allowed number of bytes.",
+    "rate_limit_error": "Number of requests has exceeded your rate limit.",
+    "api_error": "Internal server error.",
+    "overloaded_error": "Overloaded",
+}
+
+
+# --- replies -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReply:
+    """A successful message; sent as JSON, or as SSE events when the request streams."""
+
+    content: tuple[Mapping[str, Any], ...]
+    stop_reason: str
+    model: str | None = None
+    input_tokens: int = 10
+    output_tokens: int = 10
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """An API error: `{"type": "error", "error": {...}}` with an HTTP status and headers."""
+
+    status: int
+    type: str
+    message: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RawReply:
+    """Bytes sent as they are, for bodies that are not what the SDK expects."""
+
+    status: int
+    body: bytes
+    content_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowReply:
+    """`reply`, sent after `delay` seconds (cut short when the server closes)."""
+
+    delay: float
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class StreamErrorReply:
+    """The first `after_events` SSE events of `reply`, then an `error` event."""
+
+    reply: MessageReply
+    after_events: int
+    type: str
+    message: str
+
+
+Reply: TypeAlias = MessageReply | ErrorReply | RawReply | SlowReply | StreamErrorReply
+"""Anything a script may answer with; build one with the `FakeMessagesAPI` builders."""
+
+
+# --- recorded requests -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the server received it: method, path, headers and body."""
+
+    index: int
+    """Position in arrival order, from 0."""
+    request_id: str
+    """The `request-id` header of the answer (the SDK exposes it as `request_id`)."""
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    """Header names in lower case."""
+    raw_body: bytes
+    body: Any
+    """The parsed JSON body, or None when the body is not JSON."""
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request asked for server-sent events."""
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model") if isinstance(self.body, dict) else None
+        return model if isinstance(model, str) else None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The request's `messages`, or an empty list when there are none."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        return list(messages) if isinstance(messages, list) else []
+
+    @property
+    def auth_scheme(self) -> Literal["x-api-key", "bearer"] | None:
+        """Which credential the request carried; `x-api-key` wins when both are present."""
+        if self.headers.get("x-api-key"):
+            return "x-api-key"
+        if _bearer_token(self.headers.get("authorization", "")):
+            return "bearer"
+        return None
+
+    @property
+    def api_key(self) -> str | None:
+        """The credential sent as `x-api-key` or as `Authorization: Bearer`, if any."""
+        return self.headers.get("x-api-key") or _bearer_token(self.headers.get("authorization", ""))
+
+
+def _bearer_token(authorization: str) -> str | None:
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+Handler: TypeAlias = Callable[[RecordedRequest], Reply]
+
+
+# --- builders ----------------------------------------------------------------------------
+
+
+def _json_copy(value: Any, what: str) -> Any:
+    # A round trip both copies and fails early, at build time, on values JSON cannot carry.
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{what} must be JSON-serialisable: {error}") from None
+
+
+def _tool_use_block(
+    name: str, input: Mapping[str, Any], *, id: str | None = None
+) -> dict[str, Any]:
+    """A `tool_use` content block; the id is made up when not given."""
+    return {
+        "type": "tool_use",
+        "id": id if id is not None else f"toolu_fake_{uuid.uuid4().hex[:20]}",
+        "name": name,
+        "input": _json_copy(dict(input), "input"),
+    }
+
+
+def _message(
+    content: Sequence[str | Mapping[str, Any]],
+    *,
+    stop_reason: str | None = None,
+    model: str | None = None,
+    input_tokens: int = 10,
+    output_tokens: int = 10,
+    id: str | None = None,
+) -> MessageReply:
+    """A message from content blocks; a plain string is a text block.
+
+    `stop_reason` defaults to `tool_use` when a block is a tool use, else `end_turn`;
+    `model` defaults to the model the request named.
+    """
+    blocks = tuple(
+        {"type": "text", "text": block}
+        if isinstance(block, str)
+        else _json_copy(dict(block), "content block")
+        for block in content
+    )
+    if stop_reason is None:
+        uses_tool = any(block.get("type") == "tool_use" for block in blocks)
+        stop_reason = "tool_use" if uses_tool else "end_turn"
+    return MessageReply(blocks, stop_reason, model, input_tokens, output_tokens, id)
+
+
+def _text(
+    text: str,
+    *,
+    stop_reason: str = "end_turn",
+    model: str | None = None,
+    input_tokens: int = 10,
+    output_tokens: int = 10,
+) -> MessageReply:
+    """A message with one text block."""
+    return _message(
+        [text],
+        stop_reason=stop_reason,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+    )
+
+
+def _tool_use(
+    name: str,
+    input: Mapping[str, Any],
+    *,
+    id: str | None = None,
+    text: str | None = None,
+    model: str | None = None,
+) -> MessageReply:
+    """A message that calls one tool, after an optional text block."""
+    blocks: list[str | Mapping[str, Any]] = [] if text is None else [text]
+    blocks.append(_tool_use_block(name, input, id=id))
+    return _message(blocks, stop_reason="tool_use", model=model)
+
+
+def _error(
+    status: int,
+    type: str | None = None,
+    message: str | None = None,
+    *,
+    retry_after: float | str | None = None,
+    retry_after_ms: float | None = None,
+    should_retry: bool | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ErrorReply:
+    """An API error; `type` and `message` default to what the real API says for `status`.
+
+    `retry_after`, `retry_after_ms` and `should_retry` set the `retry-after`,
+    `retry-after-ms` and `x-should-retry` headers the SDK reads.
+    """
+    if not 400 <= status <= 599:
+        raise UsageError(f"status must be an HTTP error status (400-599), got {status}")
+    error_type = type if type is not None else _ERROR_TYPES.get(status, "api_error")
+    all_headers = dict(headers or {})
+    if retry_after is not None:
+        all_headers["retry-after"] = (
+            retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+        )
+    if retry_after_ms is not None:
+        all_headers["retry-after-ms"] = f"{retry_after_ms:g}"
+    if should_retry is not None:
+        all_headers["x-should-retry"] = "true" if should_retry else "false"
+    text = message if message is not None else _ERROR_MESSAGES.get(error_type, error_type)
+    return ErrorReply(status, error_type, text, all_headers)
+
+
+def _garbage(
+    body: str | bytes = "<html><body><h1>502 Bad Gateway</h1></body></html>",
+    *,
+    status: int = 502,
+    content_type: str = "text/html",
+    headers: Mapping[str, str] | None = None,
+) -> RawReply:
+    """A body that is not the JSON the SDK expects: by default a proxy's HTML 502.
+
+    `FakeMessagesAPI.garbage("{not json", status=200, content_type="application/json")`
+    is a success status with an unparseable body.
+    """
+    raw = body.encode() if isinstance(body, str) else body
+    return RawReply(status, raw, content_type, dict(headers or {}))
+
+
+def _slow(delay: float, reply: Reply) -> SlowReply:
+    """`reply`, held back for `delay` seconds: for client timeout tests."""
+    if delay < 0:
+        raise UsageError(f"delay must be >= 0, got {delay}")
+    return SlowReply(delay, reply)
+
+
+def _stream_error(
+    reply: MessageReply | None = None,
+    *,
+    after_events: int = 4,
+    type: str = "overloaded_error",
+    message: str = "Overloaded",
+) -> StreamErrorReply:
+    """A stream that breaks: the first `after_events` events of `reply`, then `error`.
+
+    With the defaults the client sees `message_start`, `ping`, `content_block_start` and
+    one text delta of "partial answer" before the `overloaded_error`. Only a streaming
+    request can be answered this way.
+    """
+    if after_events < 0:
+        raise UsageError(f"after_events must be >= 0, got {after_events}")
+    return StreamErrorReply(
+        reply if reply is not None else _text("partial answer"), after_events, type, message
+    )
+
+
+# --- wire format -------------------------------------------------------------------------
+
+
+def _message_json(reply: MessageReply, *, message_id: str, model: str) -> dict[str, Any]:
+    return {
+        "id": reply.id if reply.id is not None else message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model if reply.model is not None else model,
+        "content": [copy.deepcopy(dict(block)) for block in reply.content],
+        "stop_reason": reply.stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+    }
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _stream_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events the real API sends for `message`, in order."""
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1},
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(message["content"]):
+        deltas: list[dict[str, Any]] = []
+        if block.get("type") == "text":
+            first = {**block, "text": ""}
+            # Word-sized pieces, as a model streams them.
+            pieces = re.findall(r"\s*\S+\s*", block["text"]) or [block["text"]]
+            deltas = [{"type": "text_delta", "text": piece} for piece in pieces]
+        elif block.get("type") == "tool_use":
+            first = {**block, "input": {}}
+            pieces = _chunks(json.dumps(block["input"]), 16)
+            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in pieces]
+        else:
+            first = block
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": first},
+            )
+        )
+        events.extend(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _sse(event: str, data: Mapping[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+# --- the server --------------------------------------------------------------------------
+
+
+class _RequestHandler(WSGIRequestHandler):
+    """werkzeug's handler with its access log sent to our logger at debug level."""
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        _log.debug(message.rstrip(), *args)
+
+
+class _Server(ThreadedWSGIServer):
+    """werkzeug's threaded server that remembers its request threads.
+
+    socketserver would join them without a deadline on close; a slow reply or a client
+    that never sends its request must not hang a test's teardown.
+    """
+
+    block_on_close = False
+
+    def __init__(self, app: Callable[..., Any], on_error: Callable[[str], None]) -> None:
+        super().__init__("127.0.0.1", 0, app, _RequestHandler)
+        self._on_error = on_error
+        self._request_threads: list[threading.Thread] = []
+        self._threads_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name="FakeMessagesAPI-request",
+            daemon=True,
+        )
+        with self._threads_lock:
+            self._request_threads = [t for t in self._request_threads if t.is_alive()]
+            self._request_threads.append(thread)
+        thread.start()
+
+    def join_request_threads(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._threads_lock:
+            threads = list(self._request_threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        # werkzeug reports an exception that escaped the app here; keep it as a problem.
+        self._on_error(message % args if args else message)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        self._on_error(f"connection from {client_address} failed")
+
+
+class FakeMessagesAPI:
+    """A scripted Anthropic Messages API on `127.0.0.1`, on a free port.
+
+    Replies come from a queue, in order (`FakeMessagesAPI(reply, ...)`, `enqueue(...)`);
+    once it is empty, from `handler` (a function of the `RecordedRequest`), if set.
+    Every request is recorded in `requests`. Requests must carry an API key, as
+    `x-api-key` or `Authorization: Bearer` (or exactly `api_key` when given), or they are
+    answered 401 `authentication_error`; other paths than `POST /v1/messages` get 404.
+
+    Build replies with the static builders: `text`, `tool_use`, `tool_use_block`,
+    `message`, `error`, `garbage`, `slow` and `stream_error`.
+
+    Requests are served concurrently, each in its own thread; the script and the records
+    are guarded by one lock, so tests may enqueue and read while requests are in flight.
+    """
+
+    text = staticmethod(_text)
+    tool_use = staticmethod(_tool_use)
+    tool_use_block = staticmethod(_tool_use_block)
+    message = staticmethod(_message)
+    error = staticmethod(_error)
+    garbage = staticmethod(_garbage)
+    slow = staticmethod(_slow)
+    stream_error = staticmethod(_stream_error)
+
+    def __init__(
+        self,
+        *replies: Reply,
+        handler: Handler | None = None,
+        api_key: str | None = None,
+        require_auth: bool = True,
+        model: str = _DEFAULT_MODEL,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[Reply] = deque(replies)
+        self._handler = handler
+        self._api_key = api_key
+        self._require_auth = require_auth
+        self._model = model
+        self._requests: list[RecordedRequest] = []
+        self._problems: list[str] = []
+        self._closing = threading.Event()
+        self._state: Literal["new", "started", "closed"] = "new"
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> Self:
+        """Bind a free port on 127.0.0.1 and serve in a background thread."""
+        with self._lock:
+            if self._state != "new":
+                raise UsageError(f"FakeMessagesAPI can be started once; it is {self._state}")
+            self._server = _Server(self._wsgi_app, self._add_problem)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.01},
+                name="FakeMessagesAPI",
+                daemon=True,
+            )
+            self._thread.start()
+            self._state = "started"
+        return self
+
+    def close(self) -> None:
+        """Stop serving; slow replies still waiting are cut short. Idempotent."""
+        with self._lock:
+            server, thread = self._server, self._thread
+            self._state = "closed"
+        if server is None or thread is None or self._closing.is_set():
+            return
+        self._closing.set()
+        server.shutdown()
+        thread.join()
+        server.join_request_threads(_CLOSE_JOIN_TIMEOUT)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give the SDK as `base_url`, e.g. `http://127.0.0.1:54321`."""
+        if self._server is None:
+            raise UsageError("FakeMessagesAPI has no base_url before start()")
+        return f"http://127.0.0.1:{self._server.port}"
+
+    # script
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Append replies to the queue; each request takes the oldest one."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def handler(self) -> Handler | None:
+        """Answers requests once the queue is empty; None means the script is exhausted."""
+        return self._handler
+
+    @handler.setter
+    def handler(self, handler: Handler | None) -> None:
+        with self._lock:
+            self._handler = handler
+
+    @property
+    def pending(self) -> int:
+        """How many queued replies no request has taken yet."""
+        with self._lock:
+            return len(self._queue)
+
+    # records
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in arrival order (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong on the server's side so far: exhausted script, failed handler."""
+        with self._lock:
+            return list(self._problems)
+
+    def check(self) -> None:
+        """Raise AssertionError listing the problems seen since the last check, if any."""
+        with self._lock:
+            problems, self._problems = self._problems, []
+        if problems:
+            raise AssertionError("FakeMessagesAPI: " + "; ".join(problems))
+
+    def assert_authenticated(self, api_key: str | None = None) -> None:
+        """Assert that requests were made and every one carried a key (`api_key`, if given)."""
+        requests = self.requests
+        if not requests:
+            raise AssertionError("FakeMessagesAPI received no requests")
+        for request in requests:
+            if request.api_key is None:
+                raise AssertionError(f"request #{request.index} carried no API key")
+            if api_key is not None and request.api_key != api_key:
+                raise AssertionError(f"request #{request.index} carried another API key")
+
+    # serving (runs in werkzeug's request threads)
+
+    def _add_problem(self, problem: str) -> None:
+        with self._lock:
+            self._problems.append(problem)
+
+    def _wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        return self._respond(Request(environ))(environ, start_response)
+
+    def _record(self, http: Request) -> RecordedRequest:
+        raw = http.get_data()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers: dict[str, str] = {}
+        for name, value in http.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        with self._lock:
+            index = len(self._requests)
+            request = RecordedRequest(
+                index=index,
+                request_id=f"req_fake_{index + 1:06d}",
+                method=http.method,
+                path=http.path,
+                query=http.query_string.decode("latin-1"),
+                headers=MappingProxyType(headers),
+                raw_body=raw,
+                body=body,
+            )
+            self._requests.append(request)
+        return request
+
+    def _respond(self, http: Request) -> Response:
+        request = self._record(http)
+        key = request.api_key
+        if self._require_auth and (key is None or (self._api_key not in (None, key))):
+            message = "invalid x-api-key" if key is not None else "x-api-key header is required"
+            return self._error_response(request, _error(401, message=message))
+        if (request.method, request.path) != ("POST", "/v1/messages"):
+            return self._error_response(
+                request, _error(404, message=f"{request.method} {request.path} is not served")
+            )
+        if not isinstance(request.body, dict):
+            return self._error_response(request, _error(400, message="body must be JSON"))
+        return self._render(request, self._next_reply(request))
+
+    def _next_reply(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            reply = self._queue.popleft() if self._queue else None
+            handler = self._handler
+        if reply is not None:
+            return reply
+        where = f"request #{request.index} ({request.method} {request.path})"
+        if handler is None:
+            problem = f"FakeMessagesAPI script exhausted: {where} had no scripted reply"
+            self._add_problem(problem)
+            return _error(500, "api_error", problem)
+        try:
+            return handler(request)
+        except Exception as error:
+            problem = f"FakeMessagesAPI handler raised on {where}: {error!r}"
+            self._add_problem(problem)
+            return _error(500, "api_error", problem)
+
+    def _render(self, request: RecordedRequest, reply: Reply) -> Response:
+        if isinstance(reply, SlowReply):
+            if self._closing.wait(reply.delay):
+                return self._error_response(request, _error(503, message="server closed"))
+            return self._render(request, reply.reply)
+        if isinstance(reply, ErrorReply):
+            return self._error_response(request, reply)
+        if isinstance(reply, RawReply):
+            response = Response(reply.body, reply.status, content_type=reply.content_type)
+            return self._with_headers(response, request, reply.headers)
+        message = _message_json(
+            reply if isinstance(reply, MessageReply) else reply.reply,
+            message_id=request.request_id.replace("req_", "msg_", 1),
+            model=request.model or self._model,
+        )
+        if isinstance(reply, StreamErrorReply):
+            if not request.stream:
+                problem = (
+                    f"FakeMessagesAPI: request #{request.index} does not stream, "
+                    "but its scripted reply is a stream_error"
+                )
+                self._add_problem(problem)
+                return self._error_response(request, _error(500, "api_error", problem))
+            events = _stream_events(message)[: reply.after_events]
+            events.append(("error", _error_body(reply.type, reply.message)))
+            return self._sse_response(request, events)
+        if request.stream:
+            return self._sse_response(request, _stream_events(message))
+        response = Response(json.dumps(message), 200, content_type="application/json")
+        return self._with_headers(response, request, {})
+
+    def _sse_response(
+        self, request: RecordedRequest, events: list[tuple[str, dict[str, Any]]]
+    ) -> Response:
+        def body() -> Iterator[bytes]:
+            for name, data in events:
+                yield _sse(name, data)
+
+        response = Response(body(), 200, content_type="text/event-stream; charset=utf-8")
+        response.headers["cache-control"] = "no-cache"
+        return self._with_headers(response, request, {})
+
+    def _error_response(self, request: RecordedRequest, reply: ErrorReply) -> Response:
+        response = Response(
+            json.dumps(_error_body(reply.type, reply.message)),
+            reply.status,
+            content_type="application/json",
+        )
+        return self._with_headers(response, request, reply.headers)
+
+    @staticmethod
+    def _with_headers(
+        response: Response, request: RecordedRequest, headers: Mapping[str, str]
+    ) -> Response:
+        response.headers["request-id"] = request.request_id
+        for name, value in headers.items():
+            response.headers[name] = value
+        return response
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._server is not None else "not started"
+        return f"<FakeMessagesAPI {where} {self._state}, {self.request_count} requests>"

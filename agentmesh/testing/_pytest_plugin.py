@@ -1,0 +1,30 @@
+"""The agentmesh pytest plugin, registered through the `pytest11` entry point.
+
+It gives every project that installs agentmesh the `fake_messages_api` fixture. The fake
+server is imported inside the fixture, so merely having agentmesh installed costs other
+projects' test sessions nothing at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from agentmesh.testing._fake_messages_api import FakeMessagesAPI
+
+
+@pytest.fixture
+def fake_messages_api() -> Iterator[FakeMessagesAPI]:
+    """A started `FakeMessagesAPI` on loopback, closed after the test.
+
+    At teardown, any problem the server saw (an exhausted script, a handler that raised)
+    fails the test, unless the test already took it with `api.check()`.
+    """
+    from agentmesh.testing._fake_messages_api import FakeMessagesAPI
+
+    with FakeMessagesAPI() as api:
+        yield api
+        api.check()
