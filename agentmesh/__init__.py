@@ -8,7 +8,7 @@ could work. See the README for a tour.
 from agentmesh._logging import configure_logging, redact_secrets
 from agentmesh.classify import Classifier, classify, default_classifier
 from agentmesh.context import Context
-from agentmesh.coordinator import Coordinator, Report
+from agentmesh.coordinator import Coordinator, Pipeline, Report
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
@@ -42,6 +42,7 @@ __all__ = [
     "Outcome",
     "PartialResults",
     "PermissionDenied",
+    "Pipeline",
     "PolicyVerdict",
     "Report",
     "RetryBudget",

@@ -48,7 +48,8 @@ async def attempt_call(
         outcome: Success[T] | ErrorEnvelope
         try:
             data = await work(number)
-            outcome = Success(
+            # Built by the framework from known-good parts: no validation on the hot path.
+            outcome = Success[T].model_construct(
                 data=data, source=source, attempted_query=attempted_query, attempts=number
             )
         except CallFailed as failed:

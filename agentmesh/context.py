@@ -20,6 +20,9 @@ import pydantic
 import pydantic_core
 
 from agentmesh._attempts import attempt_call
+from agentmesh.checkpoints._codec import declared_output_type
+from agentmesh.checkpoints._ledger import ProgressSaver, Replay, ToolLedger
+from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import (
     ErrorCategory,
@@ -76,6 +79,15 @@ class PartialRecorder:
         for name in _as_names(completed, "completed"):
             self._completed[name] = None
             self._pending.pop(name, None)
+
+    @property
+    def completed(self) -> tuple[str, ...]:
+        """The sources done so far, including those restored from a checkpoint."""
+        return tuple(self._completed)
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        return tuple(self._pending)
 
     def snapshot(self) -> PartialResults | None:
         """The progress so far, or None when nothing was recorded."""
@@ -148,6 +160,8 @@ class Context:
         deadline: float | None,
         state: dict[str, Any],
         log: Any,
+        store: CheckpointStore | None = None,
+        checkpoint: bool = False,
     ) -> None:
         self.task = task
         self.subagent = subagent
@@ -162,6 +176,50 @@ class Context:
         self.log = log
         self.attempt = 0
         self.partials = PartialRecorder()
+        self.store = store
+        # Checkpoints of this task live under "<subagent>/<task id>" in the run.
+        namespace = f"{subagent}/{task_id}"
+        self.ledger = None if store is None else ToolLedger(store, run_id, namespace, log)
+        self._progress = (
+            ProgressSaver(store, run_id, namespace, log)
+            if store is not None and checkpoint
+            else None
+        )
+
+    def start_attempt(self, number: int) -> None:
+        """Called by `Subagent.run` before each attempt of the task."""
+        self.attempt = number
+        if self.ledger is not None:
+            self.ledger.new_attempt()
+
+    async def restore_partials(self) -> bool:
+        """Load the progress a previous run of this task saved; True when there was some.
+
+        Called by `Subagent.run` for a subagent with `checkpoint=True`. A store that cannot
+        be read is logged and the task starts over: redoing work is safe, the ledger
+        still refuses to repeat a side effect it cannot rule out.
+        """
+        if self._progress is None:
+            return False
+        try:
+            saved = await self._progress.load()
+        except Exception as exc:
+            self.log.warning("partials_not_restored", error=f"{type(exc).__name__}: {exc}")
+            return False
+        if saved is None:
+            return False
+        self.partials.record(saved.findings, completed=saved.completed, pending=saved.pending)
+        self.log.info("partials_restored", completed=saved.completed, pending=saved.pending)
+        return True
+
+    async def save_partials(self) -> None:
+        """Wait until the recorded progress is saved (a no-op without `checkpoint=True`).
+
+        Saving starts by itself at every `record_partial`; await this before a long step
+        that does not go through `ctx.call` to be sure the progress is durable first.
+        """
+        if self._progress is not None:
+            await self._progress.flush()
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline, or None when there is none."""
@@ -185,6 +243,8 @@ class Context:
         """
         self.partials.record(findings, completed=completed, pending=pending)
         self.log.debug("partial_recorded", completed=completed, pending=pending)
+        if self._progress is not None:
+            self._progress.schedule(self.partials.snapshot())
 
     async def call(self, tool: Tool[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call `tool` through policies, validation, limits and local retry.
@@ -224,13 +284,24 @@ class Context:
             )
             raise self._failure(envelope, log) from None
 
-        # One key for every attempt of this logical call, so the repeat is harmless.
-        key = uuid.uuid4().hex if tool.accepts_idempotency_key else None
+        # A non-idempotent call that completed earlier in this run is not made again.
+        ledger = None if tool.idempotent else self.ledger
+        call = None if ledger is None else ledger.call_key(tool.name, validated)
+        # One key for every attempt of this logical call (and, with a ledger, of every
+        # resumed run), so the repeat is harmless.
+        key = None
+        if tool.accepts_idempotency_key:
+            key = (
+                uuid.uuid4().hex if ledger is None or call is None else ledger.idempotency_key(call)
+            )
 
         async def work(number: int) -> R:
             log.debug("tool_attempt", attempt=number)
             async with asyncio.timeout_at(self.deadline), tool.limiter.slot():
-                return await tool.invoke(validated, idempotency_key=key, ctx=self)
+                data = await tool.invoke(validated, idempotency_key=key, ctx=self)
+            if ledger is not None and call is not None:
+                await ledger.record(call, tool.name, validated, data)
+            return data
 
         def review(outcome: Success[R] | ErrorEnvelope, number: int) -> Success[R] | ErrorEnvelope:
             if not self.policies:
@@ -240,22 +311,54 @@ class Context:
             )
             return outcome if verdict is None else apply_verdict(outcome, verdict)
 
-        outcome = await attempt_call(
-            work,
-            policy=tool.retry or self.retry,
-            classifier=self.classifier,
-            source=source,
-            attempted_query=attempted_query,
-            budget=self.budget,
-            deadline=self.deadline,
-            log=log,
-            adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
-            review=review,
-        )
+        replayed = None
+        if ledger is not None and call is not None:
+            replayed = await self._replay(ledger, call, tool, source, attempted_query, log)
+        if replayed is not None:
+            # Policies rule on a replayed result as on a fresh one.
+            recorded: Success[R] = Success(
+                data=replayed.data, source=source, attempted_query=attempted_query, attempts=0
+            )
+            outcome = review(recorded, 0)
+        else:
+            outcome = await attempt_call(
+                work,
+                policy=tool.retry or self.retry,
+                classifier=self.classifier,
+                source=source,
+                attempted_query=attempted_query,
+                budget=self.budget,
+                deadline=self.deadline,
+                log=log,
+                adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
+                review=review,
+            )
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
         raise self._failure(outcome, log)
+
+    async def _replay(
+        self,
+        ledger: ToolLedger,
+        call: str,
+        tool: Tool[Any, Any],
+        source: str,
+        attempted_query: dict[str, Any],
+        log: Any,
+    ) -> Replay | None:
+        """The recorded result of a call this run already made, or None."""
+        try:
+            replayed = await ledger.replay(call, declared_output_type(tool.fn))
+        except Exception as exc:
+            # Whether the call already happened is unknown: acting now could act twice.
+            envelope = self.classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=0
+            )
+            raise self._failure(envelope, log) from None
+        if replayed is not None:
+            log.info("tool_replayed", call=call)
+        return replayed
 
     def _unless_repeat_is_safe(
         self, tool: Tool[Any, Any], envelope: ErrorEnvelope, exc: Exception, key: str | None

@@ -118,12 +118,23 @@ class RetryPolicy:
         if budget is not None:
             budget.record_first_attempt()
 
-        async def one_attempt() -> T | ErrorEnvelope:
-            state.attempts += 1
-            return await attempt(state.attempts)
-
         def should_retry(result: object) -> bool:
             return isinstance(result, ErrorEnvelope) and retryable(result)
+
+        # Most calls succeed or fail for good at once: the first attempt runs directly,
+        # and tenacity's machinery is built only when there is something to retry.
+        state.attempts = 1
+        first = await attempt(1)
+        if not should_retry(first):
+            state.result = first
+            return state
+
+        async def one_attempt() -> T | ErrorEnvelope:
+            if state.attempts == 1 and state.result is None:
+                state.result = first  # tenacity's attempt 1 replays the first outcome
+                return first
+            state.attempts += 1
+            return await attempt(state.attempts)
 
         def before_sleep(retry_state: RetryCallState) -> None:
             if on_retry is not None and retry_state.outcome is not None:

@@ -1,6 +1,7 @@
 """The public surface is exactly what we mean to export."""
 
 import agentmesh
+import agentmesh.checkpoints
 import agentmesh.coordinator
 import agentmesh.policies
 import agentmesh.subagents
@@ -20,6 +21,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         "Outcome",
         "PartialResults",
         "PermissionDenied",
+        "Pipeline",
         "PolicyVerdict",
         "Report",
         "RetryBudget",
@@ -41,6 +43,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
     }
     for module in (
         agentmesh,
+        agentmesh.checkpoints,
         agentmesh.coordinator,
         agentmesh.policies,
         agentmesh.subagents,
@@ -48,3 +51,16 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
     ):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_checkpoints_exports_exactly_the_stores() -> None:
+    """`agentmesh.checkpoints` exports the store protocol, the stores and their record."""
+    assert set(agentmesh.checkpoints.__all__) == {
+        "DEFAULT_PATH",
+        "SCHEMA_VERSION",
+        "Checkpoint",
+        "CheckpointError",
+        "CheckpointStore",
+        "MemoryStore",
+        "SQLiteStore",
+    }

@@ -55,6 +55,18 @@ def declared_output_type(fn: Callable[..., Any]) -> Any:
     None (keep the JSON as it is) when there is no usable annotation, when it is `Any`,
     or when it is an outcome: a stage that returns a subagent's outcome passes its data on.
     """
+    try:
+        return _cached_output_type(fn)
+    except TypeError:  # an unhashable callable
+        return _output_type(fn)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_output_type(fn: Callable[..., Any]) -> Any:
+    return _output_type(fn)
+
+
+def _output_type(fn: Callable[..., Any]) -> Any:
     while isinstance(fn, functools.partial):
         fn = fn.func
     # An object with an async __call__: the annotation is on the method of its class.

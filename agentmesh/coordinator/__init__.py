@@ -1,4 +1,4 @@
-"""The hub: `Coordinator`, the `Router` and its decisions, synthesis and the `Report`."""
+"""The hub: `Coordinator`, the `Router` and its decisions, synthesis, the `Report`, `Pipeline`."""
 
 from agentmesh.coordinator._coordinator import AlternativeHandler, Coordinator
 from agentmesh.coordinator._decisions import (
@@ -12,6 +12,7 @@ from agentmesh.coordinator._decisions import (
 )
 from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
+from agentmesh.coordinator._pipeline import Pipeline
 from agentmesh.coordinator._report import (
     CoverageEntry,
     CoverageStatus,
@@ -38,6 +39,7 @@ __all__ = [
     "LLMRewriter",
     "LLMSynthesizer",
     "LocalExecutor",
+    "Pipeline",
     "RecordGap",
     "Report",
     "RetryWithFeedback",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -87,21 +88,31 @@ class AnthropicModel:
         if tool_choice is not None:
             params["tool_choice"] = dict(tool_choice)
         client = self._sdk()
-        async with asyncio.timeout(self.timeout):
-            if self.stream:
-                async with client.messages.stream(**params) as events:
-                    message = await events.get_final_message()
-            else:
-                message = await client.messages.create(**params)
+        try:
+            async with asyncio.timeout(self.timeout):
+                if self.stream:
+                    async with client.messages.stream(**params) as events:
+                        message: object = await events.get_final_message()
+                else:
+                    message = await client.messages.create(**params)
+        except json.JSONDecodeError as exc:
+            raise self._unparseable(f"the body is not valid JSON: {exc}") from exc
+        if not isinstance(message, anthropic.types.Message):
+            # The SDK hands back a bare string for a 200 that is not JSON (a proxy's HTML
+            # page, say): that is not an answer.
+            raise self._unparseable(f"expected a message, got {type(message).__name__}")
         try:
             return ModelResponse.model_validate(message.model_dump(mode="json"))
         except pydantic.ValidationError as exc:
-            # The server's answer, not our input, is malformed: worth another try.
-            raise TransientError(
-                f"unparseable response from {self.name}: {exc.error_count()} problem(s)",
-                error_type="invalid_response",
-                details=str(exc),
-            ) from exc
+            raise self._unparseable(f"{exc.error_count()} problem(s): {exc}") from exc
+
+    def _unparseable(self, detail: str) -> TransientError:
+        # The server's answer, not our input, is malformed: worth another try.
+        return TransientError(
+            f"unparseable response from {self.name}",
+            error_type="invalid_response",
+            details=detail[:500],
+        )
 
     async def aclose(self) -> None:
         """Close the client this model built (a client passed in belongs to its owner)."""

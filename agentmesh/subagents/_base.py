@@ -10,6 +10,8 @@ from typing import Any
 
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
+from agentmesh.checkpoints._ledger import task_key
+from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.context import Context, merge_partials
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
@@ -43,6 +45,8 @@ class Subagent(abc.ABC):
         rate_limit: `(n, per_seconds)`: at most n runs per window.
         max_concurrency: at most this many runs at once.
         classifier: maps exceptions to envelopes (default: the built-in mappings).
+        checkpoint: persist `ctx.record_partial` when run with a `store`, so a re-run of
+            the same run and task continues from its pending sources.
     """
 
     name: str = ""
@@ -58,6 +62,7 @@ class Subagent(abc.ABC):
         rate_limit: RateLimitSpec | None = None,
         max_concurrency: int | None = None,
         classifier: Classifier | None = None,
+        checkpoint: bool = False,
     ) -> None:
         self.name = name or self.name or type(self).__name__
         if isinstance(alternatives, str):
@@ -77,6 +82,7 @@ class Subagent(abc.ABC):
             name=f"subagent {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
         )
         self.classifier = classifier or default_classifier
+        self.checkpoint = checkpoint
 
     @abc.abstractmethod
     async def handle(self, task: Task, ctx: Context) -> Any:
@@ -92,6 +98,7 @@ class Subagent(abc.ABC):
         deadline: float | None = None,
         policies: Sequence[ToolPolicy] = (),
         state: dict[str, Any] | None = None,
+        store: CheckpointStore | None = None,
     ) -> Outcome:
         """Run `task` with local retries and return its one outcome.
 
@@ -104,6 +111,10 @@ class Subagent(abc.ABC):
             policies: more policies (e.g. the coordinator's), applied before this
                 subagent's own.
             state: the run's shared policy state; a fresh one if None.
+            store: checkpoints of the run: completed non-idempotent tool calls are
+                recorded there and not repeated when the same run and task run again
+                (and, with `checkpoint=True`, the partial results). Without a task id,
+                one is derived from the task's content.
         """
         if isinstance(task, str):
             task = Task(query=task)
@@ -114,7 +125,8 @@ class Subagent(abc.ABC):
         loop = asyncio.get_running_loop()
         at = None if deadline is None else loop.time() + deadline
         run_id = run_id or uuid.uuid4().hex[:12]
-        task_id = task_id or task.id or uuid.uuid4().hex[:12]
+        # Resuming needs the same task id in every process: derive it when none is given.
+        task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
         log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
         ctx = Context(
             task=task,
@@ -128,10 +140,13 @@ class Subagent(abc.ABC):
             deadline=at,
             state={} if state is None else state,
             log=log,
+            store=store,
+            checkpoint=self.checkpoint,
         )
+        await ctx.restore_partials()
 
         async def work(number: int) -> Any:
-            ctx.attempt = number
+            ctx.start_attempt(number)
             log.debug("subagent_attempt", attempt=number)
             async with asyncio.timeout_at(at), self.limiter.slot():
                 return await self.handle(task, ctx)
@@ -142,17 +157,20 @@ class Subagent(abc.ABC):
             message = f"cut at the deadline ({deadline:g}s): {envelope.message}"
             return envelope.model_copy(update={"message": message})
 
-        outcome = await attempt_call(
-            work,
-            policy=self.retry,
-            classifier=self.classifier,
-            source=self.name,
-            attempted_query=task.query,
-            budget=budget,
-            deadline=at,
-            log=log,
-            adjust=at_deadline,
-        )
+        try:
+            outcome = await attempt_call(
+                work,
+                policy=self.retry,
+                classifier=self.classifier,
+                source=self.name,
+                attempted_query=task.query,
+                budget=budget,
+                deadline=at,
+                log=log,
+                adjust=at_deadline,
+            )
+        finally:
+            await ctx.save_partials()  # progress survives even a cancellation
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, ctx)
             log.info(

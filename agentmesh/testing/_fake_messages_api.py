@@ -543,10 +543,11 @@ class FakeMessagesAPI:
         """Stop serving; slow replies still waiting are cut short. Idempotent."""
         with self._lock:
             server, thread = self._server, self._thread
+            already_closing = self._closing.is_set()
+            self._closing.set()
             self._state = "closed"
-        if server is None or thread is None or self._closing.is_set():
+        if server is None or thread is None or already_closing:
             return
-        self._closing.set()
         server.shutdown()
         thread.join()
         server.join_request_threads(_CLOSE_JOIN_TIMEOUT)
