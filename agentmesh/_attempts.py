@@ -12,13 +12,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentmesh.classify import Classifier
-from agentmesh.envelope import ErrorEnvelope, Success
+from agentmesh.envelope import ErrorEnvelope, Success, construct_trusted, fields_set
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
 __all__ = ["attempt_call"]
 
 T = TypeVar("T")
+
+_SUCCESS_FIELDS_SET = fields_set("data", "source", "attempted_query", "attempts")
 
 
 async def attempt_call(
@@ -49,8 +51,16 @@ async def attempt_call(
         try:
             data = await work(number)
             # Built by the framework from known-good parts: no validation on the hot path.
-            outcome = Success[T].model_construct(
-                data=data, source=source, attempted_query=attempted_query, attempts=number
+            outcome = construct_trusted(
+                Success,
+                {
+                    "is_error": False,
+                    "data": data,
+                    "source": source,
+                    "attempted_query": attempted_query,
+                    "attempts": number,
+                },
+                _SUCCESS_FIELDS_SET,
             )
         except CallFailed as failed:
             final = True
@@ -61,7 +71,8 @@ async def attempt_call(
             )
             if adjust is not None:
                 outcome = adjust(outcome, exc)
-            log.info(
+            # Per-attempt events are DEBUG: the caller logs one INFO outcome per call.
+            log.debug(
                 "error_classified",
                 attempt=number,
                 category=outcome.error_category.value,
@@ -75,7 +86,7 @@ async def attempt_call(
         retryable=lambda envelope: envelope.is_retryable and not final,
         budget=budget,
         deadline=deadline,
-        on_retry=lambda envelope, number, delay: log.info(
+        on_retry=lambda envelope, number, delay: log.debug(
             "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
         ),
     )

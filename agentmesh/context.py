@@ -89,6 +89,10 @@ class PartialRecorder:
     def pending(self) -> tuple[str, ...]:
         return tuple(self._pending)
 
+    @property
+    def findings(self) -> tuple[Any, ...]:
+        return tuple(self._findings)
+
     def snapshot(self) -> PartialResults | None:
         """The progress so far, or None when nothing was recorded."""
         if not (self._completed or self._pending or self._findings):

@@ -7,9 +7,12 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias, cast
+
+from pydantic import TypeAdapter
 
 from agentmesh._logging import get_logger
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._decisions import (
     Accept,
     AcceptEmpty,
@@ -23,7 +26,14 @@ from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
 from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, Success
+from agentmesh.envelope import (
+    ErrorCategory,
+    ErrorEnvelope,
+    Outcome,
+    Success,
+    construct_trusted,
+    fields_set,
+)
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
@@ -60,6 +70,9 @@ class Coordinator:
         min_coverage: the share of entries that must be answered for the report to be
             sufficient (e.g. 0.8).
         executor: where subagents run (default: this event loop).
+        store: checkpoints for the subagents' runs: a rerun with the same `run_id` does not
+            repeat completed non-idempotent tool calls, and subagents declared with
+            `checkpoint=True` continue from their recorded progress.
     """
 
     def __init__(
@@ -77,6 +90,7 @@ class Coordinator:
         retry_budget: RetryBudget | None = None,
         min_coverage: float | None = None,
         executor: Executor | None = None,
+        store: CheckpointStore | None = None,
     ) -> None:
         subagents = list(subagents)
         if not subagents:
@@ -103,6 +117,8 @@ class Coordinator:
         self.rewriter = rewriter
         self.synthesizer: Synthesizer = synthesizer or DeterministicSynthesizer()
         self.router: RouterLike = router or Router()
+        # Router subclasses that override only `on_*` rows keep the default success row.
+        self._default_success_row = getattr(type(self.router), "route", None) is Router.route
         self.policies = tuple(policies)
         self.max_concurrency = max_concurrency
         self.deadline = deadline
@@ -110,8 +126,10 @@ class Coordinator:
         self.retry_budget = retry_budget
         self.min_coverage = min_coverage
         self.executor: Executor = executor or LocalExecutor()
+        self.store = store
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
+        self._alternative_names = frozenset(self._alternative_subagents)
 
     def alternative(self, name: str) -> Callable[[AlternativeHandler], AlternativeHandler]:
         """Register `handler(task, envelope)` as the alternative approach `name`."""
@@ -120,30 +138,39 @@ class Coordinator:
             if name in self._alternative_subagents or name in self._alternative_handlers:
                 raise UsageError(f"alternative {name!r} is already registered")
             self._alternative_handlers[name] = handler
+            self._alternative_names = self._alternative_names | {name}
             return handler
 
         return register
 
     @property
     def alternative_names(self) -> frozenset[str]:
-        return frozenset(self._alternative_subagents) | frozenset(self._alternative_handlers)
+        return self._alternative_names
 
     async def run(self, tasks: Iterable[Task | str], *, run_id: str | None = None) -> Report:
         """Run every task to a decision and return the report. Never raises for a task."""
+        if run_id is not None and not isinstance(run_id, str):
+            raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         jobs = self._plan(tasks)
         loop = asyncio.get_running_loop()
+        run_id = run_id or uuid.uuid4().hex[:12]
+        log = get_logger(run_id=run_id)
         run = _Run(
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=run_id,
             at=None if self.deadline is None else loop.time() + self.deadline,
             budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
             slots=asyncio.Semaphore(self.max_concurrency),
+            log=log,
         )
-        log = get_logger(run_id=run.run_id)
         log.info("run_started", tasks=len(jobs), subagents=list(self.subagents))
-        records: list[TaskRecord] = []
+        # Each task writes its record into its own slot, so no finished asyncio.Task (its
+        # coroutine, context and weak reference) is kept until the end of the run.
+        slots: list[TaskRecord | None] = [None] * len(jobs)
         async with asyncio.TaskGroup() as group:
-            futures = [group.create_task(self._drive(run, *job)) for job in jobs]
-        records = [future.result() for future in futures]
+            for index, (task_id, task, subagent) in enumerate(jobs):
+                group.create_task(self._drive(run, slots, index, task_id, task, subagent))
+        del jobs
+        records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self.synthesizer.synthesize(
             records, run_id=run.run_id, min_coverage=self.min_coverage
         )
@@ -179,20 +206,37 @@ class Coordinator:
                 jobs += [(f"{base}/{name}", task, sub) for name, sub in self.subagents.items()]
         return jobs
 
-    async def _drive(self, run: _Run, task_id: str, task: Task, subagent: Subagent) -> TaskRecord:
-        """Dispatch one task and follow the router's decisions to a final state."""
+    async def _drive(
+        self,
+        run: _Run,
+        records: list[TaskRecord | None],
+        index: int,
+        task_id: str,
+        task: Task,
+        subagent: Subagent,
+    ) -> None:
+        """Dispatch one task, follow the router's decisions to a final state, record it."""
         job = _Job(task_id=task_id, original=task, subagent=subagent, task=task)
-        log = get_logger(run_id=run.run_id, task_id=task_id, subagent=subagent.name)
+        # The run's logger with the task named in each event: binding a logger per task
+        # costs more than the events (filtered out by default) that would use it.
+        log, name = run.log, subagent.name
         outcome = await self._execute(run, job, subagent, task)
         while True:
             try:
                 decision = await self._decide(run, job, outcome)
             except Exception as exc:
                 # A broken router or rewriter must not abort the run: it becomes a gap.
-                log.error("routing_failed", error=repr(exc))
+                log.error("routing_failed", task_id=task_id, subagent=name, error=repr(exc))
                 decision = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
-            job.steps.append(_step(job, outcome, decision))
-            log.info("route_decision", decision=type(decision).__name__, **_describe(decision))
+            details = _describe(decision)
+            job.steps.append(_step(job, outcome, decision, details.get("reason")))
+            log.info(
+                "route_decision",
+                task_id=task_id,
+                subagent=name,
+                decision=type(decision).__name__,
+                **details,
+            )
             if isinstance(decision, RetryWithFeedback):
                 job.rewrites += 1
                 job.tried_queries.add(decision.task.query)
@@ -204,15 +248,25 @@ class Coordinator:
                 try:
                     alternative = await self._alternative(run, job, decision.name, outcome)
                 except Exception as exc:
-                    log.error("alternative_failed", alternative=decision.name, error=repr(exc))
+                    log.error(
+                        "alternative_failed",
+                        task_id=task_id,
+                        subagent=name,
+                        alternative=decision.name,
+                        error=repr(exc),
+                    )
                     alternative = None
                 if alternative is not None:
                     outcome = alternative
             else:
-                return job.finish(decision)
+                records[index] = job.finish(decision)
+                return
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
         """The router's decision, within what no router may change."""
+        if self._default_success_row and isinstance(outcome, Success):
+            # What Router.route answers for every success, without building its context.
+            return AcceptEmpty() if outcome.is_empty else Accept()
         if isinstance(outcome, ErrorEnvelope) and outcome.policy is not None:
             verdict = outcome.policy
             if verdict.action == "escalate":
@@ -275,14 +329,19 @@ class Coordinator:
                 policies=self.policies,
                 budget=run.budget,
                 state=run.state,
+                store=self.store,
             )
             try:
-                return await self.executor.execute(subagent, task, dispatch)
+                outcome = await self.executor.execute(subagent, task, dispatch)
             except Exception as exc:
                 # Subagent.run never raises for a task failure; an executor might.
                 return subagent.classifier.classify(
                     exc, source=subagent.name, attempted_query=task.query, attempts=0
                 )
+        if isinstance(outcome, Success | ErrorEnvelope):
+            return outcome
+        # A custom executor may hand back the wire form (e.g. a dict from another process).
+        return _OUTCOME.validate_python(outcome)
 
     async def _alternative(
         self, run: _Run, job: _Job, name: str, envelope: ErrorEnvelope
@@ -320,6 +379,7 @@ class _Run:
     at: float | None
     budget: RetryBudget
     slots: asyncio.Semaphore
+    log: Any
     state: dict[str, Any] = field(default_factory=dict)
 
     def remaining(self) -> float | None:
@@ -348,13 +408,18 @@ class _Job:
 
     def finish(self, decision: RouteDecision) -> TaskRecord:
         status, reason = _status(decision, self.steps)
-        return TaskRecord(
-            task_id=self.task_id,
-            task=self.original,
-            subagent=self.subagent.name,
-            steps=tuple(self.steps),
-            status=status,
-            reason=reason,
+        # Every value was validated where it was made (tasks, outcomes) or is ours.
+        return construct_trusted(
+            TaskRecord,
+            {
+                "task_id": self.task_id,
+                "task": self.original,
+                "subagent": self.subagent.name,
+                "steps": tuple(self.steps),
+                "status": status,
+                "reason": reason,
+            },
+            _RECORD_FIELDS,
         )
 
 
@@ -375,15 +440,23 @@ def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus,
     return (CoverageStatus.PARTIAL if has_partial else CoverageStatus.GAP), reason
 
 
-def _step(job: _Job, outcome: Outcome, decision: RouteDecision) -> Step:
-    details = _describe(decision)
-    return Step(
-        subagent=job.current.name,
-        query=job.task.query,
-        outcome=outcome,
-        decision=type(decision).__name__,
-        reason=details.get("reason"),
+def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | None) -> Step:
+    return construct_trusted(
+        Step,
+        {
+            "subagent": job.current.name,
+            "query": job.task.query,
+            "outcome": outcome,
+            "decision": type(decision).__name__,
+            "reason": reason,
+        },
+        _STEP_FIELDS,
     )
+
+
+_STEP_FIELDS: Final = fields_set(*Step.model_fields)
+_RECORD_FIELDS: Final = fields_set(*TaskRecord.model_fields)
+_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
 
 
 def _describe(decision: RouteDecision) -> dict[str, str]:

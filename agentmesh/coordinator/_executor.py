@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.envelope import Outcome
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
@@ -29,6 +30,7 @@ class Dispatch:
     policies: Sequence[ToolPolicy] = ()
     budget: RetryBudget | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    store: CheckpointStore | None = None
 
 
 class Executor(Protocol):
@@ -49,4 +51,5 @@ class LocalExecutor:
             deadline=dispatch.deadline,
             policies=dispatch.policies,
             state=dispatch.state,
+            store=dispatch.store,
         )

@@ -151,9 +151,10 @@ class Pipeline:
             done.append(stage.name)
             log.info("stage_skipped", stage=stage.name, reason="checkpointed")
         attempts = 0
-        for index in range(len(done), len(self._stages)):
+        restored = len(done)
+        for index in range(restored, len(self._stages)):
             stage = self._stages[index]
-            if done and index == len(done):
+            if restored and index == restored:
                 log.info("stage_resumed", stage=stage.name, after=done[-1])
             outcome = await self._attempt(stage, previous, run_id, log)
             if isinstance(outcome, ErrorEnvelope):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pydantic_core
 
@@ -14,7 +14,13 @@ from agentmesh.coordinator._report import (
     Report,
     TaskRecord,
 )
-from agentmesh.envelope import ErrorEnvelope, PartialResults, Success
+from agentmesh.envelope import (
+    ErrorEnvelope,
+    PartialResults,
+    Success,
+    construct_trusted,
+    fields_set,
+)
 
 __all__ = ["DeterministicSynthesizer", "Synthesizer", "latest_partial"]
 
@@ -43,52 +49,80 @@ class DeterministicSynthesizer:
         for record in records:
             findings += _findings(record)
             coverage.append(_coverage(record))
-        return Report(
-            run_id=run_id,
-            findings=tuple(findings),
-            coverage=tuple(coverage),
-            escalations=tuple(e for e in coverage if e.status is CoverageStatus.ESCALATED),
-            records=tuple(records),
-            min_coverage=min_coverage,
+        # Built from validated records: validating 4 x N items again would change nothing.
+        return construct_trusted(
+            Report,
+            {
+                "run_id": run_id,
+                "findings": tuple(findings),
+                "coverage": tuple(coverage),
+                "escalations": tuple(e for e in coverage if e.status is CoverageStatus.ESCALATED),
+                "records": tuple(records),
+                "min_coverage": None if min_coverage is None else float(min_coverage),
+                "summary": None,
+                "synthesis_note": None,
+            },
+            _REPORT_FIELDS_SET,
         )
 
 
 def _findings(record: TaskRecord) -> list[Finding]:
     topic = record.task.label
-    confirmed: dict[bytes, Finding] = {}
     final = record.final
+    items: list[Any] | tuple[Any, ...] = ()
     if isinstance(final, Success) and not final.is_empty:
         items = final.data if isinstance(final.data, list | tuple) else [final.data]
+    partials = [
+        step.outcome
+        for step in record.steps
+        if isinstance(step.outcome, ErrorEnvelope) and step.outcome.partial_results is not None
+    ]
+    if len(items) == 1 and not partials:
+        # The common case, one result and nothing to deduplicate it against: no JSON keys.
+        assert isinstance(final, Success)  # items is non-empty only for a success
+        return [_finding(topic, final.source, final.attempted_query, items[0], False)]
+    confirmed: dict[bytes, Finding] = {}
+    if items:
+        assert isinstance(final, Success)
         for item in items:
-            confirmed.setdefault(
-                _key(item),
-                Finding(
-                    topic=topic,
-                    source=final.source,
-                    attempted_query=final.attempted_query,
-                    content=item,
-                ),
-            )
-    # Partial findings of failed attempts are kept, marked preliminary, unless confirmed.
-    preliminary: dict[bytes, Finding] = {}
-    for step in record.steps:
-        outcome = step.outcome
-        if not isinstance(outcome, ErrorEnvelope) or outcome.partial_results is None:
-            continue
-        for item in outcome.partial_results.findings:
             key = _key(item)
             if key not in confirmed:
-                preliminary.setdefault(
-                    key,
-                    Finding(
-                        topic=topic,
-                        source=outcome.source,
-                        attempted_query=outcome.attempted_query,
-                        content=item,
-                        preliminary=True,
-                    ),
+                confirmed[key] = _finding(topic, final.source, final.attempted_query, item, False)
+    # Partial findings of failed attempts are kept, marked preliminary, unless confirmed.
+    preliminary: dict[bytes, Finding] = {}
+    for outcome in partials:
+        assert outcome.partial_results is not None  # filtered above
+        for item in outcome.partial_results.findings:
+            key = _key(item)
+            if key not in confirmed and key not in preliminary:
+                preliminary[key] = _finding(
+                    topic, outcome.source, outcome.attempted_query, item, True
                 )
     return [*confirmed.values(), *preliminary.values()]
+
+
+def _finding(
+    topic: str, source: str, attempted_query: str | dict[str, Any], content: Any, preliminary: bool
+) -> Finding:
+    values = {
+        "topic": topic,
+        "source": source,
+        "attempted_query": attempted_query,
+        "content": content,
+        "preliminary": preliminary,
+    }
+    # Finding(...) left `preliminary` unset for confirmed findings: keep fields_set the same.
+    return construct_trusted(
+        Finding, values, _PRELIMINARY_FIELDS_SET if preliminary else _CONFIRMED_FIELDS_SET
+    )
+
+
+_CONFIRMED_FIELDS_SET: Final = fields_set("topic", "source", "attempted_query", "content")
+_PRELIMINARY_FIELDS_SET: Final = fields_set(*_CONFIRMED_FIELDS_SET, "preliminary")
+_COVERAGE_FIELDS_SET: Final = fields_set(*CoverageEntry.model_fields)
+_REPORT_FIELDS_SET: Final = fields_set(
+    "run_id", "findings", "coverage", "escalations", "records", "min_coverage"
+)
 
 
 def _key(item: Any) -> bytes:
@@ -107,13 +141,19 @@ def latest_partial(record: TaskRecord) -> PartialResults | None:
 def _coverage(record: TaskRecord) -> CoverageEntry:
     final = record.final
     envelope = final if isinstance(final, ErrorEnvelope) else None
-    return CoverageEntry(
-        topic=record.task.label,
-        source=record.subagent,
-        status=record.status,
-        reason=record.reason,
-        attempted_query=final.attempted_query,
-        is_retryable=envelope.is_retryable if envelope is not None else False,
-        partial=latest_partial(record) if record.status is CoverageStatus.PARTIAL else None,
-        user_message=envelope.user_message if envelope is not None else None,
+    return construct_trusted(
+        CoverageEntry,
+        {
+            "topic": record.task.label,
+            "source": record.subagent,
+            "status": record.status,
+            "reason": record.reason,
+            "attempted_query": final.attempted_query,
+            "is_retryable": envelope.is_retryable if envelope is not None else False,
+            "partial": (
+                latest_partial(record) if record.status is CoverageStatus.PARTIAL else None
+            ),
+            "user_message": envelope.user_message if envelope is not None else None,
+        },
+        _COVERAGE_FIELDS_SET,
     )

@@ -33,7 +33,7 @@ class PolicyChain:
         """The first deny, if any policy denies the call."""
         for policy in self.policies:
             try:
-                decision = policy.before(event)
+                decision = _checked(policy.before(event), policy)
             except Exception as exc:
                 decision = Decision.deny(f"policy raised {type(exc).__name__}: {exc}")
                 log.error("policy_failed", policy=_name(policy), stage="pre", error=repr(exc))
@@ -52,7 +52,7 @@ class PolicyChain:
         strictest: PolicyVerdict | None = None
         for policy in self.policies:
             try:
-                decision = policy.after(event)
+                decision = _checked(policy.after(event), policy)
             except Exception as exc:
                 decision = Decision.escalate(f"policy raised {type(exc).__name__}: {exc}")
                 log.error("policy_failed", policy=_name(policy), stage="post", error=repr(exc))
@@ -63,6 +63,13 @@ class PolicyChain:
             if strictest is None or _STRICTNESS[verdict.action] > _STRICTNESS[strictest.action]:
                 strictest = verdict
         return strictest
+
+
+def _checked(decision: object, policy: ToolPolicy) -> Decision | None:
+    if decision is None or isinstance(decision, Decision):
+        return decision
+    # A policy must decide explicitly; anything else is a bug, and bugs fail closed.
+    raise TypeError(f"policy {_name(policy)} returned {decision!r}, not a Decision or None")
 
 
 def _name(policy: ToolPolicy) -> str:

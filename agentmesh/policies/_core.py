@@ -5,11 +5,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, get_args, overload
 
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import UsageError
-from agentmesh.tools import Impact
+from agentmesh.tools import Impact, Tool
 
 __all__ = [
     "Decision",
@@ -103,7 +103,7 @@ class ToolPolicy:
         return None
 
 
-ToolSelector: TypeAlias = str | Iterable[str] | None
+ToolSelector: TypeAlias = str | Tool[Any, Any] | Iterable[str | Tool[Any, Any]] | None
 CategorySelector: TypeAlias = ErrorCategory | str | Iterable[ErrorCategory | str] | None
 
 
@@ -122,7 +122,12 @@ class Match:
         impact: Impact | Iterable[Impact] | None = None,
         category: CategorySelector = None,
     ) -> Match:
-        return cls(_names(tool), _names(impact), _categories(category))
+        impacts = _names(impact)
+        unknown = sorted(impacts - set(get_args(Impact))) if impacts is not None else []
+        if unknown:
+            # A typo here would silently exempt every risky tool from the rule.
+            raise UsageError(f"impact must be among {get_args(Impact)}; got {unknown}")
+        return cls(_tool_names(tool), impacts, _categories(category))
 
     def call(self, event: ToolCallEvent) -> bool:
         if self.tools is not None and event.tool not in self.tools:
@@ -142,6 +147,22 @@ def _names(value: str | Iterable[str] | None) -> frozenset[str] | None:
     if value is None:
         return None
     return frozenset([value] if isinstance(value, str) else value)
+
+
+def _tool_names(value: ToolSelector) -> frozenset[str] | None:
+    """Tool names from names or `Tool` objects (a tool passed itself means its name)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str | Tool) else list(value)
+    names = set()
+    for item in items:
+        if isinstance(item, Tool):
+            names.add(item.name)
+        elif isinstance(item, str):
+            names.add(item)
+        else:
+            raise UsageError(f"tool= takes tool names or @tool objects, got {item!r}")
+    return frozenset(names)
 
 
 def _categories(value: CategorySelector) -> frozenset[ErrorCategory] | None:

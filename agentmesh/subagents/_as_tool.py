@@ -8,7 +8,7 @@ from agentmesh.context import Context
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import CallFailed
 from agentmesh.task import Task
-from agentmesh.tools import Tool
+from agentmesh.tools import Impact, Tool
 
 if TYPE_CHECKING:
     from agentmesh.subagents._base import Subagent
@@ -17,14 +17,19 @@ __all__ = ["subagent_tool"]
 
 
 def subagent_tool(
-    subagent: Subagent, *, name: str | None = None, description: str | None = None
+    subagent: Subagent,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    impact: Impact | None = None,
 ) -> Tool[..., Any]:
     """A tool that runs `subagent` on a query, inside the caller's run.
 
     The subagent's envelope reaches the caller unchanged (category, attempted query,
     partial results, alternatives) and is final: the subagent already retried locally.
-    An empty success is a plain empty result. The run id, retry budget, deadline and
-    policy state are the caller's, so run-wide rules hold across the nesting.
+    An empty success is a plain empty result. The run id, retry budget, deadline, policies
+    and policy state are the caller's, so run-wide rules hold across the nesting; give
+    `impact` so that impact-based policies see the delegation itself.
     """
 
     async def run_subagent(query: str, ctx: Context) -> Any:
@@ -33,6 +38,8 @@ def subagent_tool(
             run_id=ctx.run_id,
             budget=ctx.budget,
             deadline=ctx.remaining(),
+            # The caller's rules (the coordinator's among them) hold for the nested run.
+            policies=ctx.policies.policies,
             state=ctx.state,
         )
         if isinstance(outcome, ErrorEnvelope):
@@ -43,4 +50,5 @@ def subagent_tool(
         run_subagent,
         name=name or subagent.name,
         description=description or subagent.description or f"Ask the {subagent.name} subagent.",
+        impact=impact,
     )

@@ -21,7 +21,7 @@ from agentmesh.retry import RetryBudget, RetryPolicy
 from agentmesh.subagents._as_tool import subagent_tool
 from agentmesh.task import Task
 from agentmesh.throttle import Limiter, RateLimitSpec
-from agentmesh.tools import Tool
+from agentmesh.tools import Impact, Tool
 
 __all__ = ["Subagent"]
 
@@ -203,9 +203,15 @@ class Subagent(abc.ABC):
             }
         )
 
-    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool[..., Any]:
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        impact: Impact | None = None,
+    ) -> Tool[..., Any]:
         """This subagent as a tool of a model-backed lead (see `LLMSubagent`)."""
-        return subagent_tool(self, name=name, description=description)
+        return subagent_tool(self, name=name, description=description, impact=impact)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

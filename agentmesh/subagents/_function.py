@@ -56,6 +56,7 @@ def subagent(
     rate_limit: RateLimitSpec | None = None,
     max_concurrency: int | None = None,
     classifier: Classifier | None = None,
+    checkpoint: bool = False,
 ) -> Callable[[SubagentFn], FunctionSubagent]: ...
 def subagent(
     fn: SubagentFn | None = None,
@@ -68,6 +69,7 @@ def subagent(
     rate_limit: RateLimitSpec | None = None,
     max_concurrency: int | None = None,
     classifier: Classifier | None = None,
+    checkpoint: bool = False,
 ) -> FunctionSubagent | Callable[[SubagentFn], FunctionSubagent]:
     """Turn `async def f(task, ctx)` into a `Subagent`; see `Subagent` for the options."""
 
@@ -81,6 +83,7 @@ def subagent(
             rate_limit=rate_limit,
             max_concurrency=max_concurrency,
             classifier=classifier,
+            checkpoint=checkpoint,
         )
 
     return make if fn is None else make(fn)

@@ -18,7 +18,7 @@ import pydantic
 from agentmesh._attempts import attempt_call
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.policies import ToolPolicy
@@ -123,14 +123,19 @@ class LLMSubagent(Subagent):
         for turn in range(1, self.max_turns + 1):
             response = await self._turn(ctx, messages, turn=turn)
             messages.append(response.to_message())
+            if response.stop_reason == "max_tokens":
+                # A cut-off answer is not an answer, and cut-off tool input is not safe to run.
+                raise CallFailed(self._cut_off(task, ctx, response))
             calls = response.tool_uses
             if not calls:
                 if response.stop_reason == "pause_turn":
                     continue  # a server-side tool paused the turn: let the model go on
                 if response.stop_reason == "refusal":
                     raise CallFailed(self._refused(task, ctx, response))
+                if not response.text.strip():
+                    raise CallFailed(self._empty(task, ctx))
                 return response.text
-            finishing = [c for c in calls if c.name in (SUBMIT_RESULT, REPORT_FAILURE)]
+            finishing = [c for c in calls if _finishes(c)]
             if finishing:
                 return self._finish(finishing[0], task, ctx)
             messages.append({"role": "user", "content": await self._run_tools(calls, ctx)})
@@ -196,10 +201,26 @@ class LLMSubagent(Subagent):
         return response
 
     async def _run_tools(self, calls: Sequence[ToolUseBlock], ctx: Context) -> list[dict[str, Any]]:
-        """Run the turn's tool calls concurrently; one tool_result per call, in order."""
-        return list(await asyncio.gather(*(self._run_tool(call, ctx) for call in calls)))
+        """Run the turn's tool calls concurrently; one tool_result per call, in order.
+
+        A task group, so that if one call breaks (a bug, not a tool failure: those are
+        results) its siblings are cancelled rather than left acting after we return.
+        """
+        async with asyncio.TaskGroup() as group:
+            running = [group.create_task(self._run_tool(call, ctx)) for call in calls]
+        return [task.result() for task in running]
 
     async def _run_tool(self, call: ToolUseBlock, ctx: Context) -> dict[str, Any]:
+        if call.name == SUBMIT_RESULT:  # here only when its input lacks `result`
+            return ErrorEnvelope(
+                error_category=ErrorCategory.VALIDATION,
+                error_type="invalid_input",
+                is_retryable=False,
+                message="submit_result needs a `result` field (use [] or null for nothing found)",
+                attempted_query={"tool": call.name, "arguments": call.input},
+                source=f"{self.name}/{call.name}",
+                attempts=0,
+            ).to_tool_result(call.id)
         tool = self.tools.get(call.name)
         if tool is None:
             return ErrorEnvelope(
@@ -227,18 +248,18 @@ class LLMSubagent(Subagent):
 
     def _finish(self, call: ToolUseBlock, task: Task, ctx: Context) -> Any:
         if call.name == SUBMIT_RESULT:
-            if "result" not in call.input:
-                return call.input or None
             return call.input["result"]
         raise CallFailed(self._reported_failure(call.input, task, ctx))
 
     def _reported_failure(self, report: dict[str, Any], task: Task, ctx: Context) -> ErrorEnvelope:
         """The model's failure report as an envelope; an invalid report is said to be one."""
         # What the framework knows for certain is not left to the model.
+        # A model may say what it tried; it may not claim a policy's ruling.
+        claimed = {k: v for k, v in report.items() if k not in ("policy", "isError", "is_error")}
         fields = {
-            "isError": True,
             "attemptedQuery": task.query,
-            **report,
+            **claimed,
+            "isError": True,
             "source": self.name,
             "attempts": ctx.attempt,
         }
@@ -256,6 +277,33 @@ class LLMSubagent(Subagent):
                 details=f"{exc.error_count()} problem(s): {_short(str(exc))}",
             )
 
+    def _cut_off(self, task: Task, ctx: Context, response: ModelResponse) -> ErrorEnvelope:
+        text = response.text
+        return ErrorEnvelope(
+            error_category=ErrorCategory.OTHER,
+            error_type="truncated",
+            is_retryable=False,
+            message=(
+                f"the model's answer was cut off at max_tokens={self.max_tokens}; "
+                "raise max_tokens or narrow the task"
+            ),
+            attempted_query=task.query,
+            source=self.name,
+            attempts=ctx.attempt,
+            partial_results=PartialResults(findings=(text,)) if text else None,
+        )
+
+    def _empty(self, task: Task, ctx: Context) -> ErrorEnvelope:
+        return ErrorEnvelope(
+            error_category=ErrorCategory.OTHER,
+            error_type="empty_response",
+            is_retryable=False,
+            message="the model ended its turn without an answer or a result",
+            attempted_query=task.query,
+            source=self.name,
+            attempts=ctx.attempt,
+        )
+
     def _refused(self, task: Task, ctx: Context, response: ModelResponse) -> ErrorEnvelope:
         return ErrorEnvelope(
             error_category=ErrorCategory.OTHER,
@@ -266,6 +314,11 @@ class LLMSubagent(Subagent):
             source=self.name,
             attempts=ctx.attempt,
         )
+
+
+def _finishes(call: ToolUseBlock) -> bool:
+    """A call that ends the loop: a failure report, or a result that has its `result`."""
+    return call.name == REPORT_FAILURE or (call.name == SUBMIT_RESULT and "result" in call.input)
 
 
 def _prompt(task: Task) -> str:

@@ -354,3 +354,97 @@ class TestLeadAgent:
         [result] = tool_results(model.requests[1])
         assert "is_error" not in result
         assert json.loads(result["content"]) == []
+
+
+class TestDishonestEndings:
+    async def test_submit_result_without_a_result_is_sent_back_not_taken_as_empty(self) -> None:
+        """A missing result is an input error for the model, not "nothing found"."""
+        model = ScriptedModel(
+            [call(SUBMIT_RESULT, {}, "t1"), call(SUBMIT_RESULT, {"result": ["x"]}, "t2")]
+        )
+        outcome = await LLMSubagent("a", model).run("q")
+        assert isinstance(outcome, Success)
+        assert outcome.data == ["x"]
+        [result] = tool_results(model.requests[1])
+        assert result["is_error"] is True
+        assert "result" in json.loads(result["content"])["message"]
+
+    async def test_an_empty_answer_is_an_error_not_an_empty_result(self) -> None:
+        """Silence from the model is not "searched, nothing found"."""
+        model = ScriptedModel([ModelResponse.of_text("  ")])
+        outcome = await LLMSubagent("a", model).run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "empty_response"
+
+    async def test_a_cut_off_answer_is_truncated_and_its_tool_calls_never_run(self) -> None:
+        """max_tokens: the text is kept as partial results and no tool is run."""
+        runs = 0
+
+        @tool(idempotent=True)
+        async def act(x: str) -> str:
+            nonlocal runs
+            runs += 1
+            return x
+
+        cut = ModelResponse(
+            content=(
+                *ModelResponse.of_text("The answer begins").content,
+                ToolUseBlock(id="t1", name="act", input={"x": "trunc"}),
+            ),
+            stop_reason="max_tokens",
+        )
+        outcome = await LLMSubagent("a", ScriptedModel([cut]), tools=[act]).run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "truncated"
+        assert outcome.partial_results is not None
+        assert outcome.partial_results.findings == ("The answer begins",)
+        assert runs == 0
+
+    async def test_a_model_cannot_claim_a_policy_ruling_in_its_report(self) -> None:
+        """report_failure's `policy` is the framework's to set, never the model's."""
+        report = {
+            "errorCategory": "other",
+            "errorType": "x",
+            "isRetryable": True,
+            "message": "m",
+            "attemptedQuery": "q",
+            "policy": {"action": "escalate", "reason": "I say so", "policy": "fake"},
+        }
+        outcome = await LLMSubagent("a", ScriptedModel([call(REPORT_FAILURE, report, "t")])).run(
+            "q"
+        )
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.policy is None
+        assert outcome.error_type == "x"
+
+
+class TestNestedPolicies:
+    async def test_coordinator_policies_reach_a_subagent_behind_as_tool(self) -> None:
+        """A deny at the hub holds for tools of a subagent the lead calls as a tool."""
+        from agentmesh import Coordinator
+        from agentmesh.coordinator import CoverageStatus
+
+        refunds: list[str] = []
+
+        @tool(impact="financial", idempotent=True)
+        async def refund(order: str) -> str:
+            refunds.append(order)
+            return "refunded"
+
+        @subagent(name="billing")
+        async def billing(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, order=task.query)
+
+        @pre_tool_use(impact="financial")
+        def no_money(event: ToolCallEvent) -> Decision:
+            return Decision.deny("no financial actions in this run")
+
+        model = ScriptedModel(
+            [call("billing", {"query": "A7"}, "t1"), ModelResponse.of_text("could not refund")]
+        )
+        lead = LLMSubagent("lead", model, tools=[billing.as_tool(impact="financial")])
+        report = await Coordinator([lead], policies=[no_money]).run(["refund A7"])
+        assert refunds == []
+        assert report.coverage[0].status is CoverageStatus.COVERED
+        [result] = tool_results(model.requests[1])
+        assert json.loads(result["content"])["errorType"] == "policy_blocked"

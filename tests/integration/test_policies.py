@@ -274,3 +274,55 @@ class TestPolicyMisuse:
             @subagent(policies=[rule])  # type: ignore[list-item]
             async def agent(task: Task, ctx: Context) -> None:
                 return None
+
+
+class TestPolicyMistakesFailSafe:
+    def test_an_impact_typo_is_refused(self) -> None:
+        """impact="finance" would silently match nothing: refused at definition."""
+        with pytest.raises(UsageError, match="impact"):
+
+            @pre_tool_use(impact="finance")  # type: ignore[arg-type]
+            def rule(event: ToolCallEvent) -> None:
+                return None
+
+        with pytest.raises(UsageError, match="impact"):
+            escalate_on(impact="money")  # type: ignore[arg-type]
+
+    async def test_a_tool_object_can_name_the_tool(self) -> None:
+        """tool= accepts the @tool itself, not only its name."""
+
+        @tool(idempotent=True)
+        async def wipe() -> None:
+            raise AssertionError("must not run")
+
+        @pre_tool_use(tool=wipe)
+        def never(event: ToolCallEvent) -> Decision:
+            return Decision.deny("never")
+
+        @subagent(policies=[never])
+        async def agent(task: Task, ctx: Context) -> None:
+            await ctx.call(wipe)
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+
+    async def test_a_policy_returning_something_else_fails_closed(self) -> None:
+        """Returning "allow" (a string) is a bug in the policy: the call is denied."""
+
+        @tool(idempotent=True)
+        async def send_email() -> None:
+            raise AssertionError("must not run")
+
+        @pre_tool_use
+        def sloppy(event: ToolCallEvent) -> Any:
+            return "allow"
+
+        @subagent(policies=[sloppy])
+        async def agent(task: Task, ctx: Context) -> None:
+            await ctx.call(send_email)
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+        assert "sloppy" in outcome.message

@@ -50,3 +50,20 @@ async def use() -> None:
     else:
         success: Success[Any] = outcome
         print(success.is_empty)
+
+
+async def claude_path() -> None:
+    from agentmesh import Coordinator, Report
+    from agentmesh.coordinator import LLMRewriter, LLMSynthesizer
+    from agentmesh.models import AnthropicModel, Model, ModelResponse, ScriptedModel
+    from agentmesh.subagents import LLMSubagent
+
+    scripted: Model = ScriptedModel([ModelResponse.of_text("ok")])
+    async with AnthropicModel("claude-test") as claude:
+        model: Model = claude
+        lead = LLMSubagent("lead", model, tools=[docs_agent.as_tool(), search_docs])
+        coordinator = Coordinator(
+            [lead], rewriter=LLMRewriter(scripted), synthesizer=LLMSynthesizer(scripted)
+        )
+        report: Report = await coordinator.run([Task(query="q", topic="t")])
+        print(report.to_markdown(), report.coverage[0].status.value)
