@@ -3,7 +3,8 @@
 Needs only Python 3.11+: it creates `.venv`, installs agentmesh with its `dev` extra
 into it, then runs the job asked for.
 
-    python3 dev.py demo     # the runnable example, offline
+    python3 dev.py demo     # the research agent on a sample question, offline
+    python3 dev.py demo --inject stdlib=timeout   # extra arguments go to the agent
     python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest
 """
 
@@ -21,6 +22,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 MARKER = VENV / ".dev-installed"
+SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 
 
 def _run(*args: str | Path) -> None:
@@ -44,8 +46,8 @@ def setup() -> None:
     MARKER.write_text(digest)
 
 
-def demo() -> None:
-    _run(PY, "examples/quickstart.py")
+def demo(*extra: str) -> None:
+    _run(PY, "-m", "examples.research_agent", SAMPLE_QUESTION, *extra)
 
 
 def test() -> None:
@@ -62,4 +64,7 @@ if __name__ == "__main__":
     if job not in JOBS:
         sys.exit(f"usage: python3 dev.py [{'|'.join(JOBS)}]")
     setup()
-    JOBS[job]()
+    if job == "demo":
+        demo(*sys.argv[2:])
+    else:
+        JOBS[job]()

@@ -32,7 +32,14 @@ import structlog
 import structlog._config
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
-__all__ = ["LOGGER_NAME", "REDACTED", "configure_logging", "get_logger", "redact_secrets"]
+__all__ = [
+    "LOGGER_NAME",
+    "REDACTED",
+    "configure_logging",
+    "get_logger",
+    "redact",
+    "redact_secrets",
+]
 
 LOGGER_NAME: Final = "agentmesh"
 """Bound as ``logger`` on every event and passed to the user's logger factory."""
@@ -132,6 +139,15 @@ def _conceal(value: object) -> object:
     if value is None or isinstance(value, bool) or (isinstance(value, str | bytes) and not value):
         return value
     return REDACTED
+
+
+def redact(value: Any) -> Any:
+    """`value` with secrets masked, by key name and by shape, as in log lines.
+
+    For what leaves the process by other ways than logs: envelopes and reports carry
+    tool arguments (`attemptedQuery`) and error messages.
+    """
+    return _redact_value(value, 0)
 
 
 def _redact_value(value: object, depth: int) -> object:

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import uuid
 from collections.abc import Iterable
-from typing import Any, ParamSpec, TypeVar
+from types import MappingProxyType
+from typing import Any, Final, ParamSpec, TypeVar
 
 import pydantic
 import pydantic_core
 
 from agentmesh._attempts import attempt_call
+from agentmesh._logging import redact
 from agentmesh.checkpoints._codec import declared_output_type
 from agentmesh.checkpoints._ledger import ProgressSaver, Replay, ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
@@ -41,6 +44,9 @@ __all__ = ["Context", "PartialRecorder", "apply_verdict", "merge_partials"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+_FORBIDDEN_CALLS: Final = "agentmesh.forbidden_calls"
+_NOT_IDEMPOTENT: Final = "not retried automatically"
 
 
 class PartialRecorder:
@@ -144,6 +150,12 @@ def apply_verdict(outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict)
     return outcome.model_copy(update={"is_retryable": False, "details": details, "policy": verdict})
 
 
+def _call_id(tool: str, arguments: dict[str, Any]) -> str:
+    """One identity for "the same call": the tool and its validated arguments."""
+    encoded = pydantic_core.to_json(arguments, fallback=repr)
+    return f"{tool}:{hashlib.sha256(encoded).hexdigest()[:32]}"
+
+
 class Context:
     """Everything a subagent's body needs for one task: tools, progress, time, identity.
 
@@ -180,6 +192,9 @@ class Context:
         self.log = log
         self.attempt = 0
         self.partials = PartialRecorder()
+        # Escalations a post-tool policy called for: they reach the outcome even when
+        # the body goes on and returns a result.
+        self.escalations: list[PolicyVerdict] = []
         self.store = store
         # Checkpoints of this task live under "<subagent>/<task id>" in the run.
         namespace = f"{subagent}/{task_id}"
@@ -266,10 +281,20 @@ class Context:
         except TypeError as exc:
             arguments = {"args": list(args), **kwargs}
             raise self._failure(self._invalid(tool, arguments, source, str(exc)), log) from None
-        attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": arguments}
+        # What was tried, as sent, with secrets masked: it travels into envelopes and reports.
+        attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": redact(arguments)}
+        try:
+            validated = tool.validate(arguments)
+        except pydantic.ValidationError as exc:
+            envelope = self.classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=0
+            )
+            raise self._failure(envelope, log) from None
+        # Policies rule on the values the tool will really get (coerced, read-only): a
+        # rule on `amount > 500` must not be dodged by sending "900" as a string.
         event = ToolCallEvent(
             tool=tool.name,
-            arguments=arguments,
+            arguments=MappingProxyType(validated),
             impact=tool.impact,
             idempotent=tool.idempotent,
             subagent=self.subagent,
@@ -278,15 +303,10 @@ class Context:
             state=self.state,
         )
         denied = self.policies.before(event, log) if self.policies else None
+        if denied is None:
+            denied = self._forbidden_calls().get(_call_id(tool.name, validated))
         if denied is not None:
             raise self._failure(self._blocked(denied, attempted_query, source), log)
-        try:
-            validated = tool.validate(arguments)
-        except pydantic.ValidationError as exc:
-            envelope = self.classifier.classify(
-                exc, source=source, attempted_query=attempted_query, attempts=0
-            )
-            raise self._failure(envelope, log) from None
 
         # A non-idempotent call that completed earlier in this run is not made again.
         ledger = None if tool.idempotent else self.ledger
@@ -313,7 +333,11 @@ class Context:
             verdict = self.policies.after(
                 ToolResultEvent(**_fields(event), outcome=outcome, attempt=number), log
             )
-            return outcome if verdict is None else apply_verdict(outcome, verdict)
+            if verdict is None:
+                return outcome
+            if verdict.action == "escalate":
+                self.escalations.append(verdict)
+            return apply_verdict(outcome, verdict)
 
         replayed = None
         if ledger is not None and call is not None:
@@ -340,7 +364,37 @@ class Context:
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
+        self._remember_forbidden(tool, validated, outcome)
         raise self._failure(outcome, log)
+
+    def _forbidden_calls(self) -> dict[str, PolicyVerdict]:
+        forbidden: dict[str, PolicyVerdict] = self.state.setdefault(_FORBIDDEN_CALLS, {})
+        return forbidden
+
+    def _remember_forbidden(
+        self, tool: Tool[Any, Any], validated: dict[str, Any], envelope: ErrorEnvelope
+    ) -> None:
+        """Make "no new attempt" hold for the rest of the run, whoever asks again.
+
+        A model that gets the envelope may simply call the same tool with the same
+        arguments again; the local retry loop is not the only way a call gets repeated.
+        """
+        verdict = envelope.policy
+        if verdict is not None and verdict.action == "deny":
+            return  # the pre-tool policy will deny it again by itself
+        if (
+            verdict is None
+            and not envelope.is_retryable
+            and _NOT_IDEMPOTENT in (envelope.details or "")
+        ):
+            verdict = PolicyVerdict(
+                action="forbid_retry",
+                reason=f"{tool.name} is not idempotent and an earlier identical call "
+                "may have taken effect",
+                policy="agentmesh.idempotency",
+            )
+        if verdict is not None:
+            self._forbidden_calls()[_call_id(tool.name, validated)] = verdict
 
     async def _replay(
         self,
@@ -375,7 +429,7 @@ class Context:
             and self.classifier.may_have_taken_effect(exc)
         ):
             note = (
-                f"not retried automatically: {tool.name} is not idempotent and this failure "
+                f"{_NOT_IDEMPOTENT}: {tool.name} is not idempotent and this failure "
                 "may have taken effect (declare idempotent=True or accept an idempotency_key)"
             )
             details = f"{envelope.details}; {note}" if envelope.details else note

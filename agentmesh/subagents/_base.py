@@ -11,7 +11,7 @@ from typing import Any
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints._ledger import task_key
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.context import Context, merge_partials
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
@@ -26,6 +26,17 @@ from agentmesh.tools import Impact, Tool
 __all__ = ["Subagent"]
 
 DEFAULT_RETRY = RetryPolicy()
+_RUN_MEMORY = "agentmesh.run_memory"
+
+
+def _run_memory(state: dict[str, Any]) -> CheckpointStore:
+    """The run's in-memory ledger, when the caller gave no durable store.
+
+    Even without checkpoints, a completed non-idempotent call is not made again within
+    the run: not by the subagent's own retry, not by a coordinator's second round.
+    """
+    memory: CheckpointStore = state.setdefault(_RUN_MEMORY, MemoryStore())
+    return memory
 
 
 class Subagent(abc.ABC):
@@ -127,6 +138,7 @@ class Subagent(abc.ABC):
         run_id = run_id or uuid.uuid4().hex[:12]
         # Resuming needs the same task id in every process: derive it when none is given.
         task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
+        state = {} if state is None else state
         log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
         ctx = Context(
             task=task,
@@ -138,10 +150,10 @@ class Subagent(abc.ABC):
             classifier=self.classifier,
             budget=budget,
             deadline=at,
-            state={} if state is None else state,
+            state=state,
             log=log,
-            store=store,
-            checkpoint=self.checkpoint,
+            store=store if store is not None else _run_memory(state),
+            checkpoint=self.checkpoint and store is not None,
         )
         await ctx.restore_partials()
 
@@ -171,6 +183,11 @@ class Subagent(abc.ABC):
             )
         finally:
             await ctx.save_partials()  # progress survives even a cancellation
+        if ctx.escalations and isinstance(outcome, ErrorEnvelope) and outcome.policy is None:
+            # The body caught the escalated failure and failed otherwise: the ruling stands.
+            outcome = outcome.model_copy(
+                update={"policy": ctx.escalations[0], "is_retryable": False}
+            )
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, ctx)
             log.info(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from agentmesh import (
     RetryPolicy,
     Success,
     Task,
+    ToolCallFailed,
     TransientError,
     UsageError,
     subagent,
@@ -326,3 +328,139 @@ class TestPolicyMistakesFailSafe:
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_type == "policy_blocked"
         assert "sloppy" in outcome.message
+
+
+class TestRulesHoldWhoeverAsksAgain:
+    async def test_policies_see_the_values_the_tool_will_get(self) -> None:
+        """A deny on an int field cannot be dodged by sending the number as a string."""
+        deleted: list[int] = []
+
+        @tool(idempotent=True)
+        async def delete_users(ids: list[int]) -> int:
+            deleted.extend(ids)
+            return len(ids)
+
+        @pre_tool_use(tool="delete_users")
+        def protect_admin(event: ToolCallEvent) -> Decision | None:
+            return Decision.deny("user 1 is the admin") if 1 in event.arguments["ids"] else None
+
+        @subagent(policies=[protect_admin])
+        async def agent(task: Task, ctx: Context) -> int:
+            return await ctx.call(delete_users, ids=["1", "7"])  # type: ignore[list-item]
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "policy_blocked"
+        assert deleted == []
+
+    async def test_a_forbidden_retry_is_refused_when_the_body_asks_again(self) -> None:
+        """forbid_retry holds for a second identical call later in the run, not only locally."""
+        calls = 0
+
+        @tool(idempotent=True, impact="financial")
+        async def refund(order: str) -> str:
+            nonlocal calls
+            calls += 1
+            raise TransientError("bank timeout", error_type="timeout")
+
+        @subagent(policies=[forbid_retry(tools="refund")], retry=RetryPolicy.never())
+        async def stubborn(task: Task, ctx: Context) -> str:
+            for _ in range(3):
+                try:
+                    return await ctx.call(refund, order="A7")
+                except ToolCallFailed:
+                    continue
+            return "gave up"
+
+        assert isinstance(await stubborn.run("q"), Success)
+        assert calls == 1
+
+    async def test_a_maybe_done_charge_is_refused_when_asked_again_in_the_run(self) -> None:
+        """After an ambiguous failure of a non-idempotent tool, the same call is never made."""
+        charges = 0
+
+        @tool
+        async def charge(amount: int) -> str:
+            nonlocal charges
+            charges += 1
+            raise TimeoutError("gateway did not answer")
+
+        @subagent(retry=RetryPolicy.never())
+        async def billing(task: Task, ctx: Context) -> list[str]:
+            answers = []
+            for _ in range(2):
+                try:
+                    answers.append(await ctx.call(charge, amount=100))
+                except ToolCallFailed as failed:
+                    answers.append(failed.envelope.error_type)
+            return answers
+
+        outcome = await billing.run("q")
+        assert isinstance(outcome, Success)
+        assert outcome.data == ["timeout", "policy_blocked"]
+        assert charges == 1
+
+    async def test_an_escalation_survives_a_body_that_caught_it(self) -> None:
+        """The ruling reaches the outcome even if the subagent then fails another way."""
+
+        @tool(idempotent=True, impact="legal")
+        async def file_claim() -> str:
+            raise PermissionDenied("no legal scope")
+
+        @subagent(policies=[escalate_on(impact="legal")])
+        async def agent(task: Task, ctx: Context) -> None:
+            with contextlib.suppress(ToolCallFailed):
+                await ctx.call(file_claim)
+            raise KeyError("later bug")
+
+        outcome = await agent.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.policy is not None
+        assert outcome.policy.action == "escalate"
+        assert outcome.is_retryable is False
+
+
+class TestSideEffectsAcrossRetries:
+    async def test_a_completed_charge_is_not_repeated_by_the_subagents_own_retry(self) -> None:
+        """Without any store, a retried subagent replays the charge it already made."""
+        sleep = RecordingSleep()
+        charges: list[int] = []
+        failures = iter([ConnectionError("later step failed"), ConnectionError("again")])
+
+        @tool
+        async def charge(amount: int) -> str:
+            charges.append(amount)
+            return f"charged {amount}"
+
+        @subagent(retry=retrying(sleep))
+        async def billing(task: Task, ctx: Context) -> str:
+            receipt = await ctx.call(charge, amount=100)
+            failure = next(failures, None)
+            if failure is not None:
+                raise failure
+            return receipt
+
+        outcome = await billing.run("q")
+        assert isinstance(outcome, Success)
+        assert outcome.data == "charged 100"
+        assert outcome.attempts == 3
+        assert charges == [100]
+
+
+class TestSecretsInEnvelopes:
+    async def test_secret_arguments_are_masked_in_the_attempted_query(self) -> None:
+        """A key passed to a tool does not travel into envelopes or reports."""
+        from agentmesh import Coordinator
+
+        @tool(idempotent=True)
+        async def fetch(url: str, api_key: str) -> str:
+            raise ConnectionError("refused")
+
+        @subagent(retry=RetryPolicy.never())
+        async def agent(task: Task, ctx: Context) -> str:
+            return await ctx.call(fetch, url="https://x.test", api_key="sk-ant-api03-SECRET123")
+
+        report = await Coordinator([agent]).run(["q"])
+        produced = report.to_json() + report.to_markdown()
+        assert "SECRET123" not in produced
+        assert "https://x.test" in produced

@@ -1,0 +1,28 @@
+"""`python -m examples.research_agent "QUESTION"` (run from the repository root)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from .options import PROG, BadInput, parse_options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = parse_options(argv)
+    except BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    # Imported for a valid command only: the framework and the indexes take a second.
+    from .cli import run
+
+    try:
+        return run(options)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""One search subagent per source: two tools, local retries, honest partial progress.
+
+The subagent searches like a person with a card catalogue: it ranks the source's
+documents (`find_<source>`), then reads the best ones one by one (`read_<source>`),
+recording each document's passages with `ctx.record_partial` as it goes. A failure
+that local retries cannot fix ends the task with that progress attached, so the
+report keeps what was read before it (status `partial`). Finally the offline analysis
+keeps the relevant passages; an empty list is an answer ("searched, nothing found").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+
+from agentmesh import (
+    Context,
+    ErrorEnvelope,
+    RetryPolicy,
+    Subagent,
+    Task,
+    ValidationError,
+    subagent,
+    tool,
+)
+
+from .analysis import relevant
+from .injection import FaultInjector
+from .ranking import Query, QuerySyntaxError, parse_query
+from .sources import Corpus, Passage
+
+__all__ = ["CALL_TIMEOUT", "RETRY", "Analyse", "offline_analysis", "plain_words", "search_agent"]
+
+# A search that has not answered in this time is stuck: give up on the attempt.
+CALL_TIMEOUT = 0.2
+# Small real delays: a transient fault is retried within a fraction of a second.
+RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
+
+Analyse: TypeAlias = Callable[[Context, str, Sequence[Passage]], Awaitable[list[Passage]]]
+"""`analyse(ctx, query, passages)`: the relevant passages, best first."""
+
+
+async def offline_analysis(ctx: Context, query: str, passages: Sequence[Passage]) -> list[Passage]:
+    """The deterministic analysis (see `analysis.relevant`)."""
+    return relevant(query, passages, keep=4)
+
+
+def search_agent(
+    corpus: Corpus,
+    faults: FaultInjector,
+    *,
+    analyse: Analyse = offline_analysis,
+    documents: int = 3,
+    passages: int = 3,
+) -> Subagent:
+    """The subagent that searches `corpus`, named after it."""
+    source = corpus.name
+
+    @tool(name=f"find_{source}", idempotent=True)
+    async def find(query: str, limit: int = documents) -> list[str]:
+        """Rank the source's documents for `query`; quoted words must appear."""
+        parsed = _parse(query)
+        async with _answer_within(CALL_TIMEOUT, source):
+            empty = await faults.strike(source, f"find {query}", plain_query=not parsed.has_syntax)
+            return [] if empty else corpus.find(parsed, limit)
+
+    @tool(name=f"read_{source}", idempotent=True)
+    async def read(document: str, query: str, limit: int = passages) -> list[Passage]:
+        """The best passages of one document for `query`."""
+        parsed = _parse(query)
+        if document not in corpus.documents:
+            raise ValidationError(f"{source} has no document {document!r}", error_type="not_found")
+        async with _answer_within(CALL_TIMEOUT, source):
+            call = f"read {document} {query}"
+            empty = await faults.strike(source, call, plain_query=not parsed.has_syntax)
+            return [] if empty else corpus.read(document, parsed, limit)
+
+    @subagent(name=source, retry=RETRY)
+    async def search(task: Task, ctx: Context) -> list[Passage]:
+        found_documents = await ctx.call(find, query=task.query)
+        ctx.record_partial(pending=found_documents)
+        found: list[Passage] = []
+        for document in found_documents:
+            # A failure here propagates with the documents read so far as partial results.
+            hits = await ctx.call(read, document=document, query=task.query)
+            found += hits
+            ctx.record_partial(hits, completed=document)
+        # Everything read is recorded: if the analysis fails, the task ends partial.
+        return await analyse(ctx, task.query, found)
+
+    search.description = f"Searches {corpus.description}."
+    return search
+
+
+def plain_words(task: Task, envelope: ErrorEnvelope) -> str | None:
+    """The deterministic rewriter: drop the query syntax a source rejected.
+
+    The coordinator calls it for a validation failure; what it returns is tried as a
+    new query (retry with feedback). None means "no correction to offer", and the
+    router records a gap.
+    """
+    if envelope.error_type != "invalid_query":
+        return None
+    plain = " ".join(task.query.replace('"', " ").split())
+    return plain if plain and plain != task.query else None
+
+
+@asynccontextmanager
+async def _answer_within(seconds: float, source: str) -> AsyncIterator[None]:
+    """asyncio.timeout, with a message that says which source did not answer."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise TimeoutError(f"{source} did not answer within {seconds:g}s") from None
+
+
+def _parse(query: str) -> Query:
+    try:
+        return parse_query(query)
+    except QuerySyntaxError as exc:
+        raise ValidationError(str(exc), error_type="invalid_query") from None

@@ -1,0 +1,263 @@
+"""The report as Markdown, JSON and a self-contained HTML page.
+
+All three show the same things: the plan, the summary, each finding with its citation
+(source, document, section, the query that found it), and the coverage of every
+subtopic by every source with the reason for each gap.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agentmesh import Report
+from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
+
+from .planner import Plan
+
+__all__ = ["RunInfo", "to_html", "to_json", "to_markdown"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the report alone does not say: the question, its plan, and how it was run."""
+
+    plan: Plan
+    sources: tuple[str, ...]
+    mode: str
+    seed: int
+    faults: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # e.g. why Claude's plan could not be used
+
+    def line(self, run_id: str) -> str:
+        parts = [
+            f"run {run_id}",
+            self.mode,
+            f"seed {self.seed}",
+            f"sources {', '.join(self.sources)}",
+        ]
+        if self.faults:
+            parts.append(f"injected {', '.join(self.faults)}")
+        return " · ".join(parts)
+
+
+def to_json(report: Report, info: RunInfo) -> str:
+    """The Report's own JSON (`Report.to_dict()`), with the question and plan added."""
+    data = {
+        "question": info.plan.question,
+        "plan": [{"topic": s.title, "query": s.query} for s in info.plan.subtopics],
+        "mode": info.mode,
+        "seed": info.seed,
+        "faults": list(info.faults),
+        "notes": list(info.notes),
+        **report.to_dict(),
+    }
+    return json.dumps(data, indent=2, default=str, ensure_ascii=False)
+
+
+def to_markdown(report: Report, info: RunInfo) -> str:
+    lines = [f"# {info.plan.question.strip()}", "", f"*{info.line(report.run_id)}*", ""]
+    lines += [f"> {note}\n" for note in info.notes]
+    lines += ["## Plan", ""]
+    lines += [f"{n}. {s.title} — query `{s.query}`" for n, s in enumerate(info.plan.subtopics, 1)]
+    if info.plan.dropped:
+        lines.append(f"\nNot searched (more than five subtopics): {', '.join(info.plan.dropped)}")
+    lines.append("")
+    if report.summary:
+        lines += ["## Summary", "", report.summary, ""]
+    if report.synthesis_note:
+        lines += [f"*{report.synthesis_note}*", ""]
+    lines += ["## Findings", ""]
+    numbered = list(enumerate(report.findings, start=1))
+    if not numbered:
+        lines += ["No findings.", ""]
+    for topic in _topics(report):
+        found = [(n, f) for n, f in numbered if f.topic == topic]
+        if not found:
+            continue
+        lines += [f"### {topic}", ""]
+        for number, finding in found:
+            mark = " *(preliminary: from a failed attempt's partial results)*"
+            lines.append(f"**[{number}]** {_passage_text(finding)}")
+            where, query = citation(finding)
+            cited = f"{' · '.join(where)} · query `{query}`"
+            lines.append(f"> {cited}{mark if finding.preliminary else ''}")
+            lines.append("")
+    lines += [
+        "## Coverage",
+        "",
+        f"{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.",
+        "",
+    ]
+    lines += [
+        "| subtopic | source | status | reason | retry could help |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in report.coverage:
+        lines.append(
+            f"| {_cell(entry.topic)} | {entry.source} | {entry.status.value} "
+            f"| {_cell(reason(entry))} | {'yes' if entry.is_retryable else 'no'} |"
+        )
+    lines.append("")
+    for entry in report.coverage:
+        if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
+            partial = entry.partial
+            lines += [f"### Partial: {entry.topic} × {entry.source}", ""]
+            lines.append(f"- documents read: {', '.join(partial.completed) or 'none'}")
+            lines.append(f"- not read: {', '.join(partial.pending) or 'none'}")
+            lines.append(f"- passages kept as preliminary findings: {len(partial.findings)}")
+            lines.append("")
+    if report.escalations:
+        lines += ["## Escalations", ""]
+        lines += [f"- {e.topic} × {e.source}: {e.reason}" for e in report.escalations]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def citation(finding: Finding) -> tuple[list[str], str]:
+    """Where a finding is from (source, document, section) and the query that found it."""
+    content = finding.content if isinstance(finding.content, dict) else {}
+    where = [str(content.get("source", finding.source)), str(content.get("document", "?"))]
+    if content.get("section"):
+        where.append(str(content["section"]))
+    return where, query_text(finding.attempted_query)
+
+
+def query_text(query: str | dict[str, Any]) -> str:
+    """A task query as written, or a tool call (a failed attempt's) as `tool(arg=value)`."""
+    if isinstance(query, str):
+        return query
+    arguments = ", ".join(f"{k}={v!r}" for k, v in query.get("arguments", {}).items())
+    return f"{query.get('tool', '?')}({arguments})"
+
+
+def reason(entry: CoverageEntry) -> str:
+    if entry.status is CoverageStatus.COVERED:
+        return ""
+    return entry.reason or ""
+
+
+def _topics(report: Report) -> list[str]:
+    return list(dict.fromkeys(e.topic for e in report.coverage))
+
+
+def _passage_text(finding: Finding) -> str:
+    content = finding.content
+    return str(content.get("text", "")) if isinstance(content, dict) else str(content)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+# --- HTML -----------------------------------------------------------------------------
+
+_COLOURS = {
+    CoverageStatus.COVERED: ("#2e7d32", "passages found"),
+    CoverageStatus.EMPTY: ("#1565c0", "searched, nothing relevant"),
+    CoverageStatus.PARTIAL: ("#f9a825", "failed, some documents read"),
+    CoverageStatus.GAP: ("#c62828", "failed, nothing read"),
+    CoverageStatus.ESCALATED: ("#8e24aa", "needs a person (not retried)"),
+}
+
+_CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.5rem} .meta{color:#555} table{border-collapse:collapse;margin:.5rem 0}
+th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left;vertical-align:top}
+td.status{color:#fff;font-weight:600;text-align:center}
+.legend span{display:inline-block;margin-right:1rem} .swatch{display:inline-block;width:.9rem;
+height:.9rem;margin-right:.3rem;vertical-align:middle;border-radius:2px}
+.finding{margin:.8rem 0} .cite{color:#555;font-size:.9rem;border-left:3px solid #ccc;
+padding-left:.5rem} .prelim{color:#b26a00} code{background:#f3f3f3;padding:0 .2rem}
+"""
+
+
+def to_html(report: Report, info: RunInfo) -> str:
+    """A self-contained page: inline CSS, no script, no external asset."""
+    e = html.escape
+    topics = _topics(report)
+    status = {(c.topic, c.source): c for c in report.coverage}
+    out = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(info.plan.question)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{e(info.plan.question)}</h1>",
+        f'<p class="meta">{e(info.line(report.run_id))}</p>',
+        *(f'<p class="note">{e(note)}</p>' for note in info.notes),
+        '<h2>Coverage</h2><table id="coverage"><thead><tr><th>subtopic</th>',
+        *(f"<th>{e(s)}</th>" for s in info.sources),
+        "</tr></thead><tbody>",
+    ]
+    for topic in topics:
+        out.append(f"<tr><th>{e(topic)}</th>")
+        for source in info.sources:
+            entry = status.get((topic, source))
+            if entry is None:
+                out.append("<td>-</td>")
+                continue
+            colour, _ = _COLOURS[entry.status]
+            out.append(
+                f'<td class="status {entry.status.value}" style="background:{colour}" '
+                f'title="{e(reason(entry))}">{entry.status.value}</td>'
+            )
+        out.append("</tr>")
+    out.append('</tbody></table><p class="legend">')
+    for value, (colour, meaning) in _COLOURS.items():
+        out.append(
+            f'<span><i class="swatch" style="background:{colour}"></i>'
+            f"<b>{value.value}</b>: {e(meaning)}</span>"
+        )
+    out.append(
+        f"</p><p>{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.</p>"
+    )
+    if report.summary:
+        out.append(f'<h2>Summary</h2><div id="summary">{_summary_html(report.summary)}</div>')
+    out.append('<h2>Findings</h2><div id="findings">')
+    numbered = list(enumerate(report.findings, start=1))
+    for topic in topics:
+        found = [(n, f) for n, f in numbered if f.topic == topic]
+        if found:
+            out.append(f"<h3>{e(topic)}</h3>")
+        for number, finding in found:
+            prelim = (
+                ' <span class="prelim">(preliminary: from a failed attempt)</span>'
+                if finding.preliminary
+                else ""
+            )
+            where, query = citation(finding)
+            out.append(
+                f'<div class="finding" id="f{number}"><p><b>[{number}]</b> '
+                f"{e(_passage_text(finding))}</p>"
+                f'<p class="cite">{e(" · ".join(where))} · query <code>{e(query)}</code>'
+                f"{prelim}</p></div>"
+            )
+    if not numbered:
+        out.append("<p>No findings.</p>")
+    out.append('</div><h2>Gaps and escalations</h2><table id="gaps"><thead><tr><th>subtopic</th>')
+    out.append(
+        "<th>source</th><th>status</th><th>reason</th><th>retry could help</th></tr></thead><tbody>"
+    )
+    problems = [
+        c for c in report.coverage if c.status not in (CoverageStatus.COVERED, CoverageStatus.EMPTY)
+    ]
+    for entry in problems:
+        out.append(
+            f"<tr><td>{e(entry.topic)}</td><td>{e(entry.source)}</td><td>{entry.status.value}</td>"
+            f"<td>{e(reason(entry))}</td><td>{'yes' if entry.is_retryable else 'no'}</td></tr>"
+        )
+    if not problems:
+        out.append(
+            '<tr><td colspan="5">None: every subtopic was answered by every source.</td></tr>'
+        )
+    out.append("</tbody></table></body></html>")
+    return "\n".join(out)
+
+
+def _summary_html(summary: str) -> str:
+    items = [html.escape(line.removeprefix("- ")) for line in summary.splitlines() if line.strip()]
+    # The offline summary marks topics in **bold**; keep that, nothing else of Markdown.
+    items = [re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", item) for item in items]
+    return "".join(f"<p>{item}</p>" for item in items)

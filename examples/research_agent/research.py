@@ -1,0 +1,70 @@
+"""One research run: plan -> one search subagent per (subtopic x source) -> report.
+
+This is the part to copy: build the subagents, hand the coordinator one task per
+subtopic and source, and let it route every outcome. Nothing here catches a failure:
+the framework turns each into a decision and a coverage entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentmesh import Coordinator, Report, Subagent, Task
+from agentmesh.coordinator import LLMRewriter, LLMSynthesizer, Rewriter, Synthesizer
+from agentmesh.models import Model
+
+from .agents import offline_analysis, plain_words, search_agent
+from .injection import FaultInjector
+from .online import MODEL_RETRY, model_analysis, web_agent
+from .planner import Plan
+from .sources import Corpus
+from .synthesis import ExtractiveSynthesizer
+
+__all__ = ["build_tasks", "research"]
+
+
+def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
+    """One task per (subtopic, source); the id names both, for logs and progress."""
+    return [
+        Task(
+            id=f"{number}-{source}",
+            query=subtopic.query,
+            topic=subtopic.title,
+            subagent=source,
+        )
+        for number, subtopic in enumerate(plan.subtopics, start=1)
+        for source in sources
+    ]
+
+
+async def research(
+    plan: Plan,
+    corpora: Mapping[str, Corpus],
+    *,
+    faults: FaultInjector,
+    model: Model | None = None,
+    web: bool = True,
+    deadline: float = 30.0,
+) -> Report:
+    """Search every source for every subtopic, concurrently, and report what was found.
+
+    Offline (no `model`): deterministic analysis, rewriter and synthesis. With a model:
+    Claude selects the passages, rewrites rejected queries and writes the summary, and
+    the `web` source joins the local ones (unless `web` is false).
+    """
+    analyse = offline_analysis if model is None else model_analysis(model)
+    subagents: list[Subagent] = [
+        search_agent(corpus, faults, analyse=analyse) for corpus in corpora.values()
+    ]
+    rewriter: Rewriter = plain_words
+    synthesizer: Synthesizer = ExtractiveSynthesizer()
+    if model is not None:
+        if web:
+            subagents.append(web_agent(model, faults))
+        rewriter = LLMRewriter(model, retry=MODEL_RETRY)
+        synthesizer = LLMSynthesizer(model, fallback=synthesizer, retry=MODEL_RETRY)
+    coordinator = Coordinator(
+        subagents, rewriter=rewriter, synthesizer=synthesizer, deadline=deadline
+    )
+    sources = [sub.name for sub in subagents]
+    return await coordinator.run(build_tasks(plan, sources))

@@ -1,0 +1,106 @@
+"""Words and passages: the tokenizer every index shares, and a paragraph chunker."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+
+import Stemmer
+
+__all__ = ["ENGLISH_STOPWORDS", "STOPWORDS", "chunk", "split_identifier", "terms", "words"]
+
+# English function words.
+ENGLISH_STOPWORDS = frozenset(
+    # A word list reads better as text than as a list literal.
+    """
+    a about above after again against all also am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    either else etc even ever every few for from further get gets had has have having he
+    her here hers him his how i if in into is it its itself just may me might more most
+    must my no nor not now of off on once only or other our out over own per same shall
+    she should so some such than that the their them then there these they this those
+    through to too under until up upon us very via was we were what when where which
+    while who whom why will with within without would yet you your
+    """.split()  # noqa: SIM905
+)
+# Python's keywords are words people search for ("the with statement"): index them.
+STOPWORDS = ENGLISH_STOPWORDS - {*keyword.kwlist, *keyword.softkwlist}
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:'[a-z]+)?")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def words(text: str) -> list[str]:
+    """The words of `text`, lower-cased, without stopwords (not stemmed)."""
+    found = (w.lower().removesuffix("'s") for w in _WORD.findall(text))
+    return [w for w in found if w not in STOPWORDS and len(w) > 1]
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_STEMMER.stemWord(word))
+
+
+def terms(text: str) -> list[str]:
+    """Index terms: words, stemmed, so that "cancelled" and "cancellation" meet at "cancel"."""
+    return [_stem(w) for w in words(text)]
+
+
+def split_identifier(name: str) -> str:
+    """`AbstractContextManager` or `wait_for` as the words a person would search for."""
+    parts = [p for piece in name.split("_") for p in _CAMEL.findall(piece)]
+    return " ".join(parts)
+
+
+def chunk(text: str, *, target: int = 110, minimum: int = 25) -> Iterator[str]:
+    """Split `text` into passages of about `target` words along paragraph boundaries.
+
+    Short paragraphs are merged with the next one; a paragraph longer than twice the
+    target is cut between sentences. Whitespace inside a passage is collapsed.
+    """
+    pending: list[str] = []
+    size = 0
+    for paragraph in _paragraphs(text):
+        for piece in _limit(paragraph, 2 * target):
+            count = len(piece.split())
+            if pending and size + count > target:
+                yield " ".join(pending)
+                pending, size = [], 0
+            pending.append(piece)
+            size += count
+            if size >= minimum and size >= target // 2:
+                yield " ".join(pending)
+                pending, size = [], 0
+    if pending:
+        yield " ".join(pending)
+
+
+_RULE = re.compile(r"^[=*~^#-]{3,}$")  # a heading's underline, reST or Markdown
+
+
+def _paragraphs(text: str) -> Iterable[str]:
+    for block in re.split(r"\n\s*\n", text):
+        flat = " ".join(word for word in block.split() if not _RULE.match(word))
+        if flat:
+            yield flat
+
+
+def _limit(paragraph: str, most: int) -> Iterator[str]:
+    """`paragraph` in pieces of at most `most` words, cut between sentences where it can."""
+    if len(paragraph.split()) <= most:
+        yield paragraph
+        return
+    current: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", paragraph):
+        tokens = sentence.split()
+        # A sentence that is itself too long (a grammar rule, a table) is cut by words.
+        for start in range(0, len(tokens), most):
+            current += tokens[start : start + most]
+            if len(current) >= most // 2:
+                yield " ".join(current)
+                current = []
+    if current:
+        yield " ".join(current)

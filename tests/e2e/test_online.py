@@ -1,0 +1,180 @@
+"""Online mode against the fake Messages API: the real SDK on loopback, never the internet.
+
+Claude plans, selects passages, searches the web (server-side tool) and writes the
+summary; when every model call fails, the run still ends with a report that says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentmesh.testing import FakeMessagesAPI, RecordedRequest, Reply
+from tests.e2e.conftest import QUESTION, Run, run_agent
+
+WEB_RESULT = {
+    "type": "web_search_result",
+    "url": "https://docs.python.org/3/reference/compound_stmts.html#the-with-statement",
+    "title": "8. Compound statements: the with statement",
+    "encrypted_content": "opaque",
+    "page_age": "2025-01-01",
+}
+
+
+def _tools(request: RecordedRequest) -> set[str]:
+    body = request.body if isinstance(request.body, dict) else {}
+    return {str(t.get("name")) for t in body.get("tools", [])}
+
+
+def claude(request: RecordedRequest) -> Reply:
+    """A well-behaved Claude: answers each kind of call the agent makes."""
+    tools = _tools(request)
+    if "plan_research" in tools:
+        plan = [
+            {"title": "with statement semantics", "query": '"with statement" exceptions'},
+            {"title": "contextlib helpers", "query": '"context manager" contextlib'},
+        ]
+        return FakeMessagesAPI.tool_use("plan_research", {"subtopics": plan})
+    if "keep_passages" in tools:
+        return FakeMessagesAPI.tool_use("keep_passages", {"keep": [0, 1, 99]})
+    if "web_search" in tools:
+        return FakeMessagesAPI.message(
+            [
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_01",
+                    "name": "web_search",
+                    "input": {"query": "with statement"},
+                },
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_01",
+                    "content": [WEB_RESULT],
+                },
+                "The with statement calls __exit__ even when the block raises.",
+            ]
+        )
+    if "write_summary" in tools:
+        return FakeMessagesAPI.tool_use(
+            "write_summary", {"summary": "`__exit__` runs even when the block raises [1]."}
+        )
+    return FakeMessagesAPI.error(400, message=f"unexpected call with tools {sorted(tools)}")
+
+
+def overloaded(request: RecordedRequest) -> Reply:
+    """Claude overloaded for the next minute; the web search tool unavailable."""
+    if "web_search" in _tools(request):
+        return FakeMessagesAPI.message(
+            [
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_01",
+                    "content": {
+                        "type": "web_search_tool_result_error",
+                        "error_code": "unavailable",
+                    },
+                }
+            ]
+        )
+    return FakeMessagesAPI.error(529, retry_after=60)
+
+
+def run_online(handler: Any) -> tuple[Run, list[RecordedRequest]]:
+    with FakeMessagesAPI(handler=handler) as api:
+        run = run_agent(
+            QUESTION,
+            "--json",
+            "--seed",
+            "1",
+            "--model",
+            "claude-fake",
+            env={"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": api.base_url},
+        )
+        return run, list(api.requests)
+
+
+@pytest.fixture(scope="module")
+def online() -> tuple[Run, list[RecordedRequest]]:
+    return run_online(claude)
+
+
+@pytest.fixture(scope="module")
+def degraded() -> tuple[Run, list[RecordedRequest]]:
+    return run_online(overloaded)
+
+
+class TestOnline:
+    def test_claude_plans(self, online: tuple[Run, list[RecordedRequest]]) -> None:
+        """The subtopics are Claude's, and every source searched each of them."""
+        run, _ = online
+        assert run.returncode == 0, run.stderr
+        assert [s["topic"] for s in run.report["plan"]] == [
+            "with statement semantics",
+            "contextlib helpers",
+        ]
+        assert run.report["mode"] == "online (claude-fake)"
+        assert {e["source"] for e in run.report["coverage"]} == {
+            "pydoc",
+            "stdlib",
+            "packages",
+            "web",
+        }
+
+    def test_web_source_cites_pages(self, online: tuple[Run, list[RecordedRequest]]) -> None:
+        """The server-side web search results become findings cited by title and URL."""
+        run, _ = online
+        web = run.findings("web")
+        assert web
+        assert web[0]["content"]["section"] == WEB_RESULT["url"]
+        assert all(e["status"] == "covered" for e in run.coverage("web"))
+
+    def test_claude_selects_passages(self, online: tuple[Run, list[RecordedRequest]]) -> None:
+        """Claude's choice is applied: at most its two valid numbers per task, 99 dropped."""
+        run, requests = online
+        assert any("keep_passages" in _tools(r) for r in requests)
+        for source in ("pydoc", "stdlib"):
+            for record in run.records(source):
+                final = record["steps"][-1]["outcome"]
+                assert len(final["data"]) <= 2
+
+    def test_claude_writes_the_summary(self, online: tuple[Run, list[RecordedRequest]]) -> None:
+        run, requests = online
+        assert run.report["summary"] == "`__exit__` runs even when the block raises [1]."
+        assert all(r.api_key == "sk-ant-test" for r in requests)
+
+
+class TestDegraded:
+    def test_still_a_report(self, degraded: tuple[Run, list[RecordedRequest]]) -> None:
+        """Every model call fails; the run ends with a report, exit 0."""
+        run, _ = degraded
+        assert run.returncode == 0, run.stderr
+        assert "Traceback" not in run.stderr
+
+    def test_offline_plan_used_and_said(self, degraded: tuple[Run, list[RecordedRequest]]) -> None:
+        """Claude could not plan: the offline planner's plan is used, and the report says why."""
+        run, _ = degraded
+        assert run.report["plan"][0]["topic"] == "with statement"
+        (note,) = run.report["notes"]
+        assert "overloaded" in note
+
+    def test_failed_analysis_keeps_what_was_read(
+        self, degraded: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """The analysis failed after the documents were read: partial, passages preliminary."""
+        run, _ = degraded
+        statuses = {e["status"] for e in run.coverage("pydoc")}
+        assert statuses == {"partial"}
+        assert run.findings("pydoc", preliminary=True)
+
+    def test_web_outage_is_a_gap(self, degraded: tuple[Run, list[RecordedRequest]]) -> None:
+        run, _ = degraded
+        for entry in run.coverage("web"):
+            assert entry["status"] == "gap"
+            assert entry["is_retryable"] is True
+
+    def test_summary_falls_back(self, degraded: tuple[Run, list[RecordedRequest]]) -> None:
+        """No model summary: the offline one stays, with a note saying why."""
+        run, _ = degraded
+        assert run.report["synthesis_note"].startswith("Summary unavailable")
+        assert run.report["summary"].startswith("Extractive summary")
