@@ -6,6 +6,7 @@ could work. See the README for a tour.
 """
 
 from agentmesh._logging import configure_logging, redact_secrets
+from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.classify import Classifier, classify, default_classifier
 from agentmesh.context import Context
 from agentmesh.coordinator import Coordinator, Pipeline, Report
@@ -20,6 +21,7 @@ from agentmesh.envelope import (
 from agentmesh.errors import (
     AgentError,
     BusinessError,
+    CallFailed,
     PermissionDenied,
     ToolCallFailed,
     TransientError,
@@ -33,7 +35,10 @@ from agentmesh.tools import Tool, tool
 
 __all__ = [
     "AgentError",
+    "BreakerState",
     "BusinessError",
+    "CallFailed",
+    "CircuitBreaker",
     "Classifier",
     "Context",
     "Coordinator",

@@ -8,9 +8,11 @@ envelope why retrying stopped.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, Success, construct_trusted, fields_set
 from agentmesh.errors import CallFailed
@@ -35,19 +37,32 @@ async def attempt_call(
     log: Any,
     adjust: Callable[[ErrorEnvelope, Exception], ErrorEnvelope] | None = None,
     review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
     Args:
+        deadline: absolute, in the loop's clock; with the policy's own `deadline` (counted
+            from now) the earlier one bounds the waits and every attempt in flight.
         adjust: refines the classified envelope of an exception (e.g. not retryable for a
             non-idempotent tool whose failure may have taken effect).
         review: sees every attempt's outcome and may replace it (post-tool policies).
+        breaker: fails attempts fast while the source is known to be down.
     """
     final = False  # a CallFailed was retried where it happened: never again here
+    if policy.deadline is not None:
+        own = asyncio.get_running_loop().time() + policy.deadline
+        deadline = own if deadline is None else min(deadline, own)
+        work = _bounded(work, deadline)
 
     async def attempt(number: int) -> Success[T] | ErrorEnvelope:
         nonlocal final
         outcome: Success[T] | ErrorEnvelope
+        if breaker is not None and not breaker.try_acquire():
+            log.debug("breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3))
+            return breaker.rejection(
+                source=source, attempted_query=attempted_query, attempts=number
+            )
         try:
             data = await work(number)
             # Built by the framework from known-good parts: no validation on the hot path.
@@ -59,6 +74,7 @@ async def attempt_call(
                     "source": source,
                     "attempted_query": attempted_query,
                     "attempts": number,
+                    "policy": None,
                 },
                 _SUCCESS_FIELDS_SET,
             )
@@ -79,6 +95,12 @@ async def attempt_call(
                 error_type=outcome.error_type,
                 retryable=outcome.is_retryable,
             )
+        except BaseException:
+            if breaker is not None:
+                breaker.release()  # cancelled: no verdict on the source
+            raise
+        if breaker is not None:
+            breaker.record(outcome)
         return review(outcome, number) if review is not None else outcome
 
     result = await policy.run(
@@ -96,3 +118,11 @@ async def attempt_call(
         details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
         outcome = outcome.model_copy(update={"details": details})
     return outcome
+
+
+def _bounded(work: Callable[[int], Awaitable[T]], deadline: float) -> Callable[[int], Awaitable[T]]:
+    async def bounded(number: int) -> T:
+        async with asyncio.timeout_at(deadline):
+            return await work(number)
+
+    return bounded

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable
+from typing import Any
 
 from agentmesh._logging import get_logger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
@@ -63,7 +64,12 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at = 0.0
         self._probing = False
-        self._log = get_logger(breaker=name)
+
+    @property
+    def _log(self) -> Any:
+        # Looked up when an event happens: breakers are made at import time, before the
+        # application has configured logging.
+        return get_logger(breaker=self.name)
 
     @property
     def state(self) -> BreakerState:
@@ -94,7 +100,7 @@ class CircuitBreaker:
             return True
         return False
 
-    def record(self, outcome: Success[object] | ErrorEnvelope) -> None:
+    def record(self, outcome: Success[Any] | ErrorEnvelope) -> None:
         """Count an attempt's outcome; only transient failures count against the source."""
         probing, self._probing = self._probing, False
         if isinstance(outcome, Success):

@@ -130,9 +130,20 @@ def _as_names(value: str | Iterable[str] | None, argument: str) -> Iterable[str]
     return names
 
 
-def apply_verdict(outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict) -> ErrorEnvelope:
-    """The outcome as a policy ruled it: never retryable again, the policy named in it."""
+def apply_verdict(
+    outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict
+) -> Success[Any] | ErrorEnvelope:
+    """The outcome as a policy ruled it: never retryable again, the policy named in it.
+
+    On a result, only `deny` withholds it; `escalate` keeps the data (the side effect
+    happened: dropping its evidence would help no one) and flags it; `forbid_retry` has
+    nothing to stop.
+    """
     note = f"{verdict.action} by policy {verdict.policy}: {verdict.reason}"
+    if isinstance(outcome, Success) and verdict.action == "forbid_retry":
+        return outcome
+    if isinstance(outcome, Success) and verdict.action == "escalate":
+        return outcome.model_copy(update={"policy": verdict})
     if isinstance(outcome, Success):
         # A withheld result: the caller must not see the data the policy blocked.
         return ErrorEnvelope(
@@ -265,8 +276,12 @@ class Context:
         if self._progress is not None:
             self._progress.schedule(self.partials.snapshot())
 
-    async def call(self, tool: Tool[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self, tool: Tool[..., R], /, *args: Any, **kwargs: Any) -> R:
         """Call `tool` through policies, validation, limits and local retry.
+
+        The arguments are checked against the tool's schema when the call is made (a
+        mismatch is a validation envelope); statically only the result type is, since
+        the tool's injected parameters (`ctx`, `idempotency_key`) are not the caller's.
 
         Returns the tool's data. Raises `ToolCallFailed` (carrying the envelope) when the
         call failed for good; catch it to go on with other sources, or let it propagate to
@@ -360,6 +375,7 @@ class Context:
                 log=log,
                 adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
                 review=review,
+                breaker=tool.breaker,
             )
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)

@@ -24,6 +24,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_args, get_type
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
 from agentmesh.retry import RetryPolicy
 from agentmesh.throttle import Limiter, RateLimitSpec
@@ -57,6 +58,7 @@ class Tool(Generic[P, R]):
         retry: RetryPolicy | None = None,
         rate_limit: RateLimitSpec | None = None,
         max_concurrency: int | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise UsageError(
@@ -73,6 +75,7 @@ class Tool(Generic[P, R]):
         self.idempotent = idempotent
         self.impact: Impact | None = impact
         self.retry = retry
+        self.breaker = _named(breaker, self.name)
         self.limiter = Limiter(
             name=f"tool {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
         )
@@ -152,6 +155,14 @@ def _input_model(
     return model
 
 
+def _named(breaker: CircuitBreaker | None, owner: str) -> CircuitBreaker | None:
+    if breaker is not None and not isinstance(breaker, CircuitBreaker):
+        raise UsageError(f"{owner}: breaker= takes a CircuitBreaker, got {breaker!r}")
+    if breaker is not None and breaker.name is None:
+        breaker.name = owner
+    return breaker
+
+
 def _schema_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     """Type hints of the schema's parameters; injected ones need not resolve at runtime."""
     try:
@@ -190,6 +201,7 @@ def tool(
     retry: RetryPolicy | None = None,
     rate_limit: RateLimitSpec | None = None,
     max_concurrency: int | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]: ...
 
 
@@ -204,6 +216,7 @@ def tool(
     retry: RetryPolicy | None = None,
     rate_limit: RateLimitSpec | None = None,
     max_concurrency: int | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]:
     """Make a typed tool from an async function; usable bare (`@tool`) or with options.
 
@@ -215,6 +228,7 @@ def tool(
         retry: the tool's own retry policy; by default the calling subagent's.
         rate_limit: `(n, per_seconds)`: at most n calls per window, across all callers.
         max_concurrency: at most this many calls in flight at once.
+        breaker: a `CircuitBreaker`: fail fast while the service behind the tool is down.
     """
 
     def make(func: Callable[P, Awaitable[R]]) -> Tool[P, R]:
@@ -227,6 +241,7 @@ def tool(
             retry=retry,
             rate_limit=rate_limit,
             max_concurrency=max_concurrency,
+            breaker=breaker,
         )
 
     return make if fn is None else make(fn)

@@ -12,7 +12,10 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
     """Nothing private leaks into `agentmesh.__all__`, and every name there exists."""
     assert set(agentmesh.__all__) == {
         "AgentError",
+        "BreakerState",
         "BusinessError",
+        "CallFailed",
+        "CircuitBreaker",
         "Classifier",
         "Context",
         "Coordinator",

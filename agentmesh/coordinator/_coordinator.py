@@ -92,6 +92,8 @@ class Coordinator:
         executor: Executor | None = None,
         store: CheckpointStore | None = None,
     ) -> None:
+        if isinstance(subagents, Subagent) or not isinstance(subagents, Sequence | Iterable):
+            raise UsageError(f"Coordinator takes a list of subagents, got {subagents!r}")
         subagents = list(subagents)
         if not subagents:
             raise UsageError("Coordinator needs at least one subagent")
@@ -106,8 +108,16 @@ class Coordinator:
             raise UsageError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
         if deadline is not None and deadline <= 0:
             raise UsageError(f"deadline must be > 0 seconds, got {deadline!r}")
-        if max_rounds < 0:
-            raise UsageError(f"max_rounds must be >= 0, got {max_rounds!r}")
+        if not isinstance(max_rounds, int) or max_rounds < 0:
+            raise UsageError(f"max_rounds must be an int >= 0, got {max_rounds!r}")
+        if router is not None and (
+            isinstance(router, type)
+            or not inspect.iscoroutinefunction(getattr(router, "route", None))
+        ):
+            raise UsageError(
+                f"router= takes an object with `async def route(ctx)` (e.g. Router()), "
+                f"got {router!r}"
+            )
         if min_coverage is not None and not 0 <= min_coverage <= 1:
             raise UsageError(f"min_coverage must be between 0 and 1, got {min_coverage!r}")
         for policy in policies:
@@ -168,12 +178,14 @@ class Coordinator:
         slots: list[TaskRecord | None] = [None] * len(jobs)
         async with asyncio.TaskGroup() as group:
             for index, (task_id, task, subagent) in enumerate(jobs):
+                # A job's task starts once a slot is free for its first dispatch, which it
+                # would otherwise wait for inside: 10,000 queued jobs are 10,000 tuples, not
+                # 10,000 asyncio Tasks parked on the semaphore (memory, and GC passes).
+                await run.slots.acquire()
                 group.create_task(self._drive(run, slots, index, task_id, task, subagent))
         del jobs
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
-        report = await self.synthesizer.synthesize(
-            records, run_id=run.run_id, min_coverage=self.min_coverage
-        )
+        report = await self._synthesize(run, records, log)
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -220,7 +232,7 @@ class Coordinator:
         # The run's logger with the task named in each event: binding a logger per task
         # costs more than the events (filtered out by default) that would use it.
         log, name = run.log, subagent.name
-        outcome = await self._execute(run, job, subagent, task)
+        outcome = await self._execute(run, job, subagent, task, holding_slot=True)
         while True:
             try:
                 decision = await self._decide(run, job, outcome)
@@ -264,15 +276,15 @@ class Coordinator:
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
         """The router's decision, within what no router may change."""
-        if self._default_success_row and isinstance(outcome, Success):
-            # What Router.route answers for every success, without building its context.
-            return AcceptEmpty() if outcome.is_empty else Accept()
-        if isinstance(outcome, ErrorEnvelope) and outcome.policy is not None:
+        if outcome.policy is not None:
             verdict = outcome.policy
             if verdict.action == "escalate":
                 return Escalate(f"policy {verdict.policy}: {verdict.reason}")
             if verdict.action == "forbid_retry":
                 return RecordGap(f"retry forbidden by policy {verdict.policy}: {verdict.reason}")
+        if self._default_success_row and isinstance(outcome, Success):
+            # What Router.route answers for every success, without building its context.
+            return AcceptEmpty() if outcome.is_empty else Accept()
         # The router (and the rewriter it calls) is user code: the run's deadline bounds it too.
         timeout = asyncio.timeout_at(run.at)
         try:
@@ -316,9 +328,39 @@ class Coordinator:
             return RecordGap(f"alternative {decision.name!r} already tried")
         return decision
 
-    async def _execute(self, run: _Run, job: _Job, subagent: Subagent, task: Task) -> Outcome:
+    async def _synthesize(self, run: _Run, records: list[TaskRecord], log: Any) -> Report:
+        """The synthesizer's report; the deterministic one, saying why, if it fails or is late.
+
+        Every result is in `records` already: a broken or slow synthesizer must not cost
+        them, nor hold the run past its deadline.
+        """
+        try:
+            async with asyncio.timeout_at(run.at):
+                return await self.synthesizer.synthesize(
+                    records, run_id=run.run_id, min_coverage=self.min_coverage
+                )
+        except Exception as exc:
+            if isinstance(self.synthesizer, DeterministicSynthesizer):
+                raise
+            reason = "the run's deadline passed" if isinstance(exc, TimeoutError) else repr(exc)
+            log.error("synthesis_failed", error=reason)
+            report = await DeterministicSynthesizer().synthesize(
+                records, run_id=run.run_id, min_coverage=self.min_coverage
+            )
+            note = (
+                f"Summary unavailable: the synthesizer failed ({reason}) — "
+                "deterministic synthesis used."
+            )
+            return report.model_copy(update={"synthesis_note": note})
+
+    async def _execute(
+        self, run: _Run, job: _Job, subagent: Subagent, task: Task, *, holding_slot: bool = False
+    ) -> Outcome:
+        """Run `subagent` on `task` in a concurrency slot (already taken if `holding_slot`)."""
         job.current = subagent
-        async with run.slots:
+        if not holding_slot:
+            await run.slots.acquire()
+        try:
             remaining = run.remaining()
             if remaining == 0:
                 return _not_started(subagent, task)
@@ -332,16 +374,23 @@ class Coordinator:
                 store=self.store,
             )
             try:
-                outcome = await self.executor.execute(subagent, task, dispatch)
+                # The executor is trusted to honour `dispatch.deadline`, but not blindly: a
+                # remote engine that ignores it must not hold the run past its deadline.
+                guard = None if run.at is None else run.at + _EXECUTOR_GRACE
+                async with asyncio.timeout_at(guard):
+                    outcome = await self.executor.execute(subagent, task, dispatch)
+                if not isinstance(outcome, Success | ErrorEnvelope):
+                    # A custom executor may hand back the wire form (a dict from elsewhere).
+                    outcome = _OUTCOME.validate_python(outcome)
             except Exception as exc:
-                # Subagent.run never raises for a task failure; an executor might.
+                # Subagent.run never raises for a task failure; an executor might, or hand
+                # back something that is not an outcome: that task fails, no other.
                 return subagent.classifier.classify(
                     exc, source=subagent.name, attempted_query=task.query, attempts=0
                 )
-        if isinstance(outcome, Success | ErrorEnvelope):
-            return outcome
-        # A custom executor may hand back the wire form (e.g. a dict from another process).
-        return _OUTCOME.validate_python(outcome)
+        finally:
+            run.slots.release()
+        return outcome
 
     async def _alternative(
         self, run: _Run, job: _Job, name: str, envelope: ErrorEnvelope
@@ -457,6 +506,8 @@ def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | No
 _STEP_FIELDS: Final = fields_set(*Step.model_fields)
 _RECORD_FIELDS: Final = fields_set(*TaskRecord.model_fields)
 _OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
+# How long past the run's deadline an executor may take to hand back a cut task.
+_EXECUTOR_GRACE: Final = 0.5
 
 
 def _describe(decision: RouteDecision) -> dict[str, str]:

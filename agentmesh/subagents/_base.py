@@ -10,6 +10,7 @@ from typing import Any
 
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
+from agentmesh.breaker import CircuitBreaker
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 from agentmesh.classify import Classifier, default_classifier
@@ -58,6 +59,7 @@ class Subagent(abc.ABC):
         classifier: maps exceptions to envelopes (default: the built-in mappings).
         checkpoint: persist `ctx.record_partial` when run with a `store`, so a re-run of
             the same run and task continues from its pending sources.
+        breaker: a `CircuitBreaker`: fail fast while this subagent keeps failing.
     """
 
     name: str = ""
@@ -74,6 +76,7 @@ class Subagent(abc.ABC):
         max_concurrency: int | None = None,
         classifier: Classifier | None = None,
         checkpoint: bool = False,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.name = name or self.name or type(self).__name__
         if isinstance(alternatives, str):
@@ -94,6 +97,11 @@ class Subagent(abc.ABC):
         )
         self.classifier = classifier or default_classifier
         self.checkpoint = checkpoint
+        if breaker is not None and not isinstance(breaker, CircuitBreaker):
+            raise UsageError(f"subagent {self.name}: breaker= takes a CircuitBreaker")
+        if breaker is not None and breaker.name is None:
+            breaker.name = self.name
+        self.breaker = breaker
 
     @abc.abstractmethod
     async def handle(self, task: Task, ctx: Context) -> Any:
@@ -180,14 +188,16 @@ class Subagent(abc.ABC):
                 deadline=at,
                 log=log,
                 adjust=at_deadline,
+                breaker=self.breaker,
             )
         finally:
             await ctx.save_partials()  # progress survives even a cancellation
-        if ctx.escalations and isinstance(outcome, ErrorEnvelope) and outcome.policy is None:
-            # The body caught the escalated failure and failed otherwise: the ruling stands.
-            outcome = outcome.model_copy(
-                update={"policy": ctx.escalations[0], "is_retryable": False}
-            )
+        if ctx.escalations and outcome.policy is None:
+            # The body caught or used the escalated call and went on: the ruling stands.
+            update: dict[str, Any] = {"policy": ctx.escalations[0]}
+            if isinstance(outcome, ErrorEnvelope):
+                update["is_retryable"] = False
+            outcome = outcome.model_copy(update=update)
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, ctx)
             log.info(

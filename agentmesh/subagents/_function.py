@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, overload
 
+from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.errors import UsageError
@@ -57,6 +58,7 @@ def subagent(
     max_concurrency: int | None = None,
     classifier: Classifier | None = None,
     checkpoint: bool = False,
+    breaker: CircuitBreaker | None = None,
 ) -> Callable[[SubagentFn], FunctionSubagent]: ...
 def subagent(
     fn: SubagentFn | None = None,
@@ -70,6 +72,7 @@ def subagent(
     max_concurrency: int | None = None,
     classifier: Classifier | None = None,
     checkpoint: bool = False,
+    breaker: CircuitBreaker | None = None,
 ) -> FunctionSubagent | Callable[[SubagentFn], FunctionSubagent]:
     """Turn `async def f(task, ctx)` into a `Subagent`; see `Subagent` for the options."""
 
@@ -84,6 +87,7 @@ def subagent(
             max_concurrency=max_concurrency,
             classifier=classifier,
             checkpoint=checkpoint,
+            breaker=breaker,
         )
 
     return make if fn is None else make(fn)

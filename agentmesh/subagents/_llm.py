@@ -16,6 +16,7 @@ from typing import Any
 import pydantic
 
 from agentmesh._attempts import attempt_call
+from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Success
@@ -83,6 +84,8 @@ class LLMSubagent(Subagent):
         rate_limit: RateLimitSpec | None = None,
         max_concurrency: int | None = None,
         classifier: Classifier | None = None,
+        checkpoint: bool = False,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -92,6 +95,8 @@ class LLMSubagent(Subagent):
             rate_limit=rate_limit,
             max_concurrency=max_concurrency,
             classifier=classifier,
+            checkpoint=checkpoint,
+            breaker=breaker,
         )
         if max_turns < 1:
             raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")

@@ -464,3 +464,40 @@ class TestSecretsInEnvelopes:
         produced = report.to_json() + report.to_markdown()
         assert "SECRET123" not in produced
         assert "https://x.test" in produced
+
+
+class TestEscalationOfResults:
+    async def test_escalating_a_result_keeps_the_data_and_the_coordinator_escalates(
+        self,
+    ) -> None:
+        """A refund that went through but needs a human: the evidence is kept, flagged."""
+        from agentmesh import Coordinator
+        from agentmesh.coordinator import CoverageStatus
+
+        @tool(impact="financial", idempotent=True)
+        async def refund(amount: int) -> dict[str, int]:
+            return {"refunded": amount}
+
+        @post_tool_use(impact="financial")
+        def big_refunds_need_review(event: ToolResultEvent) -> Decision | None:
+            if isinstance(event.outcome, Success) and event.arguments["amount"] > 500:
+                return Decision.escalate("refunds over $500 are reviewed by a supervisor")
+            return None
+
+        @subagent(name="support", policies=[big_refunds_need_review])
+        async def support(task: Task, ctx: Context) -> dict[str, int]:
+            return await ctx.call(refund, amount=int(task.query))
+
+        outcome = await support.run("900")
+        assert isinstance(outcome, Success)
+        assert outcome.data == {"refunded": 900}
+        assert outcome.policy is not None
+        assert outcome.policy.action == "escalate"
+
+        report = await Coordinator([support]).run(["900", "100"])
+        assert [e.status for e in report.coverage] == [
+            CoverageStatus.ESCALATED,
+            CoverageStatus.COVERED,
+        ]
+        assert {"refunded": 900} in [f.content for f in report.findings]
+        assert "supervisor" in (report.escalations[0].reason or "")

@@ -67,3 +67,14 @@ async def claude_path() -> None:
         )
         report: Report = await coordinator.run([Task(query="q", topic="t")])
         print(report.to_markdown(), report.coverage[0].status.value)
+
+
+@tool
+async def charge(amount: int, idempotency_key: str, ctx: Context) -> str:
+    return f"{amount} {idempotency_key} {ctx.run_id}"
+
+
+@subagent
+async def billing(task: Task, ctx: Context) -> str:
+    receipt: str = await ctx.call(charge, amount=5)  # injected parameters are not passed
+    return receipt

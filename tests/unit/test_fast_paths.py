@@ -1,0 +1,304 @@
+"""The dispatch path's shortcuts give exactly what the slow, validated path gave."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentmesh import (
+    Context,
+    Coordinator,
+    ErrorEnvelope,
+    RetryBudget,
+    RetryPolicy,
+    Success,
+    Task,
+    TransientError,
+    UsageError,
+    subagent,
+)
+from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding, Report, Step, TaskRecord
+from agentmesh.coordinator._executor import Dispatch
+from agentmesh.envelope import construct_trusted, fields_set, is_empty_value
+from agentmesh.subagents import Subagent
+
+
+async def no_sleep(seconds: float) -> None:
+    """Backoff is computed, never waited for."""
+
+
+def same_model(fast: BaseModel, slow: BaseModel) -> None:
+    assert type(fast) is type(slow)
+    assert fast == slow
+    assert list(fast.__dict__) == list(slow.__dict__)  # field order: repr, iteration
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert repr(fast) == repr(slow)
+    assert fast.model_dump(mode="json") == slow.model_dump(mode="json")
+
+
+class TestConstructTrusted:
+    def test_success_equals_the_validated_one(self) -> None:
+        """A trusted Success is indistinguishable from `Success(...)`."""
+        fast = construct_trusted(
+            Success,
+            {
+                "is_error": False,
+                "data": ["a"],
+                "source": "docs",
+                "attempted_query": "q",
+                "attempts": 2,
+            },
+            fields_set("data", "source", "attempted_query", "attempts"),
+        )
+        slow = Success(data=["a"], source="docs", attempted_query="q", attempts=2)
+        same_model(fast, slow)
+        assert fast.to_dict() == slow.to_dict()
+        assert fast.is_empty is False
+
+    async def test_report_records_equal_validated_ones(self) -> None:
+        """Steps, records, findings, coverage and the report equal validated rebuilds."""
+
+        @subagent(name="docs", retry=RetryPolicy.never())
+        async def docs(task: Task, ctx: Context) -> list[str]:
+            return [task.query, "more"]
+
+        report = await Coordinator([docs]).run([Task(query="q", topic="t")], run_id="r1")
+        record = report.records[0]
+        step = record.steps[0]
+        same_model(step, Step(**{name: getattr(step, name) for name in Step.model_fields}))
+        same_model(
+            record, TaskRecord(**{name: getattr(record, name) for name in TaskRecord.model_fields})
+        )
+        finding = report.findings[0]
+        same_model(
+            finding,
+            Finding(
+                topic=finding.topic,
+                source=finding.source,
+                attempted_query=finding.attempted_query,
+                content=finding.content,
+            ),
+        )
+        entry = report.coverage[0]
+        same_model(
+            entry, CoverageEntry(**{name: getattr(entry, name) for name in CoverageEntry.model_fields})
+        )
+        rebuilt = Report(
+            run_id="r1",
+            findings=report.findings,
+            coverage=report.coverage,
+            escalations=report.escalations,
+            records=report.records,
+            min_coverage=None,
+        )
+        same_model(report, rebuilt)
+
+    def test_a_copy_with_changes_leaves_the_shared_fields_set_alone(self) -> None:
+        """The fields-set is shared between instances; `model_copy(update=)` copies it first."""
+        shared = fields_set("data", "source", "attempted_query", "attempts")
+        values = {"is_error": False, "source": "s", "attempted_query": "q", "attempts": 1}
+        first = construct_trusted(Success, {**values, "data": 1}, shared)
+        second = construct_trusted(Success, {**values, "data": 2}, shared)
+        changed = first.model_copy(update={"data": 3})
+        assert changed.data == 3
+        assert shared == {"data", "source", "attempted_query", "attempts"}
+        assert first.model_fields_set is second.model_fields_set is shared
+
+    def test_trusted_models_stay_frozen(self) -> None:
+        """Assigning a field of a trusted instance fails as it does on a validated one."""
+        step = construct_trusted(
+            Step,
+            {
+                "subagent": "a",
+                "query": "q",
+                "outcome": Success(data=1, source="a", attempted_query="q"),
+                "decision": "Accept",
+                "reason": None,
+            },
+            fields_set(*Step.model_fields),
+        )
+        with pytest.raises(ValueError, match="frozen"):
+            step.decision = "Escalate"
+
+
+class TestIsEmptyValue:
+    @pytest.mark.parametrize("value", [None, "", [], (), {}, set(), frozenset()])
+    def test_empty_builtins(self, value: Any) -> None:
+        """The empty values of the sized builtins are empty."""
+        assert is_empty_value(value)
+
+    def test_subclasses_take_the_slow_path(self) -> None:
+        """A list subclass is judged by its length like a list."""
+
+        class Hits(list[str]):
+            pass
+
+        assert is_empty_value(Hits())
+        assert not is_empty_value(Hits(["x"]))
+        assert not is_empty_value(b"")  # bytes were never a "nothing found" value
+        assert not is_empty_value(0)
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class TestNoCyclesPerCall:
+    @pytest.mark.usefixtures("no_gc")
+    async def test_a_retried_call_leaves_no_cyclic_garbage(self) -> None:
+        """Tenacity's per-call state is released by reference counting, not by the GC."""
+        attempts: dict[str, int] = {}
+
+        @subagent(name="flaky", retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+        async def flaky(task: Task, ctx: Context) -> str:
+            attempts[task.query] = attempts.get(task.query, 0) + 1
+            if attempts[task.query] == 1:
+                raise TransientError("blip")
+            return task.query
+
+        report = await Coordinator([flaky]).run([f"q{i}" for i in range(50)])
+        assert report.coverage_ratio == 1.0
+        assert set(attempts.values()) == {2}
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.collect()
+            garbage = list(gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+        assert garbage == []
+
+
+class TestRetryLoop:
+    async def test_delays_callbacks_and_attempts_follow_the_policy(self) -> None:
+        """Every retry is announced, slept through the injected sleep, and counted."""
+        slept: list[float] = []
+        announced: list[tuple[int, float]] = []
+
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+
+        policy = RetryPolicy(max_attempts=4, initial_delay=1, jitter="none", sleep=sleep)
+        envelope = ErrorEnvelope(
+            error_category="transient",
+            error_type="unavailable",
+            is_retryable=True,
+            message="down",
+            attempted_query="q",
+            source="s",
+            attempts=1,
+        )
+
+        async def attempt(number: int) -> str | ErrorEnvelope:
+            return "done" if number == 4 else envelope
+
+        result = await policy.run(
+            attempt, on_retry=lambda env, number, delay: announced.append((number, delay))
+        )
+        assert result.result == "done"
+        assert result.attempts == 4
+        assert slept == [1.0, 2.0, 4.0]
+        assert announced == [(1, 1.0), (2, 2.0), (3, 4.0)]
+
+    async def test_the_budget_stops_the_retries(self) -> None:
+        """An empty budget ends the loop with the last envelope and says why."""
+        policy = RetryPolicy(max_attempts=5, sleep=no_sleep)
+        budget = RetryBudget(ratio=0, reserve=1)
+        envelope = ErrorEnvelope(
+            error_category="transient",
+            error_type="unavailable",
+            is_retryable=True,
+            message="down",
+            attempted_query="q",
+            source="s",
+            attempts=1,
+        )
+
+        async def attempt(number: int) -> ErrorEnvelope:
+            return envelope
+
+        result = await policy.run(attempt, budget=budget)
+        assert result.result is envelope
+        assert result.attempts == 2
+        assert result.stop_reason == "gave up: the run's retry budget is spent"
+
+    async def test_cancellation_propagates_out_of_a_retry(self) -> None:
+        """A cancelled attempt is not retried: the CancelledError reaches the caller."""
+        policy = RetryPolicy(max_attempts=3, sleep=no_sleep)
+        envelope = ErrorEnvelope(
+            error_category="transient",
+            error_type="unavailable",
+            is_retryable=True,
+            message="down",
+            attempted_query="q",
+            source="s",
+            attempts=1,
+        )
+
+        async def attempt(number: int) -> ErrorEnvelope:
+            if number == 2:
+                raise asyncio.CancelledError
+            return envelope
+
+        with pytest.raises(asyncio.CancelledError):
+            await policy.run(attempt)
+
+
+class TestCoordinatorDispatch:
+    async def test_queued_jobs_respect_max_concurrency_and_keep_their_order(self) -> None:
+        """Jobs waiting for a slot still run, bounded, and the records keep the task order."""
+        in_flight = peak = 0
+
+        @subagent(name="slow")
+        async def slow(task: Task, ctx: Context) -> str:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0)
+            in_flight -= 1
+            return task.query
+
+        queries = [f"q{i}" for i in range(25)]
+        report = await Coordinator([slow], max_concurrency=4).run(queries)
+        assert peak == 4
+        assert [record.task.query for record in report.records] == queries
+        assert report.coverage_ratio == 1.0
+
+    async def test_an_executor_may_return_the_wire_form(self) -> None:
+        """A dict from a remote executor is read as the outcome it describes."""
+
+        class Remote:
+            async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Any:
+                return Success(data=[task.query], source=subagent.name, attempted_query=task.query).to_dict()
+
+        @subagent(name="docs")
+        async def docs(task: Task, ctx: Context) -> list[str]:
+            raise AssertionError("runs remotely")
+
+        report = await Coordinator([docs], executor=Remote()).run(["q"])
+        assert report.coverage[0].status is CoverageStatus.COVERED
+        assert isinstance(report.records[0].final, Success)
+        assert report.findings[0].content == "q"
+
+    async def test_a_run_id_must_be_a_string(self) -> None:
+        """A wrong run_id fails before anything runs, naming the argument."""
+
+        @subagent(name="docs")
+        async def docs(task: Task, ctx: Context) -> str:
+            raise AssertionError("never runs")
+
+        with pytest.raises(UsageError, match="run_id"):
+            await Coordinator([docs]).run(["q"], run_id=42)  # type: ignore[arg-type]
