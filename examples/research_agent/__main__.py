@@ -11,14 +11,14 @@ from .options import PROG, BadInput, parse_options
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(argv)
+        # Imported for a valid command only: the framework and the indexes take a second.
+        from .cli import run
+
+        # Raises BadInput too: a run to resume that the checkpoint file does not have.
+        return run(options)
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    # Imported for a valid command only: the framework and the indexes take a second.
-    from .cli import run
-
-    try:
-        return run(options)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -6,6 +6,10 @@ recording each document's passages with `ctx.record_partial` as it goes. A failu
 that local retries cannot fix ends the task with that progress attached, so the
 report keeps what was read before it (status `partial`). Finally the offline analysis
 keeps the relevant passages; an empty list is an answer ("searched, nothing found").
+
+The subagent is declared with `checkpoint=True`: run with a checkpoint store, its
+progress is saved as it is recorded, and a rerun of the same run and task (a later
+attempt, or `--resume`) starts with it, so documents already read are not read again.
 """
 
 from __future__ import annotations
@@ -77,17 +81,22 @@ def search_agent(
             empty = await faults.strike(source, call, plain_query=not parsed.has_syntax)
             return [] if empty else corpus.read(document, parsed, limit)
 
-    @subagent(name=source, retry=RETRY)
+    @subagent(name=source, retry=RETRY, checkpoint=True)
     async def search(task: Task, ctx: Context) -> list[Passage]:
-        found_documents = await ctx.call(find, query=task.query)
-        ctx.record_partial(pending=found_documents)
-        found: list[Passage] = []
-        for document in found_documents:
+        # The documents an earlier attempt or run found, in rank order (read ones first,
+        # since they are read in order); none saved: search for them.
+        documents = [*ctx.partials.completed, *ctx.partials.pending]
+        if not documents:
+            documents = await ctx.call(find, query=task.query)
+            ctx.record_partial(pending=documents)
+        for document in documents:
+            if document in ctx.partials.completed:
+                continue  # read before: its passages are among the findings already
             # A failure here propagates with the documents read so far as partial results.
             hits = await ctx.call(read, document=document, query=task.query)
-            found += hits
             ctx.record_partial(hits, completed=document)
         # Everything read is recorded: if the analysis fails, the task ends partial.
+        found: list[Passage] = list(ctx.partials.findings)
         return await analyse(ctx, task.query, found)
 
     search.description = f"Searches {corpus.description}."

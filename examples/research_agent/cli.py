@@ -1,28 +1,34 @@
-"""Run a checked command: index the sources, research, then write the outputs.
+"""Run a checked command: start or resume a run, research, then write the outputs.
 
 The report goes to stdout (Markdown, or JSON with `--json`) or to `--out FILE`;
 progress and the coverage grid go to stderr, so `> report.md` captures the report only.
 A report with gaps is a result: exit code 0.
+
+Every run checkpoints into `--checkpoints` (a SQLite file): its spec when it starts,
+then each search's progress as it goes. The run id is printed first; `--resume RUN_ID`
+reruns that run and the searches go on from their checkpoints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections import Counter
 
 from rich.console import Console
 
 from agentmesh import Report, configure_logging
+from agentmesh.checkpoints import CheckpointError, SQLiteStore
 from agentmesh.models import AnthropicModel
 
 from .injection import FaultInjector
 from .online import plan_with_model
-from .options import Options
-from .planner import Plan
+from .options import BadInput, Options, RunSpec, check_faults
 from .rendering import RunInfo, to_html, to_json, to_markdown
 from .research import build_tasks, research
+from .resume import load_spec, new_run_id, save_spec
 from .sources import SOURCES, Corpus, load_corpus
 from .terminal import Progress, coverage_grid, note
 
@@ -30,30 +36,9 @@ __all__ = ["run"]
 
 
 def run(options: Options) -> int:
-    started = time.perf_counter()
-    console = Console(stderr=True, highlight=False)
-
-    def say(message: str) -> None:
-        if not options.quiet:
-            note(console, started, message)
-
-    corpora: dict[str, Corpus] = {}
-    for name in options.sources:
-        if name in SOURCES:
-            began = time.perf_counter()
-            corpora[name] = load_corpus(name)
-            elapsed = time.perf_counter() - began
-            say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s")
-    the_plan, report, notes = asyncio.run(_research(options, corpora, console, started, say))
-
-    info = RunInfo(
-        plan=the_plan,
-        sources=options.sources,
-        mode=options.mode,
-        seed=options.seed,
-        faults=tuple(str(f) for f in options.faults),
-        notes=notes,
-    )
+    """Run the command; raises BadInput for a run that cannot start (exit code 2)."""
+    session = _Session(options)
+    spec, report, info = asyncio.run(session.research())
     text = to_json(report, info) if options.json else to_markdown(report, info)
     if options.out is not None:
         options.out.write_text(text + "\n", encoding="utf-8")
@@ -63,55 +48,139 @@ def run(options: Options) -> int:
     if options.html is not None:
         options.html.write_text(to_html(report, info), encoding="utf-8")
     if not options.quiet:
-        topics = [s.title for s in the_plan.subtopics]
-        console.print(coverage_grid(report, topics, options.sources))
+        topics = [s.title for s in spec.plan.subtopics]
+        session.console.print(coverage_grid(report, topics, spec.sources))
+        session.say(f"tool calls: {', '.join(f'{s} {n}' for s, n in info.tool_calls.items())}")
         written = [str(p) for p in (options.out, options.html) if p is not None]
         where = f"; written to {', '.join(written)}" if written else ""
-        say(f"done: run {report.run_id}, seed {options.seed}{where}")
+        session.say(f"done: run {report.run_id}, seed {options.seed}{where}")
     return 0
 
 
-async def _research(
-    options: Options,
-    corpora: dict[str, Corpus],
-    console: Console,
-    started: float,
-    say: Callable[[str], None],
-) -> tuple[Plan, Report, tuple[str, ...]]:
-    """Plan (with Claude when online), then research with live progress."""
-    the_plan, notes = options.plan, tuple[str, ...]()
-    model = None if options.model is None else AnthropicModel(options.model)
-    try:
-        if model is not None:
-            the_plan, fallback = await plan_with_model(model, the_plan.question, the_plan)
-            if fallback is not None:
-                notes = (fallback,)
-                say(fallback)
-        say(f"plan: {' | '.join(s.query for s in the_plan.subtopics)}")
-        tasks = build_tasks(the_plan, list(options.sources))
-        progress = Progress(
-            console,
-            cells={str(t.id): (str(t.topic), str(t.subagent)) for t in tasks},
-            topics=[s.title for s in the_plan.subtopics],
-            sources=options.sources,
-            started=started,
+class _Session:
+    """One invocation: its options, its stderr, its checkpoint store."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.console = Console(stderr=True, highlight=False)
+        self.started = time.perf_counter()
+        self.store = SQLiteStore(options.checkpoints)
+
+    def say(self, message: str) -> None:
+        if not self.options.quiet:
+            note(self.console, self.started, message)
+
+    async def research(self) -> tuple[RunSpec, Report, RunInfo]:
+        """Start the run (or read back the one to resume), then research it."""
+        options = self.options
+        try:
+            spec, run_id = await self._open()
+            model = None if spec.model is None else AnthropicModel(spec.model)
+            try:
+                notes: tuple[str, ...] = ()
+                if options.resume is None:
+                    spec, notes = await self._start(spec, run_id, model)
+                else:
+                    self.say(
+                        f"resuming run {run_id} from {options.checkpoints}: {spec.plan.question}"
+                    )
+                self.say(f"plan: {' | '.join(s.query for s in spec.plan.subtopics)}")
+                calls: Counter[str] = Counter()
+                report = await self._search(spec, run_id, model, calls)
+            finally:
+                if model is not None:
+                    await model.aclose()
+        finally:
+            await self.store.close()
+        info = RunInfo(
+            plan=spec.plan,
+            sources=spec.sources,
+            mode=spec.mode,
+            seed=options.seed,
+            faults=tuple(str(f) for f in options.faults),
+            notes=notes,
+            resumed=options.resume is not None,
+            tool_calls={source: calls[source] for source in spec.sources},
         )
-        if options.verbose:
+        return spec, report, info
+
+    async def _open(self) -> tuple[RunSpec, str]:
+        """A new run's spec and a new id, or the spec of the run to resume, read back."""
+        options, where = self.options, self.options.checkpoints
+        if options.resume is None:
+            assert options.spec is not None  # parse_options gives one without --resume
+            try:
+                await self.store.open()  # a file that is not a checkpoint store fails now
+            except CheckpointError as exc:
+                raise BadInput(f"--checkpoints {where}: {exc}") from None
+            return options.spec, new_run_id()
+        run_id = options.resume
+        try:
+            spec = await load_spec(self.store, run_id)
+        except CheckpointError as exc:
+            raise BadInput(f"--resume {run_id}: {exc}") from None
+        if spec is None:
+            raise BadInput(f"--resume {run_id}: no run {run_id} in {where}")
+        check_faults(options.faults, spec.sources, f"by run {run_id}")
+        if spec.model is not None and not os.environ.get("ANTHROPIC_API_KEY"):
+            raise BadInput(
+                f"--resume {run_id}: the run is online ({spec.model}) and needs ANTHROPIC_API_KEY"
+            )
+        return spec, run_id
+
+    async def _start(
+        self, spec: RunSpec, run_id: str, model: AnthropicModel | None
+    ) -> tuple[RunSpec, tuple[str, ...]]:
+        """Plan a new run (with Claude when online) and save its spec under its id."""
+        notes: tuple[str, ...] = ()
+        if model is not None:
+            planned, fallback = await plan_with_model(model, spec.plan.question, spec.plan)
+            spec = RunSpec(plan=planned, sources=spec.sources, model=spec.model)
+            notes = () if fallback is None else (fallback,)
+            for line in notes:
+                self.say(line)
+        try:
+            await save_spec(self.store, run_id, spec)
+        except CheckpointError as exc:
+            raise BadInput(f"--checkpoints {self.options.checkpoints}: {exc}") from None
+        self.say(f"run {run_id}: checkpoints in {self.options.checkpoints}")
+        self.say(f"resume it with: --resume {run_id}")
+        return spec, notes
+
+    async def _search(
+        self, spec: RunSpec, run_id: str, model: AnthropicModel | None, calls: Counter[str]
+    ) -> Report:
+        """Index the local sources, then research with live progress."""
+        corpora: dict[str, Corpus] = {}
+        for name in spec.sources:
+            if name in SOURCES:
+                began = time.perf_counter()
+                corpora[name] = load_corpus(name)
+                elapsed = time.perf_counter() - began
+                self.say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s")
+        tasks = build_tasks(spec.plan, list(spec.sources))
+        progress = Progress(
+            self.console,
+            cells={str(t.id): (str(t.topic), str(t.subagent)) for t in tasks},
+            topics=[s.title for s in spec.plan.subtopics],
+            sources=spec.sources,
+            started=self.started,
+        )
+        if self.options.verbose:
             configure_logging("INFO")
-        elif not options.quiet:
+        elif not self.options.quiet:
             progress.install()
         try:
-            report = await research(
-                the_plan,
+            return await research(
+                spec.plan,
                 corpora,
-                faults=FaultInjector(options.faults, seed=options.seed),
+                faults=FaultInjector(self.options.faults, seed=self.options.seed),
                 model=model,
-                web="web" in options.sources,
-                deadline=options.deadline,
+                web="web" in spec.sources,
+                deadline=self.options.deadline,
+                store=self.store,
+                run_id=run_id,
+                calls=calls,
             )
         finally:
             progress.stop()
-    finally:
-        if model is not None:
-            await model.aclose()
-    return the_plan, report, notes

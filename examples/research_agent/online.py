@@ -210,8 +210,10 @@ def web_agent(model: Model, faults: FaultInjector) -> Subagent:
         )
         return _web_passages(response)
 
-    @subagent(name="web", retry=MODEL_RETRY)
+    @subagent(name="web", retry=MODEL_RETRY, checkpoint=True)
     async def web(task: Task, ctx: Context) -> list[Passage]:
+        if "web_search" in ctx.partials.completed:  # searched by the run being resumed
+            return list(ctx.partials.findings)
         found = await ctx.call(search_web, query=task.query)
         ctx.record_partial(found, completed="web_search")
         return found

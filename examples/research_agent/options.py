@@ -1,8 +1,9 @@
 """The command line's options, checked before anything heavy is imported.
 
 Bad input (an empty question, an unknown source or fault kind, a probability outside
-0..1, a missing output directory) raises `BadInput` with one line for the user; the
-entry point prints it and exits with code 2.
+0..1, a missing output directory, a run to resume that the checkpoints do not have)
+raises `BadInput` with one line for the user; the entry point prints it and exits with
+code 2.
 """
 
 from __future__ import annotations
@@ -22,10 +23,21 @@ from .sources import SOURCES
 ONLINE_SOURCES = (*SOURCES, "web")
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
-__all__ = ["PROG", "SAMPLE_QUESTION", "BadInput", "Options", "parse_options"]
+__all__ = [
+    "DEFAULT_CHECKPOINTS",
+    "PROG",
+    "SAMPLE_QUESTION",
+    "BadInput",
+    "Options",
+    "RunSpec",
+    "check_faults",
+    "parse_options",
+]
 
 SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 PROG = "python -m examples.research_agent"
+# agentmesh.checkpoints.DEFAULT_PATH, spelled out: importing agentmesh takes a second.
+DEFAULT_CHECKPOINTS = Path(".agentmesh") / "checkpoints.sqlite"
 
 
 class BadInput(Exception):
@@ -39,9 +51,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 @dataclass(frozen=True, slots=True)
-class Options:
+class RunSpec:
+    """What a run researches, and what `--resume` keeps identical: its checkpoints
+    belong to these tasks. Saved under the run id when the run starts.
+
+    Faults, seed, deadline and outputs are not part of it: they describe one attempt at
+    the run, and a resume is another attempt (usually without the fault).
+    """
+
     plan: Plan
     sources: tuple[str, ...]
+    model: str | None = None  # None: offline
+
+    @property
+    def mode(self) -> str:
+        return "offline" if self.model is None else f"online ({self.model})"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    spec: RunSpec | None  # None with --resume: the run's own spec is read back
     faults: tuple[Fault, ...]
     seed: int
     deadline: float
@@ -50,11 +79,8 @@ class Options:
     html: Path | None
     quiet: bool
     verbose: bool
-    model: str | None = None  # None: offline
-
-    @property
-    def mode(self) -> str:
-        return "offline" if self.model is None else f"online ({self.model})"
+    checkpoints: Path = DEFAULT_CHECKPOINTS
+    resume: str | None = None  # the run id to resume
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -64,7 +90,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         description="Research a question over local Python documentation, with agentmesh.",
         epilog=f'example: {PROG} "{SAMPLE_QUESTION}" --inject stdlib=timeout',
     )
-    parser.add_argument("question", help="the question, in quotes")
+    parser.add_argument("question", nargs="?", help="the question, in quotes")
     parser.add_argument(
         "--sources",
         help=f"comma-separated sources (default: {','.join(SOURCES)}, and web when online)",
@@ -87,6 +113,18 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     parser.add_argument(
         "--deadline", type=float, default=30.0, help="seconds for the whole run (default 30)"
     )
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="rerun run RUN_ID (its question, sources and model), reusing what it searched",
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        default=DEFAULT_CHECKPOINTS,
+        metavar="PATH",
+        help=f"the checkpoint file (default: {DEFAULT_CHECKPOINTS})",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--out", type=Path, help="write the report to FILE instead of stdout")
     parser.add_argument("--html", type=Path, help="also write a self-contained HTML report")
@@ -96,6 +134,53 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     )
     args = parser.parse_args(argv)
 
+    if args.resume is not None:
+        _check_resume(args)
+        spec = None  # read back from the checkpoints, where the faults are checked too
+    else:
+        spec = _new_run(args)
+    known = SOURCES if spec is not None and spec.model is None else ONLINE_SOURCES
+    faults: list[Fault] = []
+    for text in args.inject:
+        try:
+            faults.append(parse_fault(text, known))
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    if spec is not None:
+        check_faults(faults, spec.sources, "(--sources)")
+    if not args.deadline > 0:
+        raise BadInput(f"--deadline must be more than 0 seconds, got {args.deadline:g}")
+    for flag, path in (("--out", args.out), ("--html", args.html)):
+        if path is not None and not path.parent.is_dir():
+            raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    return Options(
+        spec=spec,
+        faults=tuple(faults),
+        seed=seed,
+        deadline=args.deadline,
+        json=args.json,
+        out=args.out,
+        html=args.html,
+        quiet=args.quiet,
+        verbose=args.verbose,
+        checkpoints=args.checkpoints,
+        resume=args.resume,
+    )
+
+
+def check_faults(faults: Sequence[Fault], sources: Sequence[str], where: str) -> None:
+    """Every fault names a source the run searches; raises BadInput otherwise."""
+    for fault in faults:
+        if fault.source not in sources:
+            raise BadInput(
+                f"--inject {str(fault)!r}: source {fault.source!r} is not searched {where}"
+            )
+
+
+def _new_run(args: argparse.Namespace) -> RunSpec:
+    if args.question is None:
+        raise BadInput("a question is needed (or --resume RUN_ID)")
     try:
         the_plan = plan(args.question)
     except ValueError as exc:
@@ -113,33 +198,30 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         named = ", ".join(unknown) or "(none)"
         online = " (web needs ANTHROPIC_API_KEY)" if "web" in unknown else ""
         raise BadInput(f"--sources: unknown source {named}; known: {', '.join(known)}{online}")
-    faults: list[Fault] = []
-    for text in args.inject:
-        try:
-            fault = parse_fault(text, known)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
-        if fault.source not in sources:
-            raise BadInput(
-                f"--inject {text!r}: source {fault.source!r} is not searched (--sources)"
-            )
-        faults.append(fault)
-    if not args.deadline > 0:
-        raise BadInput(f"--deadline must be more than 0 seconds, got {args.deadline:g}")
-    for flag, path in (("--out", args.out), ("--html", args.html)):
-        if path is not None and not path.parent.is_dir():
-            raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
-    return Options(
-        plan=the_plan,
-        sources=sources,
-        faults=tuple(faults),
-        seed=seed,
-        deadline=args.deadline,
-        json=args.json,
-        out=args.out,
-        html=args.html,
-        quiet=args.quiet,
-        verbose=args.verbose,
-        model=model,
-    )
+    return RunSpec(plan=the_plan, sources=sources, model=model)
+
+
+def _check_resume(args: argparse.Namespace) -> None:
+    """A resume reruns the saved run as it was: nothing may redefine what it researches."""
+    if not args.resume:
+        raise BadInput("--resume needs a run id (the one a run prints when it starts)")
+    given = [
+        name
+        for name, value in (
+            ("QUESTION", args.question),
+            ("--sources", args.sources),
+            ("--model", args.model),
+            ("--offline", args.offline or None),
+        )
+        if value is not None
+    ]
+    if given:
+        raise BadInput(
+            f"--resume {args.resume} reruns that run's question, sources and model; "
+            f"drop {', '.join(given)}"
+        )
+    if not args.checkpoints.is_file():
+        raise BadInput(
+            f"--resume {args.resume}: no checkpoint file {args.checkpoints} "
+            "(--checkpoints PATH names the one the run used)"
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh import Report
@@ -31,6 +31,9 @@ class RunInfo:
     seed: int
     faults: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # e.g. why Claude's plan could not be used
+    resumed: bool = False  # --resume: the run went on from its checkpoints
+    # Each source's tool calls in this invocation: a resume repeats none it restored.
+    tool_calls: dict[str, int] = field(default_factory=dict)
 
     def line(self, run_id: str) -> str:
         parts = [
@@ -39,6 +42,8 @@ class RunInfo:
             f"seed {self.seed}",
             f"sources {', '.join(self.sources)}",
         ]
+        if self.resumed:
+            parts.insert(1, "resumed")
         if self.faults:
             parts.append(f"injected {', '.join(self.faults)}")
         return " · ".join(parts)
@@ -53,6 +58,8 @@ def to_json(report: Report, info: RunInfo) -> str:
         "seed": info.seed,
         "faults": list(info.faults),
         "notes": list(info.notes),
+        "resumed": info.resumed,
+        "tool_calls": info.tool_calls,
         **report.to_dict(),
     }
     return json.dumps(data, indent=2, default=str, ensure_ascii=False)

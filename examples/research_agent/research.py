@@ -2,16 +2,21 @@
 
 This is the part to copy: build the subagents, hand the coordinator one task per
 subtopic and source, and let it route every outcome. Nothing here catches a failure:
-the framework turns each into a decision and a coverage entry.
+the framework turns each into a decision and a coverage entry. With a checkpoint
+store, the coordinator's subagents save their progress under the run id, and running
+the same tasks with the same run id again continues from it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from agentmesh import Coordinator, Report, Subagent, Task
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import LLMRewriter, LLMSynthesizer, Rewriter, Synthesizer
 from agentmesh.models import Model
+from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 
 from .agents import offline_analysis, plain_words, search_agent
 from .injection import FaultInjector
@@ -20,7 +25,7 @@ from .planner import Plan
 from .sources import Corpus
 from .synthesis import ExtractiveSynthesizer
 
-__all__ = ["build_tasks", "research"]
+__all__ = ["build_tasks", "count_calls", "research"]
 
 
 def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
@@ -37,6 +42,19 @@ def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
     ]
 
 
+def count_calls(counts: Counter[str]) -> PreToolUse:
+    """A policy that allows every tool call and counts it under its subagent (source).
+
+    What a run really searched: a resumed run does not repeat what it restored.
+    """
+
+    @pre_tool_use
+    def count_call(event: ToolCallEvent) -> None:
+        counts[event.subagent] += 1
+
+    return count_call
+
+
 async def research(
     plan: Plan,
     corpora: Mapping[str, Corpus],
@@ -45,12 +63,17 @@ async def research(
     model: Model | None = None,
     web: bool = True,
     deadline: float = 30.0,
+    store: CheckpointStore | None = None,
+    run_id: str | None = None,
+    calls: Counter[str] | None = None,
 ) -> Report:
     """Search every source for every subtopic, concurrently, and report what was found.
 
     Offline (no `model`): deterministic analysis, rewriter and synthesis. With a model:
     Claude selects the passages, rewrites rejected queries and writes the summary, and
-    the `web` source joins the local ones (unless `web` is false).
+    the `web` source joins the local ones (unless `web` is false). With a `store`, a
+    run id that has checkpoints resumes: the searches continue where they stopped.
+    `calls` counts each source's tool calls.
     """
     analyse = offline_analysis if model is None else model_analysis(model)
     subagents: list[Subagent] = [
@@ -64,7 +87,14 @@ async def research(
         rewriter = LLMRewriter(model, retry=MODEL_RETRY)
         synthesizer = LLMSynthesizer(model, fallback=synthesizer, retry=MODEL_RETRY)
     coordinator = Coordinator(
-        subagents, rewriter=rewriter, synthesizer=synthesizer, deadline=deadline
+        subagents,
+        rewriter=rewriter,
+        synthesizer=synthesizer,
+        deadline=deadline,
+        store=store,
+        policies=[] if calls is None else [count_calls(calls)],
     )
     sources = [sub.name for sub in subagents]
-    return await coordinator.run(build_tasks(plan, sources))
+    # The task ids name the subtopic and source: the same in every run of this plan,
+    # so a resumed run finds each task's checkpoints.
+    return await coordinator.run(build_tasks(plan, sources), run_id=run_id)

@@ -137,6 +137,10 @@ def _describe(event: EventDict) -> str | None:
     if name == "route_decision":
         reason = f": {event['reason']}" if event.get("reason") else ""
         return f"decision {event.get('decision')}{reason}"
+    if name == "partials_restored":
+        # A resumed run (or a rewritten query) starts from the task's saved progress.
+        read, left = len(event.get("completed", ())), len(event.get("pending", ()))
+        return f"resumed: {read} documents read before, {left} to read"
     if name == "run_started":
         return f"run {event.get('run_id')}: {event.get('tasks')} tasks"
     return None

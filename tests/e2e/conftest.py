@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -55,23 +56,27 @@ class Run:
 def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     """`python -m examples.research_agent ARGS`, stdin closed, output captured (not a TTY).
 
-    Offline unless `env` sets ANTHROPIC_API_KEY, whatever the developer's shell has.
+    Offline unless `env` sets ANTHROPIC_API_KEY, whatever the developer's shell has. It
+    runs in an empty temporary directory (the repository on PYTHONPATH), so the default
+    checkpoint file, `.agentmesh/checkpoints.sqlite`, goes there and never into the
+    repository; a test that resumes a run passes `--checkpoints` itself.
     """
-    environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
+    environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTMESH_MODEL"):
         environment.pop(name, None)
     environment.update(env or {})
     started = time.perf_counter()
-    completed = subprocess.run(
-        [sys.executable, "-m", "examples.research_agent", *args],
-        cwd=ROOT,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="research-agent-") as workdir:
+        completed = subprocess.run(
+            [sys.executable, "-m", "examples.research_agent", *args],
+            cwd=workdir,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     return Run(
         args=args,
         returncode=completed.returncode,
