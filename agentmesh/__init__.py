@@ -6,6 +6,7 @@ could work. See the README for a tour.
 """
 
 from agentmesh._logging import configure_logging, redact_secrets
+from agentmesh._tracing import configure_tracing
 from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.classify import Classifier, classify, default_classifier
 from agentmesh.context import Context
@@ -62,6 +63,7 @@ __all__ = [
     "ValidationError",
     "classify",
     "configure_logging",
+    "configure_tracing",
     "default_classifier",
     "redact_secrets",
     "subagent",

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from agentmesh._tracing import outcome_attributes, span
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, Success, construct_trusted, fields_set
@@ -22,6 +23,8 @@ __all__ = ["attempt_call"]
 
 T = TypeVar("T")
 
+# Success[Any], the class an Outcome field holds: a report then serializes it as is.
+_SUCCESS: type[Success[Any]] = Success[Any]
 _SUCCESS_FIELDS_SET = fields_set("data", "source", "attempted_query", "attempts")
 
 
@@ -56,18 +59,25 @@ async def attempt_call(
         work = _bounded(work, deadline)
 
     async def attempt(number: int) -> Success[T] | ErrorEnvelope:
-        nonlocal final
-        outcome: Success[T] | ErrorEnvelope
         if breaker is not None and not breaker.try_acquire():
             log.debug("breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3))
             return breaker.rejection(
                 source=source, attempted_query=attempted_query, attempts=number
             )
+        with span("attempt", source=source, attempt=number) as current:
+            outcome = await one(number)
+            if current is not None:
+                current.set_attributes(outcome_attributes(outcome))
+        return review(outcome, number) if review is not None else outcome
+
+    async def one(number: int) -> Success[T] | ErrorEnvelope:
+        nonlocal final
+        outcome: Success[T] | ErrorEnvelope
         try:
             data = await work(number)
             # Built by the framework from known-good parts: no validation on the hot path.
             outcome = construct_trusted(
-                Success,
+                _SUCCESS,
                 {
                     "is_error": False,
                     "data": data,
@@ -101,7 +111,7 @@ async def attempt_call(
             raise
         if breaker is not None:
             breaker.record(outcome)
-        return review(outcome, number) if review is not None else outcome
+        return outcome
 
     result = await policy.run(
         attempt,

@@ -23,6 +23,7 @@ import pydantic_core
 
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import redact
+from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints._codec import declared_output_type
 from agentmesh.checkpoints._ledger import ProgressSaver, Replay, ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
@@ -287,6 +288,24 @@ class Context:
         call failed for good; catch it to go on with other sources, or let it propagate to
         make it the subagent's outcome.
         """
+        with span(
+            "tool",
+            tool=getattr(tool, "name", None),
+            subagent=self.subagent,
+            run_id=self.run_id,
+            task_id=self.task_id,
+        ) as current:
+            try:
+                data = await self._call(tool, args, kwargs)
+            except ToolCallFailed as failed:
+                if current is not None:
+                    current.set_attributes(outcome_attributes(failed.envelope))
+                raise
+            if current is not None:
+                current.set_attributes({"agentmesh.outcome": "success"})
+            return data
+
+    async def _call(self, tool: Tool[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if not isinstance(tool, Tool):
             raise UsageError(f"ctx.call() takes a @tool, got {tool!r}; decorate it with @tool")
         log = self.log.bind(tool=tool.name)

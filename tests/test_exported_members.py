@@ -39,6 +39,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         "ValidationError",
         "classify",
         "configure_logging",
+        "configure_tracing",
         "default_classifier",
         "redact_secrets",
         "subagent",

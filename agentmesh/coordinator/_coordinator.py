@@ -12,6 +12,7 @@ from typing import Any, Final, TypeAlias, cast
 from pydantic import TypeAdapter
 
 from agentmesh._logging import get_logger
+from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._decisions import (
     Accept,
@@ -161,9 +162,22 @@ class Coordinator:
         """Run every task to a decision and return the report. Never raises for a task."""
         if run_id is not None and not isinstance(run_id, str):
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
+        run_id = run_id or uuid.uuid4().hex[:12]
+        with span("run", run_id=run_id) as current:
+            report = await self._run(tasks, run_id)
+            if current is not None:
+                current.set_attributes(
+                    {
+                        "agentmesh.coverage.ratio": report.coverage_ratio,
+                        "agentmesh.coverage.sufficient": report.sufficient,
+                        "agentmesh.tasks": len(report.coverage),
+                    }
+                )
+            return report
+
+    async def _run(self, tasks: Iterable[Task | str], run_id: str) -> Report:
         jobs = self._plan(tasks)
         loop = asyncio.get_running_loop()
-        run_id = run_id or uuid.uuid4().hex[:12]
         log = get_logger(run_id=run_id)
         run = _Run(
             run_id=run_id,
@@ -219,6 +233,26 @@ class Coordinator:
         return jobs
 
     async def _drive(
+        self,
+        run: _Run,
+        records: list[TaskRecord | None],
+        index: int,
+        task_id: str,
+        task: Task,
+        subagent: Subagent,
+    ) -> None:
+        """`_follow` in a span of its own when tracing is on."""
+        with span(
+            "task", run_id=run.run_id, task_id=task_id, subagent=subagent.name, topic=task.topic
+        ) as current:
+            await self._follow(run, records, index, task_id, task, subagent)
+            record = records[index]
+            if current is not None and record is not None:
+                current.set_attributes(
+                    {"agentmesh.coverage.status": record.status.value, **_final(record)}
+                )
+
+    async def _follow(
         self,
         run: _Run,
         records: list[TaskRecord | None],
@@ -376,12 +410,13 @@ class Coordinator:
             try:
                 # The executor is trusted to honour `dispatch.deadline`, but not blindly: a
                 # remote engine that ignores it must not hold the run past its deadline.
-                guard = None if run.at is None else run.at + _EXECUTOR_GRACE
-                async with asyncio.timeout_at(guard):
+                if run.at is None:  # no deadline, no guard: a Timeout costs ~1 us per task
                     outcome = await self.executor.execute(subagent, task, dispatch)
-                if not isinstance(outcome, Success | ErrorEnvelope):
-                    # A custom executor may hand back the wire form (a dict from elsewhere).
-                    outcome = _OUTCOME.validate_python(outcome)
+                else:
+                    async with asyncio.timeout_at(run.at + _EXECUTOR_GRACE):
+                        outcome = await self.executor.execute(subagent, task, dispatch)
+                # A custom executor may hand back the wire form (a dict from elsewhere).
+                outcome = _normalized(outcome)
             except Exception as exc:
                 # Subagent.run never raises for a task failure; an executor might, or hand
                 # back something that is not an outcome: that task fails, no other.
@@ -405,7 +440,7 @@ class Coordinator:
             if inspect.isawaitable(result):
                 result = await result
         if result is None or isinstance(result, Success | ErrorEnvelope):
-            return result
+            return None if result is None else _normalized(result)
         if not isinstance(result, Task):
             raise UsageError(
                 f"alternative {name!r} returned {result!r}; expected Task, Outcome or None"
@@ -506,6 +541,22 @@ def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | No
 _STEP_FIELDS: Final = fields_set(*Step.model_fields)
 _RECORD_FIELDS: Final = fields_set(*TaskRecord.model_fields)
 _OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
+_SUCCESS: Final = Success[Any]
+
+
+def _normalized(outcome: Any) -> Outcome:
+    """The outcome as a Step holds it: `Success[Any]` or `ErrorEnvelope`, else validated.
+
+    Steps are built without validation; this is the part of it that changed anything:
+    a plain `Success(...)` (a handler's, a model subagent's) or the wire form (a dict)
+    becomes the `Success[Any]` that the report's serializer expects.
+    """
+    kind = type(outcome)
+    if kind is _SUCCESS or kind is ErrorEnvelope:
+        return cast(Outcome, outcome)
+    return _OUTCOME.validate_python(outcome)
+
+
 # How long past the run's deadline an executor may take to hand back a cut task.
 _EXECUTOR_GRACE: Final = 0.5
 
@@ -530,3 +581,7 @@ def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:
         source=subagent.name,
         attempts=0,
     )
+
+
+def _final(record: TaskRecord) -> dict[str, object]:
+    return outcome_attributes(record.final)
