@@ -41,6 +41,7 @@ async def attempt_call(
     adjust: Callable[[ErrorEnvelope, Exception], ErrorEnvelope] | None = None,
     review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
     breaker: CircuitBreaker | None = None,
+    deposit: Callable[[], bool] | None = None,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
@@ -51,6 +52,8 @@ async def attempt_call(
             non-idempotent tool whose failure may have taken effect).
         review: sees every attempt's outcome and may replace it (post-tool policies).
         breaker: fails attempts fast while the source is known to be down.
+        deposit: whether the first attempt counts for the retry budget (see
+            `RetryPolicy.run`); by default it does.
     """
     final = False  # a CallFailed was retried where it happened: never again here
     if policy.deadline is not None:
@@ -121,6 +124,7 @@ async def attempt_call(
         on_retry=lambda envelope, number, delay: log.debug(
             "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
         ),
+        deposit=deposit,
     )
     outcome = result.result
     assert outcome is not None  # the loop always makes at least one attempt

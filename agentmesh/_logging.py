@@ -39,6 +39,7 @@ __all__ = [
     "get_logger",
     "redact",
     "redact_secrets",
+    "redact_text",
 ]
 
 LOGGER_NAME: Final = "agentmesh"
@@ -139,6 +140,11 @@ def _conceal(value: object) -> object:
     if value is None or isinstance(value, bool) or (isinstance(value, str | bytes) and not value):
         return value
     return REDACTED
+
+
+def redact_text(text: str) -> str:
+    """`text` with secret-shaped parts (keys, bearer tokens, `token=...`) masked."""
+    return _redact_text(text)
 
 
 def redact(value: Any) -> Any:

@@ -40,7 +40,7 @@ import anthropic
 import httpx2
 import pydantic
 
-from agentmesh._logging import REDACTED
+from agentmesh._logging import REDACTED, redact_text
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults
 from agentmesh.errors import (
     AgentError,
@@ -432,7 +432,7 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
     def redact(text: str) -> str:
         for secret in ordered:
             text = text.replace(secret, REDACTED)
-        return _API_KEY.sub(REDACTED, text)
+        return redact_text(_API_KEY.sub(REDACTED, text))
 
     return redact
 

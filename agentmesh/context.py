@@ -22,7 +22,7 @@ import pydantic
 import pydantic_core
 
 from agentmesh._attempts import attempt_call
-from agentmesh._logging import redact
+from agentmesh._limits import recorded
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints._codec import declared_output_type
 from agentmesh.checkpoints._ledger import ProgressSaver, Replay, ToolLedger
@@ -203,6 +203,9 @@ class Context:
         self.state = state
         self.log = log
         self.attempt = 0
+        # Whether a tool call or a model turn reached a source: those deposit into the
+        # retry budget themselves, so the subagent's own attempt must not again.
+        self.reached_source = False
         self.partials = PartialRecorder()
         # Escalations a post-tool policy called for: they reach the outcome even when
         # the body goes on and returns a result.
@@ -316,7 +319,7 @@ class Context:
             arguments = {"args": list(args), **kwargs}
             raise self._failure(self._invalid(tool, arguments, source, str(exc)), log) from None
         # What was tried, as sent, with secrets masked: it travels into envelopes and reports.
-        attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": redact(arguments)}
+        attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": recorded(arguments)}
         try:
             validated = tool.validate(arguments)
         except pydantic.ValidationError as exc:
@@ -355,6 +358,7 @@ class Context:
 
         async def work(number: int) -> R:
             log.debug("tool_attempt", attempt=number)
+            self.reached_source = True
             async with asyncio.timeout_at(self.deadline), tool.limiter.slot():
                 data = await tool.invoke(validated, idempotency_key=key, ctx=self)
             if ledger is not None and call is not None:
@@ -378,10 +382,10 @@ class Context:
             replayed = await self._replay(ledger, call, tool, source, attempted_query, log)
         if replayed is not None:
             # Policies rule on a replayed result as on a fresh one.
-            recorded: Success[R] = Success(
+            replayed_outcome: Success[R] = Success(
                 data=replayed.data, source=source, attempted_query=attempted_query, attempts=0
             )
-            outcome = review(recorded, 0)
+            outcome = review(replayed_outcome, 0)
         else:
             outcome = await attempt_call(
                 work,
@@ -415,8 +419,8 @@ class Context:
         arguments again; the local retry loop is not the only way a call gets repeated.
         """
         verdict = envelope.policy
-        if verdict is not None and verdict.action == "deny":
-            return  # the pre-tool policy will deny it again by itself
+        if verdict is not None and verdict.action == "deny" and envelope.attempts == 0:
+            return  # a pre-tool deny: the same policy will deny it again by itself
         if (
             verdict is None
             and not envelope.is_retryable
@@ -479,7 +483,7 @@ class Context:
             error_type="invalid_input",
             is_retryable=False,
             message=f"invalid arguments for {tool.name}: {reason}",
-            attempted_query={"tool": tool.name, "arguments": arguments},
+            attempted_query={"tool": tool.name, "arguments": recorded(arguments)},
             source=source,
             attempts=0,
         )

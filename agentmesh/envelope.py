@@ -12,7 +12,15 @@ import enum
 from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeAlias, TypeVar
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, computed_field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    computed_field,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -26,6 +34,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+MAX_PARTIAL_JSON_BYTES: Final = 1 << 20
+"""Bytes of JSON of `partialResults.findings` kept; the rest is cut with a marker."""
 M = TypeVar("M", bound=BaseModel)
 
 JSONQuery: TypeAlias = str | dict[str, Any]
@@ -56,10 +67,20 @@ class _Wire(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, camelCase keys, absent optional fields left out."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude=self._absent())
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, exclude_none=True)
+        return self.model_dump_json(by_alias=True, exclude=self._absent())
+
+    def _absent(self) -> set[str]:
+        # Only optional fields (default None) are left out when None: a required field
+        # such as a success's `data` is always written, even when its value is null.
+        fields = type(self).model_fields
+        return {
+            name
+            for name, info in fields.items()
+            if info.default is None and getattr(self, name) is None
+        }
 
 
 class PartialResults(_Wire):
@@ -68,6 +89,34 @@ class PartialResults(_Wire):
     completed: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
     findings: tuple[Any, ...] = ()
+
+    @model_validator(mode="after")
+    def _bounded(self) -> PartialResults:
+        """Findings beyond MAX_PARTIAL_JSON_BYTES of JSON are cut, and the cut is said.
+
+        Partial results travel into every tool result, report and log line; a block
+        received from outside must not grow them without bound, nor vanish silently.
+        """
+        if len(self.findings) < 2:
+            return self
+        encoded = [pydantic_core.to_json(item, fallback=repr) for item in self.findings]
+        if sum(len(item) + 1 for item in encoded) <= MAX_PARTIAL_JSON_BYTES:
+            return self
+        budget = MAX_PARTIAL_JSON_BYTES - 1024  # room for the marker and the brackets
+        kept = 0
+        for item in encoded:
+            budget -= len(item) + 1
+            if budget < 0:
+                break
+            kept += 1
+        dropped = len(self.findings) - kept
+        marker = (
+            f"[truncated: {dropped} of {len(self.findings)} findings dropped; partial "
+            f"results are kept up to {MAX_PARTIAL_JSON_BYTES} bytes of JSON]"
+        )
+        # Frozen model, still being built: set the field directly, once.
+        object.__setattr__(self, "findings", (*self.findings[:kept], marker))
+        return self
 
     @property
     def is_empty(self) -> bool:

@@ -103,22 +103,27 @@ class RetryPolicy:
         budget: RetryBudget | None = None,
         deadline: float | None = None,
         on_retry: Callable[[ErrorEnvelope, int, float], None] | None = None,
+        deposit: Callable[[], bool] | None = None,
     ) -> RetryResult[T]:
         """Run `attempt(1)`, `attempt(2)`, ... until a result, a final envelope or a stop.
 
         `attempt` never raises for a failure: it returns the classified envelope.
         `deadline` is absolute, in the running loop's clock; the policy's own `deadline`
         is counted from now, and the earlier of the two wins.
+        `deposit`, when given, is asked after the first attempt whether that attempt counts as
+        a first attempt for the budget (a layer that reached the source only through
+        inner calls does not: they deposited already).
         """
         if self.deadline is not None:
             own = asyncio.get_running_loop().time() + self.deadline
             deadline = own if deadline is None else min(deadline, own)
-        if budget is not None:
-            budget.record_first_attempt()
-
         # Most calls succeed or fail for good at once: the first attempt runs directly,
         # and tenacity's machinery is built only when there is something to retry.
         first = await attempt(1)
+        # One deposit per call that reached the source: `deposit` says whether this one
+        # did itself, or only through inner calls that deposited already.
+        if budget is not None and (deposit is None or deposit()):
+            budget.record_first_attempt()
         # Not `RetryResult[T](...)`: calling a subscripted generic costs about 1.5 us.
         state: RetryResult[T] = RetryResult(deadline, 1)
         if not (isinstance(first, ErrorEnvelope) and retryable(first)):

@@ -340,6 +340,11 @@ class Coordinator:
             if not timeout.expired():
                 raise
             return RecordGap("deadline reached while routing; no new attempt started")
+        if isinstance(decision, Accept | AcceptEmpty) and isinstance(outcome, ErrorEnvelope):
+            # "Covered" or "nothing found" for a failure would be silent suppression.
+            return RecordGap(
+                f"the router accepted a failure ({outcome.error_type}): {outcome.message}"
+            )
         if not isinstance(decision, RetryWithFeedback | TryAlternative):
             return decision
         if isinstance(outcome, Success):

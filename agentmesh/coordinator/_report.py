@@ -9,6 +9,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmesh._logging import redact, redact_text
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.task import Task
 
@@ -119,7 +120,8 @@ class Report(_Value):
         data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=False, fallback=str)
         data["coverage_ratio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
-        return data
+        # A report leaves the process: secrets pasted into a question are masked here too.
+        return redact(data)  # type: ignore[no-any-return]
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
@@ -180,7 +182,7 @@ class Report(_Value):
             for entry in self.escalations:
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
-        return "\n".join(lines)
+        return redact_text("\n".join(lines))
 
 
 def _text(value: Any) -> str:

@@ -97,12 +97,20 @@ class AnthropicModel:
                     message = await client.messages.create(**params)
         except json.JSONDecodeError as exc:
             raise self._unparseable(f"the body is not valid JSON: {exc}") from exc
+        except AssertionError as exc:
+            # The SDK's stream accumulator asserts on a body that is not a well-formed
+            # event stream (a proxy's HTML page, an event cut in half).
+            raise self._unparseable(f"the event stream is malformed: {exc!r}") from exc
         if not isinstance(message, anthropic.types.Message):
             # The SDK hands back a bare string for a 200 that is not JSON (a proxy's HTML
             # page, say): that is not an answer.
             raise self._unparseable(f"expected a message, got {type(message).__name__}")
+        if message.stop_reason is None:
+            # A stream whose connection dropped before message_stop: an unfinished answer.
+            raise self._unparseable("the answer ended before the model finished it")
         try:
-            return ModelResponse.model_validate(message.model_dump(mode="json"))
+            # warnings=False: a block type this SDK version does not know is kept as-is.
+            return ModelResponse.model_validate(message.model_dump(mode="json", warnings=False))
         except pydantic.ValidationError as exc:
             raise self._unparseable(f"{exc.error_count()} problem(s): {exc}") from exc
 

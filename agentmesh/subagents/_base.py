@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentmesh._attempts import attempt_call
+from agentmesh._limits import recorded
 from agentmesh._logging import get_logger
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.checkpoints._ledger import task_key
@@ -183,12 +184,13 @@ class Subagent(abc.ABC):
                 policy=self.retry,
                 classifier=self.classifier,
                 source=self.name,
-                attempted_query=task.query,
+                attempted_query=recorded(task.query),
                 budget=budget,
                 deadline=at,
                 log=log,
                 adjust=at_deadline,
                 breaker=self.breaker,
+                deposit=lambda: not ctx.reached_source,
             )
         finally:
             await ctx.save_partials()  # progress survives even a cancellation

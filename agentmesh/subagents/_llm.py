@@ -16,6 +16,7 @@ from typing import Any
 import pydantic
 
 from agentmesh._attempts import attempt_call
+from agentmesh._limits import recorded
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
@@ -180,6 +181,7 @@ class LLMSubagent(Subagent):
 
         async def work(number: int) -> ModelResponse:
             log.debug("model_call", attempt=number)
+            ctx.reached_source = True
             async with asyncio.timeout_at(ctx.deadline):
                 return await self.model.create(
                     messages=messages,
@@ -222,7 +224,7 @@ class LLMSubagent(Subagent):
                 error_type="invalid_input",
                 is_retryable=False,
                 message="submit_result needs a `result` field (use [] or null for nothing found)",
-                attempted_query={"tool": call.name, "arguments": call.input},
+                attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
             ).to_tool_result(call.id)
@@ -233,7 +235,7 @@ class LLMSubagent(Subagent):
                 error_type="unknown_tool",
                 is_retryable=False,
                 message=f"there is no tool named {call.name!r}; available: {sorted(self.tools)}",
-                attempted_query={"tool": call.name, "arguments": call.input},
+                attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
             ).to_tool_result(call.id)
@@ -243,7 +245,7 @@ class LLMSubagent(Subagent):
             return failed.envelope.to_tool_result(call.id)
         # Completed tool work survives a later failure of the loop as partial results.
         ctx.record_partial(
-            [{"tool": call.name, "input": call.input, "result": data}],
+            [{"tool": call.name, "input": recorded(call.input), "result": data}],
             completed=f"{call.name}:{call.id}",
         )
         success: Success[Any] = Success(

@@ -10,7 +10,6 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -168,13 +167,6 @@ class TestForbiddenRetries:
             assert len(calls) == ruled[0] + 1, f"calls after the ruling: {calls}"
         assert len(report.coverage) == 1
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: a post-tool Decision.deny (result withheld) is the strictest ruling, "
-        "yet Context._remember_forbidden skips every 'deny' (assuming a pre-tool deny that "
-        "will fire again): a body that calls again re-runs the tool, repeating its side "
-        "effect, where forbid_retry and escalate stop it.",
-    )
     async def test_a_withheld_result_is_not_fetched_again_by_an_insisting_body(self) -> None:
         """deny after the call: like forbid_retry, the same call is not made again."""
         sent: list[str] = []
@@ -317,13 +309,6 @@ class TestOneCoverageEntryPerTask:
         assert len(report.records) == len(report.coverage)
         assert len({r.task_id for r in report.records}) == len(report.records)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: the coordinator clamps a router's retry of a success but not its "
-        "Accept/AcceptEmpty of a failure: an Accept on a transient envelope is reported "
-        "'covered' with no finding, an AcceptEmpty 'empty: searched, nothing found' - the "
-        "silent suppression the design forbids.",
-    )
     async def test_a_router_cannot_report_a_failure_as_covered_or_empty(self) -> None:
         """'I could not search' never becomes 'I searched and found nothing'."""
 
@@ -431,12 +416,6 @@ class TestJsonRoundTrips:
         assert back.is_empty == success.is_empty
         assert OUTCOME.validate_python(success.to_dict()) == success
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: Success.to_json()/to_dict() use exclude_none, so a success whose data "
-        "is None (a valid empty result) loses its required 'data' key and cannot be read "
-        "back: TypeAdapter(Outcome).validate_json fails with 'data: Field required'.",
-    )
     def test_an_empty_success_with_none_data_survives_its_json(self) -> None:
         """None is "searched, nothing found": it must survive the wire like [] does."""
         success: Success[None] = Success(data=None, source="docs", attempted_query="q")

@@ -93,12 +93,6 @@ class TestRetryStorm:
         assert budgeted <= 1.3 * self.TASKS
         assert unlimited == 3 * self.TASKS
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: every layer deposits into the budget: Subagent.run and ctx.call each "
-        "call RetryPolicy.run(budget=...), so one task records two first attempts and the "
-        "budget allows 0.2 x 2 retries per task: 1,500 attempts for 1,000 tasks (1.5x).",
-    )
     async def test_the_budget_holds_when_the_source_is_reached_through_a_tool(
         self, figure: Figure
     ) -> None:

@@ -8,8 +8,6 @@ a model's tool calls, a task's own text.
 
 from __future__ import annotations
 
-import pytest
-
 from agentmesh import (
     Context,
     Coordinator,
@@ -92,13 +90,6 @@ class TestToolCalls:
         assert final.attempted_query["arguments"]["api_key"] == "[REDACTED]"  # type: ignore[index]
         assert not leaks(captured.everything())
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: classify's redactor masks only sk-ant-shaped keys and the values of the "
-        "failing request's own credential headers; an exception text quoting "
-        "'Authorization: Bearer <token>' reaches the envelope's message and details, the "
-        "ToolCallFailed message and the report verbatim (the log is masked).",
-    )
     async def test_a_bearer_token_quoted_in_an_exception_is_masked(
         self, captured: Captured
     ) -> None:
@@ -119,12 +110,6 @@ class TestToolCalls:
         captured.add(report, report.records[0].final)
         assert not leaks(captured.everything())
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: when ctx.call cannot bind the arguments (TypeError), Context._invalid "
-        "puts them in attemptedQuery unredacted: the key passed as api_key= is in the "
-        "envelope, unlike every other path of ctx.call.",
-    )
     async def test_a_call_that_cannot_be_bound_still_masks_its_arguments(self) -> None:
         """The envelope of a mis-called tool shows the call, not the credential."""
 
@@ -140,12 +125,6 @@ class TestToolCalls:
 
 
 class TestModelSuppliedArguments:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: LLMSubagent._run_tool records each completed call as a partial finding "
-        "with the raw call.input; attemptedQuery is redacted but the finding is not, so a "
-        "token the model passed to a tool is in partialResults and the report.",
-    )
     async def test_a_token_the_model_passed_to_a_tool_is_not_in_the_partial_results(
         self,
     ) -> None:
@@ -168,12 +147,6 @@ class TestModelSuppliedArguments:
 
 
 class TestTaskText:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="HOLE: a subagent's attemptedQuery is task.query unredacted (tool arguments "
-        "are redacted, task text is not): a key pasted into a question is in the envelope, "
-        "report.coverage and the Markdown report, though never in the log.",
-    )
     async def test_a_key_pasted_into_a_question_is_not_in_the_report(self) -> None:
         """The report shows the question with the key masked, as the log does."""
 
