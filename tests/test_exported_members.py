@@ -66,5 +66,6 @@ def test_checkpoints_exports_exactly_the_stores() -> None:
         "CheckpointError",
         "CheckpointStore",
         "MemoryStore",
+        "PostgresStore",
         "SQLiteStore",
     }

@@ -3,6 +3,8 @@
 * `CheckpointStore`: async `get` / `put` / `list` / `delete` of JSON values, namespaced
   by run id, stage and key; values go in as pydantic models or JSON data.
 * `SQLiteStore(path)`: the embedded default (`.agentmesh/checkpoints.sqlite`).
+* `PostgresStore(dsn)`: a PostgreSQL database, for runs that span machines (the
+  `postgres` extra).
 * `MemoryStore`: the same behaviour in memory, for tests.
 
 `Pipeline` (in `agentmesh.coordinator`) checkpoints each stage's output; a subagent run
@@ -12,6 +14,7 @@ partial results) so that a resumed run neither repeats a side effect nor starts 
 
 from agentmesh.checkpoints._codec import SCHEMA_VERSION
 from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import DEFAULT_PATH, SQLiteStore
 from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore
 
@@ -22,5 +25,6 @@ __all__ = [
     "CheckpointError",
     "CheckpointStore",
     "MemoryStore",
+    "PostgresStore",
     "SQLiteStore",
 ]

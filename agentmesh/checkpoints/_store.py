@@ -58,7 +58,8 @@ class CheckpointStore(Protocol):
     """Durable JSON values namespaced by run id, stage and key.
 
     `put` replaces a value in one transaction, so a crash leaves either the old value or
-    the new one. Implementations: `SQLiteStore` (the default) and `MemoryStore`.
+    the new one. Implementations: `SQLiteStore` (the default), `PostgresStore` and
+    `MemoryStore`.
     """
 
     async def put(self, run_id: str, stage: str, key: str, value: object) -> None:

@@ -79,7 +79,11 @@ class TestFirstRun:
 
 class TestResume:
     def test_reruns_the_same_plan_and_covers_everything(self, first: Run, resumed: Run) -> None:
-        """Same run id, question and plan, nothing injected: every entry is covered."""
+        """Same run id, question and plan, nothing injected: every entry is answered.
+
+        pydoc and stdlib always hold passages for this question; what `packages` finds
+        depends on what is installed, so an entry there may honestly be empty.
+        """
         assert resumed.returncode == 0, resumed.stderr
         report = resumed.report
         assert report["run_id"] == first.report["run_id"]
@@ -87,7 +91,9 @@ class TestResume:
         assert report["question"] == QUESTION
         assert report["plan"] == first.report["plan"]
         assert report["faults"] == []
-        assert {e["status"] for e in report["coverage"]} == {"covered"}
+        statuses = {(e["source"], e["status"]) for e in report["coverage"]}
+        assert {status for _, status in statuses} <= {"covered", "empty"}
+        assert {status for source, status in statuses if source != "packages"} == {"covered"}
         assert {e["source"] for e in report["coverage"]} == set(SOURCES)
 
     def test_searches_only_what_the_first_run_did_not_finish(
@@ -99,7 +105,11 @@ class TestResume:
         assert calls["pydoc"] == 0
         unread = sum(len(e["partial"]["pending"]) for e in first.coverage("stdlib") if e["partial"])
         assert calls["stdlib"] == unread == 1
-        assert calls["packages"] == as_json.report["tool_calls"]["packages"] > 3
+        assert (
+            calls["packages"]
+            == as_json.report["tool_calls"]["packages"]
+            >= len(first.report["plan"])
+        )
         assert f"tool calls: pydoc 0, stdlib 1, packages {calls['packages']}" in resumed.stderr
 
     def test_progress_shows_what_each_search_restored(self, first: Run, resumed: Run) -> None:

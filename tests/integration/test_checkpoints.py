@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import socket
 import sqlite3
+import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from pydantic import BaseModel
@@ -31,6 +35,7 @@ from agentmesh.checkpoints import (
     CheckpointError,
     CheckpointStore,
     MemoryStore,
+    PostgresStore,
     SQLiteStore,
 )
 from agentmesh.checkpoints._store import Row
@@ -48,12 +53,17 @@ class Receipt(BaseModel):
     amount: int
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
-    """Every behaviour is checked against both stores: they must not differ."""
-    instance: SQLiteStore | MemoryStore = (
-        SQLiteStore(tmp_path / "checkpoints.sqlite") if request.param == "sqlite" else MemoryStore()
-    )
+    """Every behaviour is checked against every store: they must not differ."""
+    instance: SQLiteStore | PostgresStore | MemoryStore
+    if request.param == "sqlite":
+        instance = SQLiteStore(tmp_path / "checkpoints.sqlite")
+    elif request.param == "postgres":
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        instance = PostgresStore(dsn, schema=request.getfixturevalue("postgres_schema"))
+    else:
+        instance = MemoryStore()
     async with instance:
         yield instance
 
@@ -267,6 +277,338 @@ class TestSQLiteStore:
         assert len(store_threads()) == 1
         await store.close()
         assert store_threads() == []
+
+
+# --- PostgreSQL -------------------------------------------------------------------
+
+# The table as agentmesh creates it, so a test can fake one that differs in one way only.
+OUR_TABLE = (
+    "CREATE TABLE {}.agentmesh_checkpoints (seq bigint GENERATED ALWAYS AS IDENTITY, "
+    "run_id text NOT NULL, stage text NOT NULL, key text NOT NULL, "
+    "schema_version integer NOT NULL, value json NOT NULL, saved_at timestamptz NOT NULL, "
+    "PRIMARY KEY (run_id, stage, key))"
+)
+
+
+async def query(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
+    """Run one statement on a connection of its own, as any other client of the server."""
+    from psycopg import AsyncConnection
+
+    async with await AsyncConnection.connect(dsn, autocommit=True) as connection:
+        cursor = await connection.execute(statement.encode(), params or None)
+        return await cursor.fetchall() if cursor.description else []
+
+
+async def snapshot(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Everything in a schema that a store could change: objects, columns, comments, rows."""
+    return {
+        "objects": await query(
+            dsn,
+            "SELECT c.relname, c.relkind, obj_description(c.oid, 'pg_class') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s ORDER BY 1",
+            schema,
+        ),
+        "columns": await query(
+            dsn,
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+            schema,
+        ),
+        "rows": await query(
+            dsn, f'SELECT t::text FROM "{schema}".agentmesh_checkpoints t ORDER BY 1'
+        ),
+    }
+
+
+class Role(NamedTuple):
+    name: str
+    dsn: str
+
+
+@pytest.fixture
+async def postgres_role(postgres_dsn: str) -> AsyncIterator[Role]:
+    """A role of this test's own that may only connect; dropped after the test."""
+    from psycopg.conninfo import make_conninfo
+
+    name, password = f"role_{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
+    await query(postgres_dsn, f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+    try:
+        yield Role(name, make_conninfo(postgres_dsn, user=name, password=password))
+    finally:
+        await query(postgres_dsn, f"DROP OWNED BY {name}")
+        await query(postgres_dsn, f"DROP ROLE {name}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+class TestPostgresStore:
+    async def test_checkpoints_survive_a_new_store_on_the_same_database(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """What one store saved, another store (another machine, later) reads back."""
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as first:
+            await first.put("run-1", "retrieval", "output", [Doc(title="x")])
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as second:
+            assert await second.get("run-1", "retrieval", "output", model=list[Doc]) == [
+                Doc(title="x")
+            ]
+
+    async def test_the_table_is_created_marked_with_the_schema_version(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """A new store is one table, agentmesh_checkpoints, whose comment names its version."""
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            await store.put("run-1", "stage", "output", 1)
+        objects = (await snapshot(postgres_dsn, postgres_schema))["objects"]
+        marker = "agentmesh checkpoint store, schema version 1"
+        assert ("agentmesh_checkpoints", "r", marker) in objects
+
+    async def test_many_stores_opening_an_empty_schema_at_once_all_succeed(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """Eight processes starting at once set the store up once, and none of them fails."""
+        stores = [PostgresStore(postgres_dsn, schema=postgres_schema) for _ in range(8)]
+        try:
+            await asyncio.gather(*(store.open() for store in stores))
+            await asyncio.gather(*(s.put("run-1", f"s{i}", "k", i) for i, s in enumerate(stores)))
+        finally:
+            await asyncio.gather(*(store.close() for store in stores))
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            assert len(await store.list("run-1")) == 8
+
+    async def test_concurrent_writers_on_two_stores_never_fail(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """Two stores (two machines) take 200 concurrent writes, even all to one key."""
+        async with (
+            PostgresStore(postgres_dsn, schema=postgres_schema) as one,
+            PostgresStore(postgres_dsn, schema=postgres_schema, max_connections=2) as two,
+        ):
+            await asyncio.gather(
+                *((one if i % 2 else two).put("run-1", f"s{i}", "k", i) for i in range(200))
+            )
+            await asyncio.gather(
+                *((one if i % 2 else two).put("run-2", "s", "k", i) for i in range(200))
+            )
+            assert len(await one.list("run-1")) == 200
+            [last] = await two.list("run-2")
+            assert last.value in range(200)
+
+    @pytest.mark.parametrize(
+        "create",
+        [
+            pytest.param(
+                "CREATE TABLE {}.agentmesh_checkpoints (id serial PRIMARY KEY, note text);"
+                "INSERT INTO {}.agentmesh_checkpoints (note) VALUES ('keep me')",
+                id="other-columns",
+            ),
+            pytest.param(OUR_TABLE, id="our-columns-unmarked"),
+            pytest.param(
+                OUR_TABLE + ";COMMENT ON TABLE {}.agentmesh_checkpoints IS 'orders of the shop'",
+                id="another-comment",
+            ),
+            pytest.param(
+                "CREATE VIEW {}.agentmesh_checkpoints AS SELECT 1 AS one;"
+                "COMMENT ON VIEW {}.agentmesh_checkpoints IS "
+                "'agentmesh checkpoint store, schema version 1'",
+                id="a-view",
+            ),
+        ],
+    )
+    async def test_a_foreign_table_of_the_same_name_is_refused_untouched(
+        self, postgres_dsn: str, postgres_schema: str, create: str
+    ) -> None:
+        """A table (or view) named agentmesh_checkpoints that agentmesh did not create is
+        refused with a CheckpointError naming it, and nothing in the schema changes."""
+        await query(postgres_dsn, f'CREATE SCHEMA "{postgres_schema}"')
+        for statement in create.format(*[f'"{postgres_schema}"'] * 2).split(";"):
+            await query(postgres_dsn, statement)
+        before = await snapshot(postgres_dsn, postgres_schema)
+        store = PostgresStore(postgres_dsn, schema=postgres_schema)
+        with pytest.raises(CheckpointError, match="not an agentmesh checkpoint store") as caught:
+            await store.put("run-1", "stage", "output", 1)
+        assert f"{postgres_schema}.agentmesh_checkpoints" in str(caught.value)
+        assert "left untouched" in str(caught.value)
+        assert await snapshot(postgres_dsn, postgres_schema) == before
+        await store.close()
+
+    async def test_an_incompatible_schema_version_is_refused_untouched(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """A store marked with another schema version is named with its version, not changed."""
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            await store.put("run-1", "stage", "output", 1)
+        await query(
+            postgres_dsn,
+            f'COMMENT ON TABLE "{postgres_schema}".agentmesh_checkpoints IS '
+            "'agentmesh checkpoint store, schema version 99'",
+        )
+        before = await snapshot(postgres_dsn, postgres_schema)
+        with pytest.raises(CheckpointError, match="schema version 99") as caught:
+            await PostgresStore(postgres_dsn, schema=postgres_schema).open()
+        assert f"{postgres_schema}.agentmesh_checkpoints" in str(caught.value)
+        assert await snapshot(postgres_dsn, postgres_schema) == before
+
+    async def test_a_marked_table_without_our_columns_is_refused_untouched(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """The marker alone is not enough: a table that lacks the store's columns is refused."""
+        await query(postgres_dsn, f'CREATE SCHEMA "{postgres_schema}"')
+        await query(postgres_dsn, f'CREATE TABLE "{postgres_schema}".agentmesh_checkpoints (x int)')
+        await query(
+            postgres_dsn,
+            f'COMMENT ON TABLE "{postgres_schema}".agentmesh_checkpoints IS '
+            "'agentmesh checkpoint store, schema version 1'",
+        )
+        before = await snapshot(postgres_dsn, postgres_schema)
+        with pytest.raises(CheckpointError, match="does not have its columns"):
+            await PostgresStore(postgres_dsn, schema=postgres_schema).open()
+        assert await snapshot(postgres_dsn, postgres_schema) == before
+
+    async def test_a_user_who_may_create_tables_but_not_schemas_sets_the_store_up(
+        self, postgres_dsn: str, postgres_schema: str, postgres_role: Role
+    ) -> None:
+        """In an existing schema, creating the store needs CREATE on that schema only."""
+        await query(postgres_dsn, f'CREATE SCHEMA "{postgres_schema}"')
+        await query(
+            postgres_dsn,
+            f'GRANT USAGE, CREATE ON SCHEMA "{postgres_schema}" TO {postgres_role.name}',
+        )
+        async with PostgresStore(postgres_role.dsn, schema=postgres_schema) as store:
+            await store.put("run-1", "stage", "output", 1)
+            assert [c.value for c in await store.list("run-1")] == [1]
+
+    async def test_a_user_who_may_only_read_and_write_the_table_uses_the_store(
+        self, postgres_dsn: str, postgres_schema: str, postgres_role: Role
+    ) -> None:
+        """Once the table exists (made by an administrator), using it needs no CREATE at all."""
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            await store.put("run-1", "stage", "output", 1)
+        await query(
+            postgres_dsn, f'GRANT USAGE ON SCHEMA "{postgres_schema}" TO {postgres_role.name}'
+        )
+        await query(
+            postgres_dsn,
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{postgres_schema}".agentmesh_checkpoints '
+            f"TO {postgres_role.name}",
+        )
+        async with PostgresStore(postgres_role.dsn, schema=postgres_schema) as store:
+            await store.put("run-1", "stage", "output", 2)
+            assert [c.value for c in await store.list("run-1")] == [2]
+            assert await store.delete("run-1") == 1
+
+    async def test_a_schema_name_is_quoted_never_spliced_into_sql(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """Any schema name works as given: quotes and semicolons are part of the name."""
+        odd = f'{postgres_schema} "x"; DROP TABLE y; --'
+        try:
+            async with PostgresStore(postgres_dsn, schema=odd) as store:
+                await store.put("run-1", "stage", "output", "value")
+                assert (await store.list("run-1"))[0].value == "value"
+            assert await query(
+                postgres_dsn, "SELECT nspname FROM pg_namespace WHERE nspname = %s", odd
+            ) == [(odd,)]
+        finally:
+            escaped = odd.replace('"', '""')
+            await query(postgres_dsn, f'DROP SCHEMA IF EXISTS "{escaped}" CASCADE')
+
+    async def test_connections_the_server_dropped_are_replaced(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """After the server ends every connection of a store (a restart), the next put works."""
+        from psycopg.conninfo import make_conninfo
+
+        name = f"agentmesh-{postgres_schema}"
+        dsn = make_conninfo(postgres_dsn, application_name=name)
+        # A timeout shorter than a back-off between dead connections would add up to.
+        async with PostgresStore(dsn, schema=postgres_schema, timeout=3) as store:
+            await asyncio.gather(*(store.put("run-1", f"s{i}", "k", i) for i in range(100)))
+            ended = await query(
+                postgres_dsn,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                name,
+            )
+            assert len(ended) >= 2  # a pool of connections, every one of them dead
+            assert all(ok for (ok,) in ended)
+            await store.put("run-1", "s0", "k", "after")
+            assert (await store.get("run-1", "s0", "k")) is not None
+
+    async def test_close_ends_every_connection(
+        self, postgres_dsn: str, postgres_schema: str
+    ) -> None:
+        """A closed store holds no connection to the server."""
+        from psycopg.conninfo import make_conninfo
+
+        name = f"agentmesh-{postgres_schema}"
+        store = PostgresStore(
+            make_conninfo(postgres_dsn, application_name=name), schema=postgres_schema
+        )
+        await asyncio.gather(*(store.put("run-1", f"s{i}", "k", i) for i in range(50)))
+        count = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        assert (await query(postgres_dsn, count, name))[0][0] >= 1
+        await store.close()
+        for _ in range(100):  # the server notices a closed connection a moment later
+            if (await query(postgres_dsn, count, name))[0][0] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert (await query(postgres_dsn, count, name))[0][0] == 0
+
+    async def test_an_unreachable_server_is_a_clear_error_without_the_password(self) -> None:
+        """A server that does not answer gives a CheckpointError naming it, never the password."""
+        store = PostgresStore(
+            f"postgresql://agentmesh:hunter2@127.0.0.1:{free_port()}/checkpoints", timeout=2
+        )
+        with pytest.raises(CheckpointError, match="cannot connect") as caught:
+            await store.put("run-1", "stage", "output", 1)
+        assert "127.0.0.1" in str(caught.value)
+        assert "hunter2" not in str(caught.value)
+        assert "hunter2" not in repr(store)
+        await store.close()
+
+    async def test_a_wrong_password_is_a_clear_error_without_it(self, postgres_dsn: str) -> None:
+        """Authentication failures name the server, not the password that was tried."""
+        from psycopg.conninfo import make_conninfo
+
+        store = PostgresStore(make_conninfo(postgres_dsn, password="hunter2"))
+        with pytest.raises(CheckpointError, match="password authentication failed") as caught:
+            await store.open()
+        assert "hunter2" not in str(caught.value)
+        await store.close()
+
+
+class TestPostgresStoreArguments:
+    @pytest.mark.parametrize(
+        ("arguments", "message"),
+        [
+            ({"dsn": "host=db password=hunter2 colour=blue"}, "(dsn=) is not a connection string"),
+            ({"dsn": "", "schema": ""}, "(schema=) must be a name"),
+            ({"dsn": "", "schema": "s" * 64}, "(schema=) must be a name"),
+            ({"dsn": "", "max_connections": 0}, "(max_connections=) must be >= 1"),
+            ({"dsn": "", "timeout": 0}, "(timeout=) must be > 0"),
+        ],
+    )
+    def test_bad_arguments_are_usage_errors_naming_them(
+        self, arguments: dict[str, Any], message: str
+    ) -> None:
+        """A bad argument is refused when the store is made, and a password is never shown."""
+        with pytest.raises(UsageError, match=re.escape(message)) as caught:
+            PostgresStore(**arguments)
+        assert "hunter2" not in str(caught.value)
+
+    def test_without_the_extra_the_error_says_what_to_install(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without psycopg, making a PostgresStore says to install agentmesh[postgres]."""
+        monkeypatch.setitem(sys.modules, "psycopg", None)
+        with pytest.raises(ImportError, match=r"agentmesh\[postgres\]"):
+            PostgresStore("")
 
 
 # --- the ledger ---------------------------------------------------------------------

@@ -1,0 +1,49 @@
+"""Fixtures shared across the test suite: the PostgreSQL server of the `PostgresStore` tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+POSTGRES_DSN_VARIABLE = "AGENTMESH_TEST_POSTGRES_DSN"
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The connection string of the test server (`scripts/pg_test_server.sh start`).
+
+    Without one the PostgreSQL tests skip, except in CI (`CI=true`), where they fail:
+    `.ci/run` starts a server, so a missing one is a broken CI, not a reason to skip.
+    """
+    reason = ""
+    dsn = os.environ.get(POSTGRES_DSN_VARIABLE, "")
+    if not dsn:
+        reason = (
+            f"{POSTGRES_DSN_VARIABLE} is not set; start a PostgreSQL server for the tests with "
+            '`eval "$(scripts/pg_test_server.sh start)"`'
+        )
+    else:
+        try:
+            import psycopg  # noqa: F401  # the postgres extra, part of dev
+        except ImportError:
+            reason = "psycopg is not installed: pip install -e '.[dev]'"
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return dsn
+
+
+@pytest.fixture
+def postgres_schema(postgres_dsn: str) -> Iterator[str]:
+    """A Postgres schema name of this test's own; the schema is dropped afterwards."""
+    from psycopg import connect
+    from psycopg.sql import SQL, Identifier
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    yield name
+    with connect(postgres_dsn, autocommit=True) as connection:
+        connection.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(name)))
