@@ -36,9 +36,10 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from asyncio_throttle.throttler import Throttler
 
@@ -48,6 +49,18 @@ __all__ = ["Limiter", "RateLimitSpec"]
 
 RateLimitSpec: TypeAlias = tuple[int, float]
 """``(n, per_seconds)``: at most n starts in any window of `per_seconds` seconds."""
+
+RateAuthority: TypeAlias = Callable[[str, int, float], Awaitable[float | None]]
+"""``authority(name, n, per_seconds)``: reserve the next start of a rate limit counted
+outside this process, and return the seconds to wait until it; None when it cannot, and
+the start is counted here after all."""
+
+# Set by an executor whose limiters must count starts across processes (RayExecutor's
+# workers: the run-state actor keeps one rate log per limiter for all of them), for the
+# tasks that run in that context only.
+RATE_AUTHORITY: ContextVar[RateAuthority | None] = ContextVar(
+    "agentmesh.rate_authority", default=None
+)
 
 # One shared instance: entering a nullcontext costs two method calls, which is what the
 # unlimited hot path (most tools) should pay.
@@ -159,6 +172,14 @@ class Limiter:
         throttler = self._throttler
         if state.gate is None or throttler is None:
             return
+        authority = RATE_AUTHORITY.get()
+        if authority is not None:
+            # Reservations are handed out in order elsewhere: no gate, no polling here.
+            delay = await authority(self._name, throttler.rate_limit, throttler.period)
+            if delay is not None:
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                return
         async with state.gate:
             while True:
                 with self._accounting_lock:
@@ -197,11 +218,20 @@ class Limiter:
                     self._states[loop] = state
         return state
 
+    def __reduce__(self) -> tuple[Any, tuple[str, RateLimitSpec | None, int | None]]:
+        # Shipped to another process (a Ray worker), a limiter is rebuilt from its
+        # declaration: locks and the rate log belong to the process that made them.
+        return (_rebuild, (self._name, self._rate_limit, self._max_concurrency))
+
     def __repr__(self) -> str:
         return (
             f"Limiter(name={self._name!r}, rate_limit={self._rate_limit!r}, "
             f"max_concurrency={self._max_concurrency!r})"
         )
+
+
+def _rebuild(name: str, rate_limit: RateLimitSpec | None, max_concurrency: int | None) -> Limiter:
+    return Limiter(name=name, rate_limit=rate_limit, max_concurrency=max_concurrency)
 
 
 def _check_rate_limit(name: str, rate_limit: object) -> RateLimitSpec | None:

@@ -3,6 +3,7 @@
 import agentmesh
 import agentmesh.checkpoints
 import agentmesh.coordinator
+import agentmesh.executors
 import agentmesh.policies
 import agentmesh.subagents
 import agentmesh.testing
@@ -49,6 +50,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh,
         agentmesh.checkpoints,
         agentmesh.coordinator,
+        agentmesh.executors,
         agentmesh.policies,
         agentmesh.subagents,
         agentmesh.testing,
@@ -69,3 +71,9 @@ def test_checkpoints_exports_exactly_the_stores() -> None:
         "PostgresStore",
         "SQLiteStore",
     }
+
+
+def test_executors_exports_exactly_the_executors() -> None:
+    """`agentmesh.executors` exports the two executors; the local one is the coordinator's."""
+    assert set(agentmesh.executors.__all__) == {"LocalExecutor", "RayExecutor"}
+    assert agentmesh.executors.LocalExecutor is agentmesh.coordinator.LocalExecutor

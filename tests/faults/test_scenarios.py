@@ -226,7 +226,9 @@ class TestDeadline:
         figure("attempts_before_deadline", len(starts))
         figure("last_start_before_deadline_s", round(deadline - max(starts), 4))
         assert len(starts) > 5  # it did keep trying while there was time
-        assert max(starts) < deadline
+        # `start` is read a moment before the coordinator reads its own clock, so its
+        # deadline can fall a little after ours: allow that moment, nothing more.
+        assert max(starts) < deadline + 0.005
         assert now() - deadline < DEADLINE_SLACK
         assert report.coverage[0].status is CoverageStatus.GAP
 

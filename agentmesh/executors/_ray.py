@@ -1,0 +1,553 @@
+"""`RayExecutor`: the same coordinator, its subagents running on a Ray cluster.
+
+Each (subagent, task) is one Ray task that runs `Subagent.run` in a worker and returns
+the outcome's wire form; routing, synthesis and the report stay on the driver,
+unchanged. What the executor adds is what a cluster can do that an event loop cannot:
+
+* **A worker dies mid-task** (killed, out of memory, node lost): Ray's own retries are
+  off (agentmesh owns every retry once), and the task becomes a transient `unavailable`
+  envelope carrying the partial results it had recorded. Every `ctx.record_partial`
+  in a worker is acknowledged by the run-state actor before it returns, so recorded
+  progress is never lost with the worker.
+* **Deadline and cancellation**: the worker gets the run's deadline (as a wall-clock
+  instant, so time spent queued counts); a worker that does not hand back its outcome
+  in time is cancelled and its task cut with its partials. A cancelled run cancels its
+  remote tasks (gracefully, then by force after `cancel_grace` seconds) and returns
+  only once none is running.
+* **Shipping**: subagents, policies and stores are pickled by value (modules that are
+  not installed, such as a script or a test file, go by value too) and put into the
+  object store once; each worker deserializes them once. One that cannot be pickled is
+  a `UsageError` at its first dispatch that names it.
+* **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
+  retry budget, leased in batches; stateful policies' state; the in-run ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import sysconfig
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+
+from pydantic import TypeAdapter
+
+from agentmesh._logging import get_logger
+from agentmesh.coordinator import Dispatch
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
+from agentmesh.errors import UsageError
+from agentmesh.subagents import Subagent
+from agentmesh.task import Task
+
+if TYPE_CHECKING:
+    from agentmesh.executors._ray_worker import Shipment
+
+__all__ = ["RayExecutor"]
+
+_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
+# How long past the deadline a worker may take to hand back its cut outcome; shorter
+# than the coordinator's own guard, so the executor cuts first and keeps the partials.
+_DEADLINE_GRACE: Final = 0.25
+# How long a force-cancelled task may take to be confirmed gone.
+_KILL_WAIT: Final = 10.0
+_NAMESPACE: Final = "agentmesh"
+# Seconds between the driver's hand-backs of finished tasks' budget to the actor.
+_SETTLE_EVERY: Final = 0.02
+
+
+class RayExecutor:
+    """Runs each subagent task as a Ray task, on a local Ray instance or a cluster.
+
+    Args:
+        address: None starts a local Ray instance (or uses the one this process already
+            started with `ray.init`); `"auto"` joins the cluster this machine belongs to;
+            `"ray://host:10001"` joins one through Ray Client.
+        num_cpus: CPUs of the local instance (only with `address=None`).
+        task_options: Ray options for every task, e.g. `{"num_cpus": 0.25}` to run four
+            I/O-bound subagents per core, or `{"resources": {"gpu_box": 1}}`.
+        ship_modules: more modules (or their names) to pickle by value, for the helpers
+            of a subagent that the workers cannot import.
+        cancel_grace: seconds a cancelled task gets to unwind (its `finally` blocks run)
+            before its worker is killed.
+        budget_batch: retry tokens a worker leases at once from the run's budget.
+        state_refresh: seconds between a running task's fetches of the state other
+            workers wrote (stateful policies); 0 to fetch it only at dispatch.
+        init_options: more keyword arguments for `ray.init` (e.g. `runtime_env`).
+
+    Ray is connected on first use, or by `connect()`; `close()` (or `async with`)
+    removes the run-state actor and shuts down the Ray instance if this executor
+    started it.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        num_cpus: int | None = None,
+        task_options: Mapping[str, Any] | None = None,
+        ship_modules: Iterable[ModuleType | str] = (),
+        cancel_grace: float = 1.0,
+        budget_batch: int = 4,
+        state_refresh: float = 0.1,
+        init_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        try:
+            import ray  # noqa: F401  # fail here, not at the first dispatch
+        except ImportError:
+            raise UsageError("RayExecutor needs Ray: pip install 'agentmesh[ray]'") from None
+        if address is not None and not isinstance(address, str):
+            raise UsageError(
+                f"RayExecutor(address=) takes None, 'auto' or 'ray://…', got {address!r}"
+            )
+        if num_cpus is not None and address is not None:
+            raise UsageError("RayExecutor(num_cpus=) sizes a local instance; not with address=")
+        if num_cpus is not None and (not isinstance(num_cpus, int) or num_cpus < 1):
+            raise UsageError(f"RayExecutor(num_cpus=) must be an int >= 1, got {num_cpus!r}")
+        if cancel_grace < 0:
+            raise UsageError(f"RayExecutor(cancel_grace=) must be >= 0, got {cancel_grace!r}")
+        if not isinstance(budget_batch, int) or budget_batch < 1:
+            raise UsageError(
+                f"RayExecutor(budget_batch=) must be an int >= 1, got {budget_batch!r}"
+            )
+        if state_refresh < 0:
+            raise UsageError(f"RayExecutor(state_refresh=) must be >= 0, got {state_refresh!r}")
+        self.address = address
+        self.num_cpus = num_cpus
+        self.task_options = dict(task_options or {})
+        self.cancel_grace = cancel_grace
+        self.budget_batch = budget_batch
+        self.state_refresh = state_refresh
+        self.init_options = dict(init_options or {})
+        self._ship_modules = [_module(m) for m in ship_modules]
+        self._actor_name = f"agentmesh-state-{uuid.uuid4().hex[:12]}"
+        self._actor: Any = None
+        self._remote: Any = None
+        self._owns_ray = False
+        self._closed = False
+        # id(obj) -> (obj, shipment or the UsageError it raised); obj is kept so that
+        # its id is not reused while the entry exists.
+        self._shipped: dict[int, tuple[object, Shipment | UsageError]] = {}
+        self._unsettled: dict[str, list[float]] = {}
+        self._settled_at = 0.0
+        self._log = get_logger()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def connect(self) -> Self:
+        """Connect to Ray (starting a local instance if need be); a no-op when connected.
+
+        Starting a local instance takes a few seconds; call this before a run with a
+        deadline so that the run does not pay for it.
+        """
+        if self._closed:
+            raise UsageError("this RayExecutor is closed; create a new one")
+        if self._actor is not None:
+            return self
+        import ray
+
+        from agentmesh.executors._ray_state import StateActor
+        from agentmesh.executors._ray_worker import run_task
+
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"namespace": _NAMESPACE, **self.init_options}
+            if self.address is None:
+                options.setdefault("include_dashboard", False)
+                if self.num_cpus is not None:
+                    options["num_cpus"] = self.num_cpus
+            ray.init(address=self.address, **options)
+            self._owns_ray = True
+        for module in self._ship_modules:
+            _by_value(module)
+        # Ray's own retries are off: agentmesh owns every retry, once.
+        self._remote = ray.remote(max_retries=0, retry_exceptions=False)(run_task)
+        self._actor = (
+            ray.remote(StateActor)
+            .options(name=self._actor_name, namespace=_NAMESPACE, num_cpus=0, max_restarts=0)
+            .remote()
+        )
+        return self
+
+    def close(self) -> None:
+        """Remove the run-state actor; shut Ray down if this executor started it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._actor is None:
+            return
+        import ray
+
+        if ray.is_initialized():
+            ray.kill(self._actor)
+            if self._owns_ray:
+                ray.shutdown()
+        self._actor = self._remote = None
+        self._shipped.clear()
+
+    async def __aenter__(self) -> Self:
+        return self.connect()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def round_trip(self, n: int = 100) -> float:
+        """Seconds for one round trip to the run-state actor (the mean of `n`)."""
+        self.connect()
+        await self._actor.ping.remote()
+        start = time.perf_counter()
+        for _ in range(n):
+            await self._actor.ping.remote()
+        return (time.perf_counter() - start) / n
+
+    async def budget(self, run_id: str) -> dict[str, float] | None:
+        """The run's cluster-wide retry budget as the actor holds it (None: untouched)."""
+        self.connect()
+        counts: dict[str, float] | None = await self._actor.budget.remote(run_id)
+        return counts
+
+    # -- the executor seam ---------------------------------------------------------------
+
+    async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome:
+        """Run `subagent` on `task` as a Ray task and return its outcome."""
+        from agentmesh.executors._ray_worker import LOCAL_ONLY, Spec, apply_ops
+
+        deadline_at = None if dispatch.deadline is None else time.time() + dispatch.deadline
+        self.connect()
+        subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
+        policies_box = None
+        if dispatch.policies:
+            policies_box = self._ship(dispatch.policies, "the coordinator's policies")
+        store_box = None
+        if dispatch.store is not None:
+            store_box = self._ship(dispatch.store, f"store {dispatch.store!r}")
+        budget = dispatch.budget
+        spec = Spec(
+            subagent=subagent_box,
+            policies=policies_box,
+            store=store_box,
+            task=task,
+            run_id=dispatch.run_id,
+            task_id=dispatch.task_id,
+            call=uuid.uuid4().hex,
+            deadline_at=deadline_at,
+            budget=None if budget is None else (budget.ratio, budget.reserve),
+            budget_batch=self.budget_batch,
+            state={k: v for k, v in dispatch.state.items() if k not in LOCAL_ONLY},
+            state_refresh=self.state_refresh,
+            actor=(self._actor_name, _NAMESPACE),
+        )
+        remote = self._remote.options(**self.task_options) if self.task_options else self._remote
+        ref = remote.remote(spec)
+        wait = None if dispatch.deadline is None else dispatch.deadline + _DEADLINE_GRACE
+        try:
+            async with asyncio.timeout(wait) as timeout:
+                result: dict[str, Any] = await ref
+        except asyncio.CancelledError:
+            await self._stop(ref)
+            self._actor.forget.remote(spec.run_id, spec.call)
+            raise
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            await self._stop(ref, force=True)
+            partials, _ = await self._take(spec)
+            return _cut(subagent, task, dispatch.deadline, partials)
+        except Exception as exc:
+            if not _lost(exc):
+                raise _cause(exc) from None
+            partials, state = await self._take(spec)
+            # What the lost task wrote reached the actor, not this process: merge it in.
+            apply_ops(dispatch.state, _as_defaults(state))
+            self._log.warning(
+                "ray_task_lost",
+                run_id=spec.run_id,
+                task_id=spec.task_id,
+                subagent=subagent.name,
+                error=type(exc).__name__,
+                partial=partials is not None,
+            )
+            return _unavailable(subagent, task, exc, partials)
+        if budget is not None and result["budget"] is not None:
+            first_attempts, retries, denied, deposits, unused = result["budget"]
+            # The driver's budget object counts what the workers did, for the run's log.
+            budget.first_attempts += first_attempts
+            budget.retries += retries
+            budget.denied += denied
+            if deposits or unused or denied:
+                self._settle(spec.run_id, (budget.ratio, budget.reserve), deposits, unused, denied)
+        if result["state"]:
+            apply_ops(dispatch.state, result["state"])
+        return _OUTCOME.validate_python(result["outcome"])
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _ship(self, obj: object, what: str) -> Shipment:
+        """Put `obj` into the object store once; a UsageError naming it if it cannot go."""
+        import ray
+
+        from agentmesh.executors._ray_worker import Shipment
+
+        entry = self._shipped.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            if isinstance(entry[1], UsageError):
+                raise entry[1]
+            return entry[1]
+        for module in _modules_of(obj):
+            _by_value(module)
+        try:
+            ref = ray.put(obj)
+        except Exception as exc:
+            error = _unshippable(obj, what, exc)
+            self._shipped[id(obj)] = (obj, error)
+            raise error from None
+        shipment = Shipment(uuid.uuid4().hex, ref)
+        self._shipped[id(obj)] = (obj, shipment)
+        return shipment
+
+    def _settle(
+        self, run_id: str, terms: tuple[float, float], deposits: int, unused: int, denied: int
+    ) -> None:
+        """Hand back finished tasks' deposits and unused tokens, many tasks per call.
+
+        Until then they are missing from the run's budget, which errs on the safe side
+        (fewer retries); one call per task would cost each task a message.
+        """
+        pending = self._unsettled.setdefault(run_id, [*terms, 0, 0, 0])
+        pending[2] += deposits
+        pending[3] += unused
+        pending[4] += denied
+        now = time.monotonic()
+        if now - self._settled_at < _SETTLE_EVERY:
+            return
+        self._settled_at = now
+        for pending_run, (ratio, reserve, d, u, n) in self._unsettled.items():
+            self._actor.settle.remote(pending_run, ratio, reserve, int(d), int(u), int(n))
+        self._unsettled.clear()
+
+    async def _stop(self, ref: Any, *, force: bool = False) -> None:
+        """Cancel a remote task and return once it is no longer running.
+
+        Graceful first (the task's `finally` blocks run), by force after
+        `cancel_grace`; cancelled again meanwhile, by force at once.
+        """
+        import ray
+
+        try:
+            ray.cancel(ref, force=force)
+            if await _settled(ref, self.cancel_grace if not force else _KILL_WAIT):
+                return
+            if not force:
+                ray.cancel(ref, force=True)
+                await _settled(ref, _KILL_WAIT)
+        except asyncio.CancelledError:
+            ray.cancel(ref, force=True)
+            raise
+
+    async def _take(self, spec: Any) -> tuple[PartialResults | None, dict[str, Any]]:
+        """A lost task's recorded progress and the run's state, from the actor."""
+        try:
+            taken: tuple[PartialResults | None, dict[str, Any]] = await asyncio.wait_for(
+                self._actor.take.remote(spec.run_id, spec.call), _KILL_WAIT
+            )
+        except Exception as exc:
+            # The actor went down with its node: the progress went with it.
+            self._log.warning("ray_partials_lost", run_id=spec.run_id, error=repr(exc))
+            return None, {}
+        return taken
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "connected" if self._actor is not None else "new"
+        return f"<RayExecutor address={self.address!r} {state}>"
+
+
+def _as_defaults(state: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Writes that add what `state` has to a copy of it, keeping what the copy has."""
+    ops: list[tuple[Any, ...]] = []
+    for key, value in state.items():
+        if isinstance(value, dict):
+            ops += [("default_in", key, item, inner) for item, inner in value.items()]
+        else:
+            ops.append(("default", key, value))
+    return ops
+
+
+async def _settled(ref: Any, seconds: float) -> bool:
+    """Whether the task behind `ref` ended (in any way) within `seconds`."""
+    future = asyncio.ensure_future(_wait(ref))
+    done, _ = await asyncio.wait({future}, timeout=seconds)
+    if not done:
+        future.cancel()
+    return bool(done)
+
+
+async def _wait(ref: Any) -> None:
+    try:
+        await ref
+    except Exception:
+        return  # cancelled, crashed or failed: ended all the same
+
+
+def _lost(exc: BaseException) -> bool:
+    """True for a Ray failure of the task's worker or node, not of the task's code."""
+    from ray import exceptions as rx
+
+    if isinstance(exc, rx.TaskCancelledError):
+        return True  # not by us (we were not cancelled): e.g. a node drained
+    if isinstance(exc, rx.RayTaskError | rx.RuntimeEnvSetupError):
+        return False
+    return isinstance(exc, rx.RayError)
+
+
+def _cause(exc: Exception) -> Exception:
+    """The exception the remote code raised, without Ray's wrapper."""
+    from ray.exceptions import RayTaskError
+
+    if isinstance(exc, RayTaskError) and isinstance(exc.cause, Exception):
+        return exc.cause
+    return exc
+
+
+def _unavailable(
+    subagent: Subagent, task: Task, exc: BaseException, partials: PartialResults | None
+) -> ErrorEnvelope:
+    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+    return ErrorEnvelope(
+        error_category=ErrorCategory.TRANSIENT,
+        error_type="unavailable",
+        is_retryable=True,
+        message=(
+            f"the Ray worker running {subagent.name} was lost mid-task "
+            f"({type(exc).__name__}); the progress it had recorded is kept"
+        ),
+        attempted_query=task.query,
+        source=subagent.name,
+        attempts=1,
+        partial_results=partials,
+        alternative_approaches=subagent.alternatives or None,
+        details=f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__,
+    )
+
+
+def _cut(
+    subagent: Subagent, task: Task, deadline: float | None, partials: PartialResults | None
+) -> ErrorEnvelope:
+    return ErrorEnvelope(
+        error_category=ErrorCategory.TRANSIENT,
+        error_type="timeout",
+        is_retryable=True,
+        message=(
+            f"cut at the deadline ({deadline:g}s): the Ray task did not hand back its "
+            "outcome in time and was cancelled"
+        ),
+        attempted_query=task.query,
+        source=subagent.name,
+        attempts=1,
+        partial_results=partials,
+        alternative_approaches=subagent.alternatives or None,
+    )
+
+
+def _unshippable(obj: object, what: str, exc: Exception) -> UsageError:
+    from ray import cloudpickle
+
+    # Ray's own message carries a page of serializability diagnostics; pickling again
+    # gives the one line that says what failed.
+    try:
+        cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]  # unannotated upstream
+    except Exception as plain:
+        exc = plain
+    reason = (str(exc).strip().splitlines() or [""])[0]
+    culprit = _culprit(obj)
+    where = f" ({culprit})" if culprit else ""
+    return UsageError(
+        f"{what} cannot be sent to Ray workers: {type(exc).__name__}: {reason}{where}. "
+        "What a subagent (or a policy, or the store) holds is pickled and sent to each "
+        "worker, so it must not hold what only lives in this process (a lock, a socket, an "
+        "open client or connection): create those inside the subagent's code, or once per "
+        "worker."
+    )
+
+
+def _culprit(obj: object) -> str | None:
+    """Name the first part of `obj` that cannot be pickled, one level deep."""
+    from ray import cloudpickle
+
+    def bad(value: object) -> bool:
+        try:
+            cloudpickle.dumps(value)  # type: ignore[no-untyped-call]  # unannotated upstream
+        except Exception:
+            return True
+        return False
+
+    fn = getattr(obj, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):  # type: ignore[union-attr]  # fn has __code__, so it is a function
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if bad(value):
+                return f"its function closes over {name!r}: {type(value).__name__}"
+        global_names = getattr(fn, "__globals__", {})
+        for name in code.co_names:
+            if name in global_names and bad(global_names[name]):
+                return f"its function uses the global {name!r}: {type(global_names[name]).__name__}"
+    for name, value in getattr(obj, "__dict__", {}).items():
+        if bad(value):
+            return f"its attribute {name!r}: {type(value).__name__}"
+    return None
+
+
+def _module(module: ModuleType | str) -> ModuleType:
+    if isinstance(module, ModuleType):
+        return module
+    if module not in sys.modules:
+        raise UsageError(f"RayExecutor(ship_modules=): module {module!r} is not imported")
+    return sys.modules[module]
+
+
+def _modules_of(obj: object) -> list[ModuleType]:
+    """The user modules that define `obj` (its class, its function, its parts')."""
+    names: set[str] = set()
+    items = list(obj) if isinstance(obj, tuple | list) else [obj]
+    for item in items:
+        names.add(type(item).__module__)
+        fn = getattr(item, "fn", None)
+        if fn is not None:
+            names.add(getattr(fn, "__module__", "") or "")
+    modules = [sys.modules.get(name) for name in names]
+    return [m for m in modules if m is not None and not _importable_everywhere(m)]
+
+
+def _importable_everywhere(module: ModuleType) -> bool:
+    """Installed code (the standard library, site-packages, agentmesh) is imported by
+    the workers; anything else (a script, a test file, a notebook) goes by value."""
+    name = module.__name__
+    if name == "__main__" or name == "agentmesh" or name.startswith("agentmesh."):
+        return True  # cloudpickle ships __main__ by value by itself
+    file = getattr(module, "__file__", None)
+    if file is None:
+        return True  # built-in
+    path = Path(file).resolve()
+    roots = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(path.is_relative_to(Path(root).resolve()) for root in roots)
+
+
+_REGISTERED: set[str] = set()
+
+
+def _by_value(module: ModuleType) -> None:
+    from ray import cloudpickle
+
+    if module.__name__ not in _REGISTERED:
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # unannotated upstream
+        _REGISTERED.add(module.__name__)

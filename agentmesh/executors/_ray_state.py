@@ -1,0 +1,197 @@
+"""The run-state actor: what every Ray worker of a run must agree on.
+
+One small actor per `RayExecutor` keeps, per run: the retry budget (handed out to
+workers in leases, so a retry costs a round trip only when a worker's lease is empty),
+the stateful policies' shared state, the in-run ledger of completed non-idempotent
+calls, and the partial results each running task has recorded (so a worker that dies
+mid-task still hands its progress to the driver). And, for all runs, the rate log of
+every rate-limited tool or subagent, so a limit holds for the cluster, not per worker.
+It runs on no CPU of its own (`num_cpus=0`) and does nothing but small dictionary
+updates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from agentmesh.envelope import PartialResults
+
+__all__ = ["StateActor", "apply_op"]
+
+# Runs the actor remembers; the least recently used one is forgotten past this. The
+# executor cannot know when a run ends (the coordinator never says), so this bounds a
+# long-lived executor's memory instead.
+MAX_RUNS: Final = 10_000
+
+Op = tuple[Any, ...]
+"""A state write: ("set" | "default", key, value), ("set_in" | "default_in", key, item,
+value), ("del", key) or ("del_in", key, item); a "default" sets only what is absent."""
+
+
+def apply_op(state: dict[str, Any], op: Op) -> None:
+    """Apply one state write to a plain dict (the driver's copy or the actor's)."""
+    kind, key = op[0], op[1]
+    if kind == "set" or (kind == "default" and key not in state):
+        state[key] = dict(op[2]) if type(op[2]) is dict else op[2]
+    elif kind in ("set_in", "default_in"):
+        inner = state.get(key)
+        if not isinstance(inner, dict):
+            inner = state[key] = {}
+        if kind == "set_in" or op[2] not in inner:
+            inner[op[2]] = op[3]
+    elif kind == "del":
+        state.pop(key, None)
+    elif kind == "del_in":
+        inner = state.get(key)
+        if isinstance(inner, dict):
+            inner.pop(op[2], None)
+
+
+@dataclass(slots=True)
+class _Budget:
+    ratio: float
+    reserve: float
+    first_attempts: int = 0
+    granted: int = 0  # tokens leased out, minus those handed back unused
+    denied: int = 0
+
+    @property
+    def tokens(self) -> float:
+        return self.reserve + self.ratio * self.first_attempts - self.granted
+
+
+@dataclass(slots=True)
+class _RunState:
+    budget: _Budget | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    partials: dict[str, PartialResults] = field(default_factory=dict)
+    rows: dict[tuple[str, str, str], tuple[Any, ...]] = field(default_factory=dict)
+
+
+class StateActor:
+    """Per-run shared state; wrapped with `ray.remote` by the executor."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[str, _RunState] = OrderedDict()
+        # Start times (this actor's clock) per rate limit, reserved ones included.
+        self._starts: dict[tuple[str, int, float], deque[float]] = {}
+
+    def _run(self, run_id: str) -> _RunState:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _RunState()
+            while len(self._runs) > MAX_RUNS:
+                self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(run_id)
+        return run
+
+    def ping(self) -> None:
+        """A no-op: measures one round trip."""
+
+    # -- partial results of running tasks ---------------------------------------------
+
+    def record(self, run_id: str, call: str, partials: PartialResults) -> None:
+        self._run(run_id).partials[call] = partials
+
+    def forget(self, run_id: str, call: str) -> None:
+        self._run(run_id).partials.pop(call, None)
+
+    def take(self, run_id: str, call: str) -> tuple[PartialResults | None, dict[str, Any]]:
+        """A lost task's last recorded progress, and the run's shared state."""
+        run = self._run(run_id)
+        return run.partials.pop(call, None), run.state
+
+    # -- rate limits --------------------------------------------------------------------
+
+    def rate_start(self, name: str, n: int, per: float) -> float:
+        """Reserve the next start allowed by `(n, per)` for limiter `name`: seconds to wait.
+
+        A limiter's starts are counted for the whole cluster, as the remote service
+        counts them. Reservations come out in order, so the log stays sorted.
+        """
+        now = time.monotonic()
+        starts = self._starts.setdefault((name, n, per), deque())
+        while starts and starts[0] <= now - per:
+            starts.popleft()
+        at = now if len(starts) < n else max(now, starts[-n] + per)
+        starts.append(at)
+        return at - now
+
+    # -- the retry budget ---------------------------------------------------------------
+
+    def _budget(self, run_id: str, ratio: float, reserve: float) -> _Budget:
+        run = self._run(run_id)
+        if run.budget is None:
+            run.budget = _Budget(ratio, reserve)
+        return run.budget
+
+    def lease(self, run_id: str, ratio: float, reserve: float, deposits: int, want: int) -> int:
+        """Count `deposits` first attempts, then grant up to `want` retry tokens."""
+        budget = self._budget(run_id, ratio, reserve)
+        budget.first_attempts += deposits
+        grant = max(0, min(want, math.floor(budget.tokens + 1e-9)))
+        budget.granted += grant
+        return grant
+
+    def settle(
+        self, run_id: str, ratio: float, reserve: float, deposits: int, unused: int, denied: int
+    ) -> None:
+        """A task ended: count its last first attempts, take back its unused tokens."""
+        budget = self._budget(run_id, ratio, reserve)
+        budget.first_attempts += deposits
+        budget.granted -= unused
+        budget.denied += denied
+
+    def budget(self, run_id: str) -> dict[str, float] | None:
+        run = self._runs.get(run_id)
+        if run is None or run.budget is None:
+            return None
+        b = run.budget
+        return {
+            "first_attempts": b.first_attempts,
+            "retries": b.granted,
+            "denied": b.denied,
+            "tokens": b.tokens,
+        }
+
+    # -- stateful policies ------------------------------------------------------------
+
+    def write(self, run_id: str, ops: list[Op]) -> None:
+        run = self._run(run_id)
+        for op in ops:
+            apply_op(run.state, op)
+        run.version += len(ops)
+
+    def state_since(self, run_id: str, version: int) -> tuple[int, dict[str, Any] | None]:
+        """The run's state if it changed since `version`, with the new version."""
+        run = self._run(run_id)
+        return run.version, (run.state if run.version != version else None)
+
+    # -- the in-run ledger (rows as `StoreBase` keeps them) ----------------------------
+
+    def row_put(self, row: tuple[Any, ...]) -> None:
+        self._run(row[0]).rows[(row[0], row[1], row[2])] = row
+
+    def row_get(self, run_id: str, stage: str, key: str) -> tuple[Any, ...] | None:
+        return self._run(run_id).rows.get((run_id, stage, key))
+
+    def row_list(self, run_id: str, stage: str | None) -> list[tuple[Any, ...]]:
+        rows = self._run(run_id).rows.values()
+        return [row for row in rows if stage is None or row[1] == stage]
+
+    def row_delete(self, run_id: str, stage: str | None, key: str | None) -> int:
+        rows = self._run(run_id).rows
+        doomed = [
+            address
+            for address in rows
+            if (stage is None or address[1] == stage) and (key is None or address[2] == key)
+        ]
+        for address in doomed:
+            del rows[address]
+        return len(doomed)

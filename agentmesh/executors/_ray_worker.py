@@ -1,0 +1,444 @@
+"""What runs inside a Ray worker: one (subagent, task) to its outcome's wire form.
+
+The worker runs `Subagent.run` exactly as the local executor does, on its own event
+loop, with three stand-ins that make the run's shared parts cluster-wide: a retry budget
+leased from the run-state actor, a state dict whose writes reach the actor (and come
+back to the driver with the result), and a ledger kept in the actor. Every
+`ctx.record_partial` is acknowledged by the actor before it returns, so the progress a
+task recorded survives the worker being killed the next instant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ray
+
+from agentmesh._logging import get_logger
+from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.context import Context
+from agentmesh.envelope import Outcome, PartialResults
+from agentmesh.executors._ray_state import Op, apply_op
+from agentmesh.policies import ToolPolicy
+from agentmesh.retry import RetryBudget
+from agentmesh.subagents import Subagent
+from agentmesh.subagents._base import _RUN_MEMORY
+from agentmesh.task import Task
+from agentmesh.throttle import RATE_AUTHORITY
+
+__all__ = ["LOCAL_ONLY", "Shipment", "Spec", "run_task", "wire"]
+
+# State keys that never leave the process: the in-run ledger is replaced by the actor's.
+LOCAL_ONLY: Final = frozenset({_RUN_MEMORY})
+
+# How long a worker waits for the actor to acknowledge a partial result or a lease.
+_ACTOR_TIMEOUT: Final = 30.0
+
+# Shipped objects a worker keeps deserialized, most recently used last.
+_SHIPPED: OrderedDict[str, Any] = OrderedDict()
+_MAX_SHIPPED: Final = 256
+_ACTORS: dict[tuple[str, str], Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Shipment:
+    """An object put into the object store once, fetched once per worker process."""
+
+    key: str
+    ref: Any  # ray.ObjectRef, nested so that Ray does not resolve it for every task
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """Everything about one dispatch; the big, shared parts travel as shipments.
+
+    One argument, so Ray serializes one object per task rather than five.
+    """
+
+    subagent: Shipment
+    policies: Shipment | None
+    store: Shipment | None
+    task: Task
+    run_id: str
+    task_id: str
+    call: str  # unique per dispatch: partial results are kept under it
+    deadline_at: float | None  # wall clock (time.time()), shared by driver and worker
+    budget: tuple[float, float] | None  # (ratio, reserve); (0, inf) means unlimited
+    budget_batch: int
+    state: dict[str, Any]
+    state_refresh: float
+    actor: tuple[str, str]  # (name, namespace)
+
+
+def wire(outcome: Outcome) -> dict[str, Any]:
+    """The outcome's wire shape (camelCase keys); values stay Python objects.
+
+    Not `to_dict()`: JSON mode would turn a tuple into a list and a model into a dict,
+    and a run's report must be the same whichever executor ran it.
+    """
+    fields = type(outcome).model_fields
+    return {info.alias or name: getattr(outcome, name) for name, info in fields.items()}
+
+
+def run_task(spec: Spec) -> dict[str, Any]:
+    """The remote function: run the subagent, return the wire form and what to merge."""
+    subagent: Subagent = _unship(spec.subagent)
+    policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
+    store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
+    task = spec.task
+    link = _Link(_actor(spec.actor), spec)
+    state = SharedState(spec.state, link)
+    dict.__setitem__(state, _RUN_MEMORY, _ActorStore(link))
+    budget = _budget(spec, link)
+    deadline = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
+
+    async def main() -> Outcome:
+        RATE_AUTHORITY.set(link.rate_start)  # this task's context only
+        refresher = None
+        if spec.state_refresh > 0:
+            refresher = asyncio.create_task(state.refresh_every(spec.state_refresh))
+        try:
+            return await _tapped(subagent, link).run(
+                task,
+                run_id=spec.run_id,
+                task_id=spec.task_id,
+                budget=budget,
+                deadline=deadline,
+                policies=policies,
+                state=state,
+                store=store,
+            )
+        finally:
+            if refresher is not None:
+                refresher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await refresher
+
+    outcome = asyncio.run(main())
+    link.done()
+    counts = None
+    if budget is not None:
+        # The driver settles with the actor for many tasks at once: first attempts not
+        # deposited yet and tokens leased but not used go back in one call, not one each.
+        counts = (budget.first_attempts, budget.retries, budget.denied, *_unsettled(budget))
+    return {"outcome": wire(outcome), "budget": counts, "state": state.ops}
+
+
+def _unsettled(budget: RetryBudget) -> tuple[int, int]:
+    if isinstance(budget, LeasedBudget):
+        return budget.deposits, budget.lease
+    return 0, 0
+
+
+def _unship(box: Shipment) -> Any:
+    obj = _SHIPPED.get(box.key)
+    if obj is None:
+        obj = ray.get(box.ref)
+        _SHIPPED[box.key] = obj
+        while len(_SHIPPED) > _MAX_SHIPPED:
+            _SHIPPED.popitem(last=False)
+    else:
+        _SHIPPED.move_to_end(box.key)
+    return obj
+
+
+def _actor(address: tuple[str, str]) -> Any:
+    actor = _ACTORS.get(address)
+    if actor is None:
+        name, namespace = address
+        actor = _ACTORS[address] = ray.get_actor(name, namespace=namespace)
+    return actor
+
+
+class _Link:
+    """The worker's line to the run-state actor for one task."""
+
+    __slots__ = ("actor", "recorded", "spec", "warned")
+
+    def __init__(self, actor: Any, spec: Spec) -> None:
+        self.actor = actor
+        self.spec = spec
+        self.warned = False
+        self.recorded = False
+
+    @property
+    def log(self) -> Any:
+        return get_logger(run_id=self.spec.run_id, task_id=self.spec.task_id)
+
+    def partials(self, snapshot: PartialResults | None) -> None:
+        """Hand the task's progress to the actor and wait until it has it."""
+        if snapshot is None:
+            return
+        self.recorded = True
+        try:
+            ray.get(
+                self.actor.record.remote(self.spec.run_id, self.spec.call, snapshot),
+                timeout=_ACTOR_TIMEOUT,
+            )
+        except Exception as exc:
+            # The progress is still in the task's own context: only a worker death
+            # would lose it now. Say so once, and go on.
+            if not self.warned:
+                self.warned = True
+                self.log.warning("partials_not_shared", error=f"{type(exc).__name__}: {exc}")
+
+    async def rate_start(self, name: str, n: int, per: float) -> float | None:
+        try:
+            delay: float = await self.actor.rate_start.remote(name, n, per)
+        except Exception as exc:
+            # The actor is gone: the limit still holds in this worker, if not beyond it.
+            if not self.warned:
+                self.warned = True
+                self.log.warning("rate_limit_not_shared", error=f"{type(exc).__name__}: {exc}")
+            return None
+        return delay
+
+    def write(self, op: Op) -> None:
+        self.actor.write.remote(self.spec.run_id, [op])
+
+    def done(self) -> None:
+        if self.recorded:
+            self.actor.forget.remote(self.spec.run_id, self.spec.call)
+
+
+def _tapped(subagent: Subagent, link: _Link) -> Subagent:
+    """A shallow copy of `subagent` whose context reports every partial result."""
+    inner = subagent.handle
+
+    async def handle(task: Task, ctx: Context) -> Any:
+        if not getattr(ctx, "_agentmesh_tapped", False):
+            record = ctx.record_partial
+
+            def record_partial(
+                findings: Iterable[Any] | Any = (),
+                *,
+                completed: str | Iterable[str] | None = None,
+                pending: str | Iterable[str] | None = None,
+            ) -> None:
+                record(findings, completed=completed, pending=pending)
+                link.partials(ctx.partials.snapshot())
+
+            # An instance attribute shadows the method for this context only.
+            ctx.record_partial = record_partial  # type: ignore[method-assign]  # see above
+            ctx._agentmesh_tapped = True  # type: ignore[attr-defined]  # a marker
+            link.partials(ctx.partials.snapshot())  # progress restored from a checkpoint
+        return await inner(task, ctx)
+
+    clone = copy.copy(subagent)
+    clone.handle = handle  # type: ignore[method-assign]  # the copy's own, not the class's
+    return clone
+
+
+def _budget(spec: Spec, link: _Link) -> RetryBudget | None:
+    if spec.budget is None:
+        return None
+    ratio, reserve = spec.budget
+    if reserve == float("inf"):
+        return RetryBudget.unlimited()  # nothing to share: no round trips
+    return LeasedBudget(link, ratio, reserve, spec.budget_batch)
+
+
+class LeasedBudget(RetryBudget):
+    """The run's retry budget as one worker sees it: tokens leased from the actor.
+
+    First attempts are counted locally and deposited with the next lease or at the end;
+    a retry takes a token from the local lease and asks the actor for `batch` more only
+    when the lease is empty. The run's bound (reserve + ratio x first attempts) holds:
+    the actor never grants more tokens than the deposits so far allow.
+    """
+
+    __slots__ = ("_batch", "_link", "deposits", "lease")
+
+    def __init__(self, link: _Link, ratio: float, reserve: float, batch: int) -> None:
+        super().__init__(ratio=ratio, reserve=reserve)
+        self._link = link
+        self._batch = batch
+        self.deposits = 0  # first attempts the actor has not counted yet
+        self.lease = 0  # tokens leased and not used yet
+
+    def record_first_attempt(self) -> None:
+        self.first_attempts += 1
+        self.deposits += 1
+
+    def try_spend(self) -> bool:
+        if self.lease < 1:
+            self.lease += self._ask()
+        if self.lease >= 1:
+            self.lease -= 1
+            self.retries += 1
+            return True
+        self.denied += 1
+        return False
+
+    def _ask(self) -> int:
+        spec = self._link.spec
+        try:
+            granted: int = ray.get(
+                self._link.actor.lease.remote(
+                    spec.run_id, self.ratio, self.reserve, self.deposits, self._batch
+                ),
+                timeout=_ACTOR_TIMEOUT,
+            )
+        except Exception as exc:
+            # No answer means no permission: a retry storm is worse than one gap.
+            self._link.log.warning("retry_budget_unreachable", error=f"{type(exc).__name__}")
+            return 0
+        self.deposits = 0
+        return granted
+
+
+class SharedState(dict[str, Any]):
+    """The run's policy state in a worker: writes go to the actor and back to the driver.
+
+    Covers what stateful policies do with `event.state`: set or delete a key, and set or
+    delete an item of a dict stored under a key (`state.setdefault(k, {})[item] = v`).
+    Other workers' writes arrive every `state_refresh` seconds while the task runs.
+    """
+
+    def __init__(self, snapshot: dict[str, Any], link: _Link) -> None:
+        super().__init__()
+        self._link = link
+        self.ops: list[Op] = []
+        self.version = 0
+        self._merge(snapshot)
+
+    def _wrap(self, key: str, value: Any) -> Any:
+        return _SharedMap(self, key, value) if type(value) is dict else value
+
+    def emit(self, op: Op) -> None:
+        self.ops.append(op)
+        self._link.write(op)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, self._wrap(key, value))
+        if key not in LOCAL_ONLY:
+            self.emit(("set", key, dict(value) if isinstance(value, dict) else value))
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            super().__setitem__(key, self._wrap(key, default))
+            # An empty default needs no write: an item set in it creates it everywhere.
+            if key not in LOCAL_ONLY and not (type(default) is dict and not default):
+                # Not a "set": another worker may have filled the key meanwhile.
+                self.emit(("default", key, dict(default) if isinstance(default, dict) else default))
+        return self[key]
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.emit(("del", key))
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        return super().pop(key, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def _merge(self, snapshot: dict[str, Any]) -> None:
+        for key, value in snapshot.items():
+            current = self.get(key)
+            if isinstance(current, _SharedMap) and isinstance(value, dict):
+                dict.update(current, value)
+            else:
+                dict.__setitem__(self, key, self._wrap(key, value))
+
+    async def refresh_every(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                version, snapshot = await self._link.actor.state_since.remote(
+                    self._link.spec.run_id, self.version
+                )
+            except Exception:  # the actor is gone: keep what we know
+                return
+            self.version = version
+            if snapshot is not None:
+                self._merge(snapshot)
+
+
+class _SharedMap(dict[Any, Any]):
+    """A dict stored under a key of `SharedState`: its item writes are shared too."""
+
+    def __init__(self, owner: SharedState, key: str, items: dict[Any, Any]) -> None:
+        super().__init__(items)
+        self._owner = owner
+        self._key = key
+
+    def __setitem__(self, item: Any, value: Any) -> None:
+        super().__setitem__(item, value)
+        self._owner.emit(("set_in", self._key, item, value))
+
+    def setdefault(self, item: Any, default: Any = None) -> Any:
+        if item not in self:
+            super().__setitem__(item, default)
+            self._owner.emit(("default_in", self._key, item, default))
+        return self[item]
+
+    def __delitem__(self, item: Any) -> None:
+        super().__delitem__(item)
+        self._owner.emit(("del_in", self._key, item))
+
+    def pop(self, item: Any, *default: Any) -> Any:
+        if item in self:
+            value = self[item]
+            del self[item]
+            return value
+        return super().pop(item, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for item, value in dict(*args, **kwargs).items():
+            self[item] = value
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class _ActorStore(StoreBase):
+    """The in-run ledger, kept in the run-state actor so every worker of the run sees it.
+
+    A completed non-idempotent call is then not made again by a coordinator's second
+    round of the task, whichever worker runs it.
+    """
+
+    def __init__(self, link: _Link) -> None:
+        super().__init__()
+        self._actor = link.actor
+
+    async def _open(self) -> None:
+        pass
+
+    async def _close(self) -> None:
+        pass
+
+    async def _put(self, row: Row) -> None:
+        await self._actor.row_put.remote(row)
+
+    async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
+        row: Row | None = await self._actor.row_get.remote(run_id, stage, key)
+        return row
+
+    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
+        rows: list[Row] = await self._actor.row_list.remote(run_id, stage)
+        return rows
+
+    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int:
+        count: int = await self._actor.row_delete.remote(run_id, stage, key)
+        return count
+
+
+def apply_ops(state: dict[str, Any], ops: Iterable[Op]) -> None:
+    """Merge a worker's state writes into the driver's copy of the run's state."""
+    for op in ops:
+        apply_op(state, op)
