@@ -57,7 +57,13 @@ def test() -> None:
     _run(PY, "-m", "pytest")
 
 
-JOBS = {"demo": demo, "test": test, "setup": lambda: None}
+def bench() -> None:
+    # The benchmark-only extra (LangGraph) is installed here, never by `setup`.
+    _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev,bench]")
+    _run(PY, "-m", "benchmarks", *sys.argv[2:])  # e.g. `python3 dev.py bench --quick`
+
+
+JOBS = {"demo": demo, "test": test, "bench": bench, "setup": lambda: None}
 
 if __name__ == "__main__":
     job = sys.argv[1] if len(sys.argv) > 1 else "test"

@@ -52,8 +52,8 @@ async def attempt_call(
             non-idempotent tool whose failure may have taken effect).
         review: sees every attempt's outcome and may replace it (post-tool policies).
         breaker: fails attempts fast while the source is known to be down.
-        deposit: whether the first attempt counts for the retry budget (see
-            `RetryPolicy.run`); by default it does.
+        deposit: asked before the first attempt whether this call deposits into the
+            retry budget (see `RetryPolicy.run`); by default it does.
     """
     final = False  # a CallFailed was retried where it happened: never again here
     if policy.deadline is not None:

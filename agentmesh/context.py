@@ -203,9 +203,10 @@ class Context:
         self.state = state
         self.log = log
         self.attempt = 0
-        # Whether a tool call or a model turn reached a source: those deposit into the
-        # retry budget themselves, so the subagent's own attempt must not again.
-        self.reached_source = False
+        # The subagent's run deposited one first attempt into the retry budget; its first
+        # source call (tool or model turn) is that attempt, later ones deposit their own.
+        # One deposit per task, not one per layer: a storm stays at 1.3x, not 1.5x.
+        self._deposit_covered = True
         self.partials = PartialRecorder()
         # Escalations a post-tool policy called for: they reach the outcome even when
         # the body goes on and returns a result.
@@ -254,6 +255,13 @@ class Context:
         """
         if self._progress is not None:
             await self._progress.flush()
+
+    def deposit_for_call(self) -> bool:
+        """Whether a source call now deposits into the retry budget (see `__init__`)."""
+        if self._deposit_covered:
+            self._deposit_covered = False
+            return False
+        return True
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline, or None when there is none."""
@@ -358,7 +366,6 @@ class Context:
 
         async def work(number: int) -> R:
             log.debug("tool_attempt", attempt=number)
-            self.reached_source = True
             async with asyncio.timeout_at(self.deadline), tool.limiter.slot():
                 data = await tool.invoke(validated, idempotency_key=key, ctx=self)
             if ledger is not None and call is not None:
@@ -399,6 +406,7 @@ class Context:
                 adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
                 review=review,
                 breaker=tool.breaker,
+                deposit=self.deposit_for_call,
             )
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)

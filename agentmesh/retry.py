@@ -1,8 +1,8 @@
 """Local retry: `RetryPolicy` (a frozen value that builds tenacity objects) and `RetryBudget`.
 
-One logical call = one fresh `tenacity.AsyncRetrying`: policies are shared, retry state
-never is (tenacity keeps per-run state on the instance, so sharing one across concurrent
-calls would mix their attempt counts).
+One logical call = one fresh tenacity `Retrying` (driven by an async loop): policies are
+shared, retry state never is (tenacity keeps per-run state on the instance, so sharing
+one across concurrent calls would mix their attempt counts).
 """
 
 from __future__ import annotations
@@ -110,20 +110,20 @@ class RetryPolicy:
         `attempt` never raises for a failure: it returns the classified envelope.
         `deadline` is absolute, in the running loop's clock; the policy's own `deadline`
         is counted from now, and the earlier of the two wins.
-        `deposit`, when given, is asked after the first attempt whether that attempt counts as
-        a first attempt for the budget (a layer that reached the source only through
-        inner calls does not: they deposited already).
+        `deposit`, when given, is asked before the first attempt whether this call counts
+        as a first attempt for the budget (an inner call whose outer call deposited for
+        it does not).
         """
         if self.deadline is not None:
             own = asyncio.get_running_loop().time() + self.deadline
             deadline = own if deadline is None else min(deadline, own)
+        # Deposit before the attempt: with many slow first attempts in flight, a fast
+        # failure must already see their share of the budget.
+        if budget is not None and (deposit is None or deposit()):
+            budget.record_first_attempt()
         # Most calls succeed or fail for good at once: the first attempt runs directly,
         # and tenacity's machinery is built only when there is something to retry.
         first = await attempt(1)
-        # One deposit per call that reached the source: `deposit` says whether this one
-        # did itself, or only through inner calls that deposited already.
-        if budget is not None and (deposit is None or deposit()):
-            budget.record_first_attempt()
         # Not `RetryResult[T](...)`: calling a subscripted generic costs about 1.5 us.
         state: RetryResult[T] = RetryResult(deadline, 1)
         if not (isinstance(first, ErrorEnvelope) and retryable(first)):

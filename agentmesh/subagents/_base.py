@@ -190,7 +190,6 @@ class Subagent(abc.ABC):
                 log=log,
                 adjust=at_deadline,
                 breaker=self.breaker,
-                deposit=lambda: not ctx.reached_source,
             )
         finally:
             await ctx.save_partials()  # progress survives even a cancellation

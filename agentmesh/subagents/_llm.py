@@ -181,7 +181,6 @@ class LLMSubagent(Subagent):
 
         async def work(number: int) -> ModelResponse:
             log.debug("model_call", attempt=number)
-            ctx.reached_source = True
             async with asyncio.timeout_at(ctx.deadline):
                 return await self.model.create(
                     messages=messages,
@@ -200,6 +199,7 @@ class LLMSubagent(Subagent):
             budget=ctx.budget,
             deadline=ctx.deadline,
             log=log,
+            deposit=ctx.deposit_for_call,
         )
         if isinstance(outcome, ErrorEnvelope):
             raise CallFailed(outcome)

@@ -516,3 +516,31 @@ class TestLimitsAndDeadlines:
         assert isinstance(outcomes[0], Success)
         assert isinstance(outcomes[1], ErrorEnvelope)
         assert outcomes[1].error_type == "timeout"
+
+
+class TestBudgetUnderConcurrency:
+    async def test_fast_failures_see_the_share_of_slow_first_attempts_in_flight(self) -> None:
+        """First attempts deposit when they start, so a fast failure is not starved."""
+        sleep = RecordingSleep()
+        release = asyncio.Event()
+        failed_once: set[str] = set()
+
+        @subagent(retry=policy(sleep, max_attempts=2))
+        async def agent(task: Task, ctx: Context) -> str:
+            if task.query.startswith("slow"):
+                await release.wait()
+                return task.query
+            if task.query not in failed_once:
+                failed_once.add(task.query)
+                raise ConnectionError("blip")
+            return task.query
+
+        budget = RetryBudget(ratio=0.2, reserve=0)
+        slow = [asyncio.create_task(agent.run(f"slow{i}", budget=budget)) for i in range(90)]
+        await asyncio.sleep(0)
+        fast = await asyncio.gather(*(agent.run(f"fast{i}", budget=budget) for i in range(10)))
+        release.set()
+        await asyncio.gather(*slow)
+        assert all(isinstance(o, Success) for o in fast)
+        assert budget.retries == 10
+        assert budget.denied == 0
