@@ -221,6 +221,11 @@ class Context:
             else None
         )
 
+    @property
+    def checkpointing(self) -> bool:
+        """Whether recorded progress is saved to a store (`checkpoint=True` and a store)."""
+        return self._progress is not None
+
     def start_attempt(self, number: int) -> None:
         """Called by `Subagent.run` before each attempt of the task."""
         self.attempt = number

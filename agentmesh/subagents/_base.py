@@ -37,7 +37,9 @@ def _run_memory(state: dict[str, Any]) -> CheckpointStore:
     Even without checkpoints, a completed non-idempotent call is not made again within
     the run: not by the subagent's own retry, not by a coordinator's second round.
     """
-    memory: CheckpointStore = state.setdefault(_RUN_MEMORY, MemoryStore())
+    memory: CheckpointStore | None = state.get(_RUN_MEMORY)
+    if memory is None:  # not setdefault: that would build a store per task to discard it
+        memory = state[_RUN_MEMORY] = MemoryStore()
     return memory
 
 
@@ -164,11 +166,18 @@ class Subagent(abc.ABC):
             store=store if store is not None else _run_memory(state),
             checkpoint=self.checkpoint and store is not None,
         )
-        await ctx.restore_partials()
+        checkpointing = ctx.checkpointing
+        if checkpointing:
+            await ctx.restore_partials()
+        # Without a deadline or limits there is nothing to enter: that saves a timeout
+        # scope and a no-op context manager per attempt on the dispatch path.
+        bounded = at is not None or not self.limiter.is_unlimited
 
         async def work(number: int) -> Any:
             ctx.start_attempt(number)
             log.debug("subagent_attempt", attempt=number)
+            if not bounded:
+                return await self.handle(task, ctx)
             async with asyncio.timeout_at(at), self.limiter.slot():
                 return await self.handle(task, ctx)
 
@@ -192,7 +201,8 @@ class Subagent(abc.ABC):
                 breaker=self.breaker,
             )
         finally:
-            await ctx.save_partials()  # progress survives even a cancellation
+            if checkpointing:
+                await ctx.save_partials()  # progress survives even a cancellation
         if ctx.escalations and outcome.policy is None:
             # The body caught or used the escalated call and went on: the ruling stands.
             update: dict[str, Any] = {"policy": ctx.escalations[0]}
