@@ -29,6 +29,7 @@ from agentmesh.checkpoints._ledger import ProgressSaver, Replay, ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import (
+    MAX_PARTIAL_JSON_BYTES,
     ErrorCategory,
     ErrorEnvelope,
     PartialResults,
@@ -53,13 +54,14 @@ _NOT_IDEMPOTENT: Final = "not retried automatically"
 class PartialRecorder:
     """Progress of one task across all its attempts, without duplicates."""
 
-    __slots__ = ("_completed", "_findings", "_pending", "_seen")
+    __slots__ = ("_completed", "_findings", "_json_bytes", "_pending", "_seen")
 
     def __init__(self) -> None:
         self._completed: dict[str, None] = {}
         self._pending: dict[str, None] = {}
         self._findings: list[Any] = []
         self._seen: set[bytes] = set()
+        self._json_bytes = 0  # of the findings, known from their dedup keys
 
     def record(
         self,
@@ -80,6 +82,7 @@ class PartialRecorder:
             if key not in self._seen:
                 self._seen.add(key)
                 self._findings.append(item)
+                self._json_bytes += len(key) + 1
         for name in _as_names(pending, "pending"):
             if name not in self._completed:
                 self._pending[name] = None
@@ -104,11 +107,16 @@ class PartialRecorder:
         """The progress so far, or None when nothing was recorded."""
         if not (self._completed or self._pending or self._findings):
             return None
-        return PartialResults(
-            completed=tuple(self._completed),
-            pending=tuple(self._pending),
-            findings=tuple(self._findings),
-        )
+        completed, pending = tuple(self._completed), tuple(self._pending)
+        findings = tuple(self._findings)
+        if self._json_bytes <= MAX_PARTIAL_JSON_BYTES:
+            # Within the bound, which the dedup keys already measured: validating would
+            # serialise every finding again, on every snapshot (quadratic over a run).
+            return PartialResults.model_construct(
+                completed=completed, pending=pending, findings=findings
+            )
+        # Over it: the validator cuts the findings and says so.
+        return PartialResults(completed=completed, pending=pending, findings=findings)
 
 
 def merge_partials(*blocks: PartialResults | None) -> PartialResults | None:

@@ -10,7 +10,6 @@ summary is refused when it cites anything that is not a numbered finding.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 import pydantic
 from structlog.typing import FilteringBoundLogger
 
+from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
@@ -57,48 +57,32 @@ async def _forced_call(
 ) -> dict[str, Any] | ErrorEnvelope:
     """The input of the model's call of `tool`, or the envelope saying why there is none."""
     name = tool["name"]
-    loop = asyncio.get_running_loop()
-    # The policy's deadline also bounds an attempt in flight, not only the waits.
-    deadline = None if retry.deadline is None else loop.time() + retry.deadline
 
-    async def attempt(number: int) -> ModelResponse | ErrorEnvelope:
+    async def work(number: int) -> ModelResponse:
         log.debug("model_call", attempt=number)
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await model.create(
-                    messages=[{"role": "user", "content": prompt}],
-                    system=system,
-                    tools=[tool],
-                    tool_choice={"type": "tool", "name": name},
-                    max_tokens=max_tokens,
-                )
-        except Exception as exc:
-            envelope = classifier.classify(
-                exc, source=source, attempted_query=attempted_query, attempts=number
-            )
-            log.info(
-                "error_classified",
-                attempt=number,
-                category=envelope.error_category.value,
-                error_type=envelope.error_type,
-                retryable=envelope.is_retryable,
-            )
-            return envelope
+        return await model.create(
+            messages=[{"role": "user", "content": prompt}],
+            system=system,
+            tools=[tool],
+            tool_choice={"type": "tool", "name": name},
+            max_tokens=max_tokens,
+        )
 
-    result = await retry.run(
-        attempt,
-        deadline=deadline,
-        on_retry=lambda envelope, number, delay: log.info(
-            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
-        ),
+    # The one attempt loop of agentmesh: classification, retry, the policy's deadline on
+    # attempts in flight, and why retrying stopped.
+    attempted = await attempt_call(
+        work,
+        policy=retry,
+        classifier=classifier,
+        source=source,
+        attempted_query=attempted_query,
+        budget=None,
+        deadline=None,
+        log=log,
     )
-    outcome = result.result
-    if isinstance(outcome, ErrorEnvelope):
-        if result.stop_reason and outcome.is_retryable:
-            details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
-            outcome = outcome.model_copy(update={"details": details})
-        return outcome
-    assert isinstance(outcome, ModelResponse)
+    if isinstance(attempted, ErrorEnvelope):
+        return attempted
+    outcome = attempted.data
     call = next((c for c in outcome.tool_uses if c.name == name), None)
     if call is not None:
         return call.input
@@ -110,7 +94,7 @@ async def _forced_call(
         message=f"the model answered without calling {name} (stop reason {stop!r})",
         attempted_query=attempted_query,
         source=source,
-        attempts=result.attempts,
+        attempts=attempted.attempts,
         details=_short(outcome.text) or None,
     )
 

@@ -544,3 +544,23 @@ class TestBudgetUnderConcurrency:
         assert all(isinstance(o, Success) for o in fast)
         assert budget.retries == 10
         assert budget.denied == 0
+
+
+class TestHugeProgress:
+    async def test_progress_beyond_the_bound_is_cut_with_a_marker(self) -> None:
+        """A subagent's own 20 MB of findings reach the envelope cut to 1 MiB, saying so."""
+        from agentmesh.envelope import MAX_PARTIAL_JSON_BYTES
+
+        @subagent(retry=RetryPolicy.never())
+        async def hoarder(task: Task, ctx: Context) -> None:
+            ctx.record_partial([{"doc": n, "text": "z" * 10_000} for n in range(2_000)])
+            raise TimeoutError("slow")
+
+        outcome = await hoarder.run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.partial_results is not None
+        findings = outcome.partial_results.findings
+        assert 0 < len(findings) < 2_001
+        assert findings[0] == {"doc": 0, "text": "z" * 10_000}
+        assert "truncated" in findings[-1]
+        assert len(outcome.partial_results.to_json()) <= MAX_PARTIAL_JSON_BYTES
