@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dispatch, logging_cost, memory, rate, retry_storm
+from benchmarks import dispatch, lean, logging_cost, memory, rate, retry_storm
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
-SECTIONS = ("dispatch", "memory", "rate", "storm", "logging")
+SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging")
 SCENARIOS = {"happy": 0.0, "failures": 0.1}
 SCENARIO_TITLES = {
     "happy": "Dispatch, happy path (nothing fails)",
@@ -323,6 +323,10 @@ def main(argv: list[str] | None = None) -> None:
         "machine": facts,
         "quick": quick,
     }
+    if "lean" in sections:
+        print("lean core, against the baseline commit ", end="", flush=True)
+        results["lean"] = lean.run(rounds=3 if quick else 5, n=2_000 if quick else lean.PROBE_N)
+        lean.print_table(results["lean"])
     if "dispatch" in sections:
         print("dispatch ", end="", flush=True)
         results["dispatch"] = run_dispatch(
