@@ -7,13 +7,15 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import anthropic
 import pydantic
 
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = ["MODEL_ENV", "AnthropicModel"]
 
@@ -63,6 +65,9 @@ class AnthropicModel:
         self._base_url = base_url
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
+        # The SDK costs about a second to import: only a model that is used pays for it.
+        import anthropic
+
         if self._client is None:
             self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url)
         return self._client.with_options(max_retries=0, timeout=self.timeout)
@@ -101,7 +106,9 @@ class AnthropicModel:
             # The SDK's stream accumulator asserts on a body that is not a well-formed
             # event stream (a proxy's HTML page, an event cut in half).
             raise self._unparseable(f"the event stream is malformed: {exc!r}") from exc
-        if not isinstance(message, anthropic.types.Message):
+        from anthropic.types import Message
+
+        if not isinstance(message, Message):
             # The SDK hands back a bare string for a 200 that is not JSON (a proxy's HTML
             # page, say): that is not an answer.
             raise self._unparseable(f"expected a message, got {type(message).__name__}")

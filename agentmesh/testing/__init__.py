@@ -7,10 +7,26 @@ assert sleep.delays == [0.1, 0.2, 0.4]
 
 `FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK;
 the `fake_messages_api` pytest fixture (registered by agentmesh's pytest plugin) gives
-each test a started one.
+each test a started one. It needs the `testing` extra (`pip install 'agentmesh[testing]'`,
+for its HTTP server) and is imported on first use, so `RecordingSleep` and `FailTimes`
+cost nothing more.
 """
 
-from agentmesh.testing._fake_messages_api import FakeMessagesAPI, RecordedRequest, Reply
+from typing import TYPE_CHECKING, Any
+
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
+if TYPE_CHECKING:
+    from agentmesh.testing._fake_messages_api import FakeMessagesAPI, RecordedRequest, Reply
+
 __all__ = ["FailTimes", "FakeMessagesAPI", "RecordedRequest", "RecordingSleep", "Reply"]
+
+_FAKE_API_NAMES = frozenset({"FakeMessagesAPI", "RecordedRequest", "Reply"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FAKE_API_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from agentmesh.testing import _fake_messages_api
+
+    return getattr(_fake_messages_api, name)

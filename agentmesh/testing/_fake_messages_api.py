@@ -29,10 +29,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
-from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
-from werkzeug.wrappers import Request, Response
-
 from agentmesh.errors import UsageError
+
+try:
+    from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
+    from werkzeug.wrappers import Request, Response
+except ImportError as missing:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "agentmesh.testing.FakeMessagesAPI serves HTTP with werkzeug, which is not "
+        "installed: pip install 'agentmesh[testing]'"
+    ) from missing
 
 __all__ = [
     "ErrorReply",
