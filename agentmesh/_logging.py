@@ -29,7 +29,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, TextIO, cast
 
 import structlog
-import structlog._config
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 __all__ = [
@@ -281,7 +280,21 @@ _QUIET_PROCESSORS: Final[tuple[Processor, ...]] = (
     _redact_rendered,
 )
 
-_MISSING: Final = object()
+
+def _builtin_defaults() -> tuple[Any, Any, tuple[Any, ...]] | None:
+    """structlog's builtin defaults, read through `get_config()` while nobody configured it.
+
+    structlog keeps them private; seen through the public API at import, they are the
+    objects that `reset_defaults()` restores. None when the application had configured
+    structlog before importing agentmesh: its choice stands.
+    """
+    if structlog.is_configured():
+        return None
+    config = structlog.get_config()
+    return (config["logger_factory"], config["wrapper_class"], tuple(config["processors"]))
+
+
+_BUILTIN_DEFAULTS: Final = _builtin_defaults()
 
 
 def _follows_user_config() -> bool:
@@ -289,17 +302,18 @@ def _follows_user_config() -> bool:
 
     `structlog.testing.capture_logs` leaves ``is_configured()`` true with the builtin
     defaults restored, which print every level to stdout; that state counts as
-    unconfigured. The builtin defaults are private to structlog: if they move, this
-    falls back to trusting ``is_configured()``.
+    unconfigured.
     """
     if not structlog.is_configured():
         return False
+    if _BUILTIN_DEFAULTS is None:
+        return True
     config = structlog.get_config()
-    defaults = structlog._config
+    factory, wrapper_class, processors = _BUILTIN_DEFAULTS
     return not (
-        config["logger_factory"] is getattr(defaults, "_BUILTIN_DEFAULT_LOGGER_FACTORY", _MISSING)
-        and config["wrapper_class"] is getattr(defaults, "_BUILTIN_DEFAULT_WRAPPER_CLASS", _MISSING)
-        and list(config["processors"]) == list(getattr(defaults, "_BUILTIN_DEFAULT_PROCESSORS", ()))
+        config["logger_factory"] is factory
+        and config["wrapper_class"] is wrapper_class
+        and tuple(config["processors"]) == processors
     )
 
 

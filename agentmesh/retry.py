@@ -11,9 +11,9 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 
-from tenacity import DoSleep, RetryCallState, Retrying, retry_if_result
+from tenacity import RetryCallState, Retrying, retry_if_result
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
@@ -130,49 +130,31 @@ class RetryPolicy:
             state.result = first
             return state
 
-        def should_retry(result: object) -> bool:
-            return isinstance(result, ErrorEnvelope) and retryable(result)
-
-        def before_sleep(retry_state: RetryCallState) -> None:
-            if on_retry is not None and retry_state.outcome is not None:
-                envelope = retry_state.outcome.result()
-                on_retry(envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
-
-        # Tenacity decides (retry, wait, stop, callbacks); this loop only awaits. It is
-        # `AsyncRetrying.__call__`'s loop on the synchronous `Retrying`: AsyncRetrying
-        # wraps every action of every round in an async function after inspecting it,
-        # about 90 us per retried call, and all our callbacks are synchronous anyway.
+        # Tenacity decides (retry, wait, stop, callbacks) through its public iteration
+        # API; this loop only awaits. Tenacity's synchronous `Retrying` "sleeps" by
+        # handing us the wait, which we then await: `AsyncRetrying` would wrap every
+        # action of every round in a coroutine, and all our callbacks are synchronous.
+        waits: list[float] = []
         retrying = Retrying(
-            sleep=_no_sync_sleep,
-            retry=retry_if_result(should_retry),
+            sleep=waits.append,
+            retry=retry_if_result(_Retryable(retryable)),
             wait=_Backoff(self),
             stop=_Stop(self, budget, state),
-            before_sleep=before_sleep,
+            before_sleep=_Announce(on_retry) if on_retry is not None else None,
             retry_error_callback=_last_result,
         )
-        retrying.begin()
-        retry_state = RetryCallState(retrying, fn=None, args=(), kwargs={})
-        retry_state.set_result(first)  # attempt 1 is the one made above
-        try:
-            while True:
-                action = retrying.iter(retry_state)
-                if not isinstance(action, DoSleep):
-                    # The last outcome (a success or a final envelope), from _last_result
-                    # or from retry_if_result's "done"; never DoAttempt: an outcome is set.
-                    state.result = cast("T | ErrorEnvelope", action)
-                    return state
-                retry_state.prepare_for_next_attempt()
-                await self.sleep(action)
-                state.attempts += 1
-                retry_state.set_result(await attempt(state.attempts))
-        finally:
-            # Tenacity keeps its last actions, bound methods of `retrying`, in `retrying`'s
-            # own state: a reference cycle per retried call that only the cyclic GC frees.
-            retrying.iter_state.reset()
-
-
-def _no_sync_sleep(seconds: float) -> None:
-    raise AssertionError("RetryPolicy.run awaits its own sleep; tenacity never calls this")
+        outcome: T | ErrorEnvelope = first
+        for round_ in retrying:
+            number = round_.retry_state.attempt_number
+            if number > 1:  # attempt 1 is the one made above
+                await self.sleep(waits.pop())
+                outcome = await attempt(number)
+            with round_:
+                pass  # the attempt ran above: an exception never reaches tenacity
+            round_.retry_state.set_result(outcome)
+            state.attempts = number
+        state.result = outcome
+        return state
 
 
 def _last_result(retry_state: RetryCallState) -> Any:
@@ -188,6 +170,31 @@ class RetryResult(Generic[T]):
     attempts: int = 0
     result: T | ErrorEnvelope | None = None
     stop_reason: str | None = None
+
+
+# Small objects, not closures: tenacity's per-call state is a reference cycle (its last
+# actions are bound methods kept on the `Retrying`), and whatever the strategies hold is
+# kept with it until the cyclic GC runs. A closure would keep the whole call frame.
+class _Retryable:
+    __slots__ = ("retryable",)
+
+    def __init__(self, retryable: Callable[[ErrorEnvelope], bool]) -> None:
+        self.retryable = retryable
+
+    def __call__(self, result: object) -> bool:
+        return isinstance(result, ErrorEnvelope) and self.retryable(result)
+
+
+class _Announce:
+    __slots__ = ("on_retry",)
+
+    def __init__(self, on_retry: Callable[[ErrorEnvelope, int, float], None]) -> None:
+        self.on_retry = on_retry
+
+    def __call__(self, retry_state: RetryCallState) -> None:
+        if retry_state.outcome is not None:
+            envelope = retry_state.outcome.result()
+            self.on_retry(envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
 
 
 class _Backoff(wait_base):

@@ -9,12 +9,13 @@ max_concurrency=2)``), and used from whichever event loop runs the call::
 How waiting works, and why it costs no CPU:
 
 * **Concurrency** is an `asyncio.Semaphore`: waiters park on a future, FIFO.
-* **Rate** is accounted by asyncio-throttle's `Throttler` (a sliding log of start times),
-  but its `acquire` polls with `asyncio.sleep(retry_interval)`, so 10,000 waiters would
-  wake 10,000 times per interval. In front of it sits a FIFO gate (an `asyncio.Lock`):
-  only the task holding the gate looks at the throttler, and it sleeps exactly until the
-  oldest start leaves the window. Every other waiter parks on the lock's future. One
-  wake-up per slot, and slots are handed out in arrival order.
+* **Rate** is a sliding log of start times (`_StartLog`). asyncio-throttle keeps the same
+  log, but its `acquire` polls with `asyncio.sleep(retry_interval)` (10,000 waiters would
+  wake 10,000 times per interval) and it has no public way to ask when the next slot is
+  free, so the log is ours: a dozen lines. In front of it sits a FIFO gate (an
+  `asyncio.Lock`): only the task holding the gate looks at the log, and it sleeps exactly
+  until the oldest start leaves the window. Every other waiter parks on the lock's
+  future. One wake-up per slot, and slots are handed out in arrival order.
 * The concurrency slot is taken before the rate slot, so a start is recorded right before
   the body runs; the other order would let calls queued on the semaphore bunch up later
   and exceed the rate in some window.
@@ -24,8 +25,8 @@ live per running loop (created lazily, dropped once the loop is closed). The rat
 every loop of the process: the remote service counts our calls, not our loops, so two
 `asyncio.run` calls in a row must not get twice the rate.
 
-Time is not injectable here: asyncio-throttle reads `time.monotonic` itself. Tests use
-short real windows (e.g. 5 per 0.05 s) and assert on counts and order.
+Time is `time.monotonic`, not injectable: tests use short real windows (e.g. 5 per
+0.05 s) and assert on counts and order.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
-
-from asyncio_throttle.throttler import Throttler
 
 from agentmesh.errors import UsageError
 
@@ -71,6 +70,27 @@ _NO_LIMIT: Final[contextlib.nullcontext[None]] = contextlib.nullcontext()
 _MIN_SLEEP: Final[float] = time.get_clock_info("monotonic").resolution
 
 
+class _StartLog:
+    """The starts of the last `period` seconds: at most `n` starts in any such window."""
+
+    __slots__ = ("n", "period", "starts")
+
+    def __init__(self, n: int, period: float) -> None:
+        self.n = n
+        self.period = period
+        self.starts: deque[float] = deque()
+
+    def reserve(self, now: float) -> float:
+        """Record a start now and return 0 if a slot is free; else the seconds until one is."""
+        starts = self.starts
+        while starts and now - starts[0] > self.period:
+            starts.popleft()
+        if len(starts) < self.n:
+            starts.append(now)
+            return 0.0
+        return starts[0] + self.period - now
+
+
 @dataclass(slots=True)
 class _LoopState:
     """The asyncio primitives of one limiter in one event loop."""
@@ -97,9 +117,9 @@ class Limiter:
         "_max_concurrency",
         "_name",
         "_rate_limit",
+        "_start_log",
         "_states",
         "_states_lock",
-        "_throttler",
     )
 
     def __init__(
@@ -112,10 +132,9 @@ class Limiter:
         self._name = name
         self._rate_limit = _check_rate_limit(name, rate_limit)
         self._max_concurrency = _check_max_concurrency(name, max_concurrency)
-        self._throttler: Throttler | None = None
+        self._start_log: _StartLog | None = None
         if self._rate_limit is not None:
-            n, per_seconds = self._rate_limit
-            self._throttler = Throttler(rate_limit=n, period=per_seconds)
+            self._start_log = _StartLog(*self._rate_limit)
         # Loops in different threads share the rate log: checking it and recording a start
         # must be one step, or two loops could both take the last slot.
         self._accounting_lock = threading.Lock()
@@ -169,13 +188,13 @@ class Limiter:
 
     async def _start(self, state: _LoopState) -> None:
         """Take a rate slot (a no-op without a rate limit), waiting FIFO behind the gate."""
-        throttler = self._throttler
-        if state.gate is None or throttler is None:
+        start_log = self._start_log
+        if state.gate is None or start_log is None:
             return
         authority = RATE_AUTHORITY.get()
         if authority is not None:
             # Reservations are handed out in order elsewhere: no gate, no polling here.
-            delay = await authority(self._name, throttler.rate_limit, throttler.period)
+            delay = await authority(self._name, start_log.n, start_log.period)
             if delay is not None:
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -183,16 +202,9 @@ class Limiter:
         async with state.gate:
             while True:
                 with self._accounting_lock:
-                    throttler.flush()  # type: ignore[no-untyped-call]  # unannotated upstream
-                    # Private, but asyncio-throttle offers no "when is the next slot free";
-                    # the tests pin it (a polling fallback would fail TestWaitersDoNotPoll).
-                    log: deque[float] = throttler._task_logs
-                    if len(log) < throttler.rate_limit:
-                        # The check just passed under the lock, so this records the start
-                        # without ever reaching the throttler's polling sleep.
-                        await throttler.acquire()  # type: ignore[no-untyped-call]  # unannotated upstream
-                        return
-                    wait: float = log[0] + throttler.period - time.monotonic()
+                    wait = start_log.reserve(time.monotonic())
+                if wait <= 0:
+                    return
                 # Sleep exactly until the oldest start leaves the window, not a poll.
                 await asyncio.sleep(max(wait, _MIN_SLEEP))
 

@@ -106,7 +106,7 @@ def measure(name: str, make_slot: Callable[[], SlotFactory], waiters: int, per: 
 
 
 def limiter_slot(rate: int, per: float) -> SlotFactory:
-    """agentmesh's Limiter: FIFO gate in front of asyncio-throttle."""
+    """agentmesh's Limiter: a FIFO gate in front of its own start log."""
     return Limiter(name="benchmark", rate_limit=(rate, per)).slot
 
 

@@ -1,6 +1,6 @@
 """Tests of `agentmesh.throttle.Limiter`: concurrency, rate, fairness, cancellation, loops.
 
-Windows are short and real (asyncio-throttle reads `time.monotonic` itself), so the tests
+Windows are short and real (the limiter reads `time.monotonic` itself), so the tests
 assert on counts and order, with wall-clock bounds only where a leak would double a wait.
 """
 
