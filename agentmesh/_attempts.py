@@ -4,6 +4,11 @@ A tool call, a subagent run and a model turn all go the same way: run the work, 
 exception into an envelope (a `CallFailed` passes its envelope on as final), let the
 caller review the outcome (policies), retry what is retryable, and say in the final
 envelope why retrying stopped.
+
+What is not a failure of the work passes through untouched: the task's own cancellation,
+`KeyboardInterrupt`, `SystemExit`, `GeneratorExit` (a group holding one of them too),
+and, in strict mode, a programming error in user code. Any other exception, a stray
+`CancelledError` or another `BaseException` included, is the work's failure: an envelope.
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from typing import Any, TypeVar
 
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.breaker import CircuitBreaker
-from agentmesh.classify import Classifier
+from agentmesh.classify import Classifier, is_strict
 from agentmesh.envelope import ErrorEnvelope, Success, construct_trusted, fields_set
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
-__all__ = ["attempt_call"]
+__all__ = ["attempt_call", "propagates"]
 
 T = TypeVar("T")
 
@@ -38,10 +43,11 @@ async def attempt_call(
     budget: RetryBudget | None,
     deadline: float | None,
     log: Any,
-    adjust: Callable[[ErrorEnvelope, Exception], ErrorEnvelope] | None = None,
+    adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None = None,
     review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
     breaker: CircuitBreaker | None = None,
     deposit: Callable[[], bool] | None = None,
+    user_code: bool = False,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
@@ -54,6 +60,7 @@ async def attempt_call(
         breaker: fails attempts fast while the source is known to be down.
         deposit: asked before the first attempt whether this call deposits into the
             retry budget (see `RetryPolicy.run`); by default it does.
+        user_code: `work` runs the user's body or tool function, so strict mode applies.
     """
     final = False  # a CallFailed was retried where it happened: never again here
     if policy.deadline is not None:
@@ -94,7 +101,11 @@ async def attempt_call(
         except CallFailed as failed:
             final = True
             outcome = failed.envelope
-        except Exception as exc:
+        except BaseException as exc:
+            if propagates(exc, classifier, user_code=user_code):
+                if breaker is not None:
+                    breaker.release()  # no verdict on the source
+                raise
             outcome = classifier.classify(
                 exc, source=source, attempted_query=attempted_query, attempts=number
             )
@@ -108,10 +119,6 @@ async def attempt_call(
                 error_type=outcome.error_type,
                 retryable=outcome.is_retryable,
             )
-        except BaseException:
-            if breaker is not None:
-                breaker.release()  # cancelled: no verdict on the source
-            raise
         if breaker is not None:
             breaker.record(outcome)
         return outcome
@@ -132,6 +139,27 @@ async def attempt_call(
         details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
         outcome = outcome.model_copy(update={"details": details})
     return outcome
+
+
+def propagates(exc: BaseException, classifier: Classifier, *, user_code: bool) -> bool:
+    """Whether `exc` must reach the caller as is instead of becoming an envelope."""
+    if isinstance(exc, Exception):
+        return user_code and classifier.is_programming_error(exc) and is_strict()
+    return _interrupts(exc)
+
+
+def _interrupts(exc: BaseException) -> bool:
+    """The process or the task is being stopped: never a failure of the work."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        # Structure, not text: a real cancellation is counted on the task until it is
+        # handled (asyncio.timeout uncancels its own); one a body raised is not.
+        task = asyncio.current_task()
+        return task is None or task.cancelling() > 0
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_interrupts(leaf) for leaf in exc.exceptions)
+    return False
 
 
 def _bounded(work: Callable[[int], Awaitable[T]], deadline: float) -> Callable[[int], Awaitable[T]]:

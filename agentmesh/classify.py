@@ -21,19 +21,43 @@ Built-in mappings::
     httpx2.TimeoutException             transient   timeout
     httpx2.TransportError               transient   unavailable
     httpx2.HTTPStatusError              by HTTP status
+    asyncio.CancelledError (stray:      transient   cancelled
+      the task is not being cancelled)
+    CallFailed                          its envelope's category and type, not retryable
+                                          (it was retried where it happened)
+    an exception group                  from its leaves, see below
     anything else                       other       unexpected_error (never hidden)
+
+Exception groups (`TaskGroup`, anyio, the MCP SDK) are flattened to their leaves and each
+leaf is classified with the same registry. When every leaf is retryable, the group is one
+retryable failure of the strictest leaf category, with the error type most of those
+leaves share (the first one on a tie) and the longest `retry_after`. Otherwise the
+strictest non-retryable leaf decides: permission > business > validation > other >
+transient. `details` names every leaf; a mapper registered for a group class itself
+is used instead. A `CallFailed` leaf also brings its envelope's policy ruling and partial
+results.
+
+Strict mode (`set_strict(True)`, `with strict():`, or the environment variable
+`AGENTMESH_STRICT=1`) is for development: a programming error (`AttributeError`,
+`NameError`, `TypeError`, `AssertionError`) that escapes a subagent's body or a tool's
+function, and that this classifier has no mapping for, is re-raised at once with its
+traceback instead of becoming an `other` envelope.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import copy as _copy
 import email.utils
 import errno
 import math
+import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeAlias, TypeVar
 
 import anthropic
@@ -41,16 +65,25 @@ import httpx2
 import pydantic
 
 from agentmesh._logging import REDACTED, redact_text
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, PolicyVerdict
 from agentmesh.errors import (
     AgentError,
+    CallFailed,
     PermissionDenied,
     TransientError,
     UsageError,
     ValidationError,
 )
 
-__all__ = ["Classifier", "classify", "default_classifier"]
+__all__ = [
+    "PROGRAMMING_ERRORS",
+    "Classifier",
+    "classify",
+    "default_classifier",
+    "is_strict",
+    "set_strict",
+    "strict",
+]
 
 E = TypeVar("E", bound=BaseException)
 Mapper: TypeAlias = Callable[[Any], AgentError]
@@ -116,6 +149,77 @@ _API_KEY = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 _SECRET_HEADERS = ("x-api-key", "authorization")
 _MAX_BODY_MESSAGE = 500
 
+# Which leaf of an exception group decides when not all of them are retryable.
+_STRICTNESS: dict[ErrorCategory, int] = {
+    ErrorCategory.PERMISSION: 4,
+    ErrorCategory.BUSINESS: 3,
+    ErrorCategory.VALIDATION: 2,
+    ErrorCategory.OTHER: 1,
+    ErrorCategory.TRANSIENT: 0,
+}
+# A group's details list its leaves; a group of thousands must not make a huge envelope.
+_MAX_LEAVES_LISTED = 50
+_MAX_LEAF_TEXT = 300
+
+PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
+    AttributeError,
+    NameError,
+    TypeError,
+    AssertionError,
+)
+"""What strict mode re-raises: bugs in the code itself. `KeyError`, `IndexError` and
+`ValueError` are left out: they as often describe the data (a response without the
+expected key) as the code."""
+
+_STRICT_VARIABLE = "AGENTMESH_STRICT"
+
+
+class _StrictSetting:
+    """The process-wide strict switch; None follows `AGENTMESH_STRICT`.
+
+    One attribute, assigned whole: no lock is needed, and it is read only on the
+    failure path, so the environment is looked up then, not at import.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: bool | None = None
+
+
+_STRICT = _StrictSetting()
+
+
+def is_strict() -> bool:
+    """Whether strict mode is on: the last `set_strict`, else `AGENTMESH_STRICT=1`."""
+    if _STRICT.value is not None:
+        return _STRICT.value
+    return os.environ.get(_STRICT_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_strict(on: bool | None) -> None:
+    """Turn strict mode on or off for the process; None follows `AGENTMESH_STRICT` again.
+
+    In strict mode a programming error (`PROGRAMMING_ERRORS`) that escapes a subagent's
+    body or a tool's function, and that the classifier has no mapping for, propagates
+    out of `Subagent.run` and `Coordinator.run` with its original traceback, instead of
+    becoming an `other` envelope. Meant for development and tests, not production.
+    """
+    if on is not None and not isinstance(on, bool):
+        raise UsageError(f"set_strict(on=) takes True, False or None, got {on!r}")
+    _STRICT.value = on
+
+
+@contextlib.contextmanager
+def strict(on: bool = True) -> Iterator[None]:
+    """`set_strict(on)` for a block; the previous setting is restored afterwards."""
+    previous = _STRICT.value
+    set_strict(on)
+    try:
+        yield
+    finally:
+        _STRICT.value = previous
+
 
 class Classifier:
     """exception -> AgentError -> ErrorEnvelope; extensible registry.
@@ -149,23 +253,82 @@ class Classifier:
 
     def to_agent_error(self, exc: BaseException) -> AgentError:
         """The `AgentError` that describes `exc`. Never raises, even if a mapper does."""
+        found = self._lookup(exc)
+        if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(found):
+            return self._group_error(exc)
+        if found is None:
+            return _unexpected(exc)
+        klass, mapper = found
+        # A broken mapper must not turn one failure into a crash of the error path.
+        try:
+            error = mapper(exc)
+        except Exception as failure:
+            problem = f"raised {_describe(failure)}"
+        else:
+            if isinstance(error, AgentError):
+                return error
+            problem = f"returned {type(error).__qualname__}, not an AgentError"
+        fallback = _unexpected(exc)
+        fallback.details = f"{fallback.details} (the mapper for {klass.__qualname__} {problem})"
+        return fallback
+
+    def is_programming_error(self, exc: BaseException) -> bool:
+        """Whether `exc` is a bug strict mode re-raises: one of `PROGRAMMING_ERRORS` that
+        no mapping of this classifier claims (a user's registration wins), or a group
+        holding one."""
+        if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
+            return any(self.is_programming_error(leaf) for leaf in self._leaves(exc))
+        return isinstance(exc, PROGRAMMING_ERRORS) and self._lookup(exc) is None
+
+    def _lookup(self, exc: BaseException) -> tuple[type[BaseException], Mapper] | None:
+        """The most specific registered class in `exc`'s MRO, and its mapper."""
         for klass in type(exc).__mro__:
             mapper = self._mappers.get(klass)
-            if mapper is None:
-                continue
-            # A broken mapper must not turn one failure into a crash of the error path.
-            try:
-                error = mapper(exc)
-            except Exception as failure:
-                problem = f"raised {_describe(failure)}"
+            if mapper is not None:
+                return klass, mapper
+        return None
+
+    def _leaves(self, group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+        """The group's failures, nested groups flattened (unless a mapper claims one)."""
+        leaves: list[BaseException] = []
+        for exc in group.exceptions:
+            if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
+                leaves += self._leaves(exc)
             else:
-                if isinstance(error, AgentError):
-                    return error
-                problem = f"returned {type(error).__qualname__}, not an AgentError"
-            fallback = _unexpected(exc)
-            fallback.details = f"{fallback.details} (the mapper for {klass.__qualname__} {problem})"
-            return fallback
-        return _unexpected(exc)
+                leaves.append(exc)
+        return leaves
+
+    def _group_error(self, group: BaseExceptionGroup[BaseException]) -> AgentError:
+        """One failure from a group's leaves (the rule is in the module docstring)."""
+        leaves = self._leaves(group)
+        errors = [self.to_agent_error(leaf) for leaf in leaves]
+        retryable = all(error.retryable for error in errors)
+        candidates = errors if retryable else [e for e in errors if not e.retryable]
+        # max() keeps the first of equals: the earliest leaf of the strictest category.
+        decider = max(candidates, key=lambda error: _STRICTNESS[error.category])
+        error_type = decider.error_type
+        retry_after = decider.retry_after
+        if retryable:
+            same = [e.error_type for e in errors if e.category is decider.category]
+            error_type = collections.Counter(same).most_common(1)[0][0]
+            hints = [hint for e in errors if (hint := _hint(e.retry_after)[0]) is not None]
+            retry_after = max(hints, default=None)
+        message = decider.message or decider.error_type
+        if len(errors) > 1:
+            message = f"{message} (and {len(errors) - 1} more failures in the group)"
+        return AgentError(
+            message,
+            category=decider.category,
+            error_type=error_type,
+            retryable=retryable,
+            alternative_approaches=dict.fromkeys(
+                name for error in errors for name in error.alternative_approaches
+            ),
+            user_message=decider.user_message,
+            retry_after=retry_after,
+            details=_group_details(group, leaves, errors),
+            field=decider.field,
+        )
 
     def may_have_taken_effect(self, exc: BaseException) -> bool:
         """Whether the failed call may have acted anyway, so that repeating it could act twice.
@@ -192,7 +355,10 @@ class Classifier:
             return True  # the server answered with a success: it has acted
         if isinstance(exc, ConnectionError | httpx2.TransportError):
             return True  # dropped mid-request: reset, broken pipe, read timeout
-        return self.to_agent_error(exc).error_type == "timeout"
+        if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
+            return any(self.may_have_taken_effect(leaf) for leaf in self._leaves(exc))
+        # Cut in the middle, by a timeout or a stray cancellation: it may have acted.
+        return self.to_agent_error(exc).error_type in ("timeout", "cancelled")
 
     def classify(
         self,
@@ -224,6 +390,14 @@ class Classifier:
             dict.fromkeys([*alternative_approaches, *error.alternative_approaches])
         )
         redact = _redactor(exc)
+        retry_after, ignored = _hint(error.retry_after)
+        field = getattr(error, "field", None)
+        details = "; ".join(
+            filter(None, [f"field: {field}" if field else None, error.details, ignored])
+        )
+        finals = self._final_envelopes(exc)
+        if finals:
+            partial_results = _merged(partial_results, *(e.partial_results for e in finals))
         return ErrorEnvelope(
             error_category=error.category,
             error_type=error.error_type,
@@ -236,10 +410,17 @@ class Classifier:
                 None if partial_results is None or partial_results.is_empty else partial_results
             ),
             alternative_approaches=alternatives or None,
-            details=redact(error.details) if error.details else None,
+            details=redact(details) if details else None,
             user_message=redact(error.user_message) if error.user_message else None,
-            retry_after=error.retry_after,
+            retry_after=retry_after,
+            policy=_ruling(finals),
         )
+
+    def _final_envelopes(self, exc: BaseException) -> list[ErrorEnvelope]:
+        """The envelopes of the `CallFailed` leaves of a group (none for anything else)."""
+        if not isinstance(exc, BaseExceptionGroup) or _is_group_mapping(self._lookup(exc)):
+            return []
+        return [leaf.envelope for leaf in self._leaves(exc) if isinstance(leaf, CallFailed)]
 
 
 def classify(
@@ -269,6 +450,72 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {exc}"
 
 
+def _is_group_mapping(found: tuple[type[BaseException], Mapper] | None) -> bool:
+    """Whether a lookup found a mapper registered for an exception-group class itself."""
+    return found is not None and issubclass(found[0], BaseExceptionGroup)
+
+
+def _hint(value: object) -> tuple[float | None, str | None]:
+    """A usable retry-after in seconds, or None and why the value was ignored.
+
+    It comes from user code and mappers: NaN, infinity, a negative number or a string
+    would break the envelope or the backoff, so it counts as no hint, said in details.
+    """
+    if value is None:
+        return None, None
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    ):
+        return float(value), None
+    shown = repr(value)[:50]
+    return None, f"retry_after {shown} ignored: not a finite number of seconds >= 0"
+
+
+def _group_details(
+    group: BaseExceptionGroup[BaseException],
+    leaves: list[BaseException],
+    errors: list[AgentError],
+) -> str:
+    listed = [
+        f"[{number}] {error.category.value}/{error.error_type}: {_leaf_text(leaf)}"
+        for number, (leaf, error) in enumerate(zip(leaves, errors, strict=True), start=1)
+    ][:_MAX_LEAVES_LISTED]
+    if len(leaves) > _MAX_LEAVES_LISTED:
+        listed.append(f"and {len(leaves) - _MAX_LEAVES_LISTED} more")
+    head = f"{type(group).__qualname__} {group.message!r} with {len(leaves)} failure(s)"
+    return f"{head}: {'; '.join(listed)}"
+
+
+def _leaf_text(leaf: BaseException) -> str:
+    text = _describe(leaf)
+    if isinstance(leaf, CallFailed):
+        text = f"{text} (at {leaf.envelope.source})"
+    return text[:_MAX_LEAF_TEXT]
+
+
+def _ruling(envelopes: list[ErrorEnvelope]) -> PolicyVerdict | None:
+    """The policy ruling a group keeps from its leaves: an escalation first."""
+    verdicts = [e.policy for e in envelopes if e.policy is not None]
+    escalations = [v for v in verdicts if v.action == "escalate"]
+    chosen = escalations or verdicts
+    return chosen[0] if chosen else None
+
+
+def _merged(*blocks: PartialResults | None) -> PartialResults | None:
+    """The leaves' partial results and the caller's, in order, as one block."""
+    present = [block for block in blocks if block is not None]
+    if not present:
+        return None
+    return PartialResults(
+        completed=tuple(dict.fromkeys(n for b in present for n in b.completed)),
+        pending=tuple(dict.fromkeys(n for b in present for n in b.pending)),
+        findings=tuple(item for b in present for item in b.findings),
+    )
+
+
 def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -279,6 +526,28 @@ def _unexpected(exc: BaseException) -> AgentError:
 
 def _itself(exc: AgentError) -> AgentError:
     return exc
+
+
+def _stray_cancel(exc: asyncio.CancelledError) -> AgentError:
+    # A cancellation of the task itself propagates before it gets here (see _attempts):
+    # this one was raised by the body without the task being cancelled.
+    text = str(exc)
+    message = f"cancelled: {text}" if text else "the work raised CancelledError"
+    return TransientError(message, error_type="cancelled", details=_describe(exc))
+
+
+def _final(exc: CallFailed) -> AgentError:
+    envelope = exc.envelope
+    return AgentError(
+        envelope.message,
+        category=envelope.error_category,
+        error_type=envelope.error_type,
+        retryable=False,  # retried where it happened: retries never multiply across layers
+        alternative_approaches=envelope.alternative_approaches or (),
+        user_message=envelope.user_message,
+        retry_after=envelope.retry_after,
+        details="; ".join(filter(None, [f"from {envelope.source}", envelope.details])),
+    )
 
 
 def _timeout(exc: BaseException) -> AgentError:
@@ -415,8 +684,12 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
     """
     secrets: set[str] = set()
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    # The cause chain, and the leaves of groups: each may hold a request.
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         # Read the attribute directly: httpx2's `request` property raises when unset.
         attrs = getattr(current, "__dict__", {})
@@ -426,7 +699,11 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
                 value = request.headers.get(name, "")
                 # "Bearer <token>": the token may appear on its own.
                 secrets.update(part for part in (value, *value.split()[1:]) if len(part) >= 8)
-        current = current.__cause__ or current.__context__
+        following = current.__cause__ or current.__context__
+        if following is not None:
+            todo.append(following)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
     ordered = sorted(secrets, key=len, reverse=True)
 
     def redact(text: str) -> str:
@@ -439,6 +716,8 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
 
 _BUILTIN_MAPPERS: dict[type[BaseException], Mapper] = {
     AgentError: _itself,
+    asyncio.CancelledError: _stray_cancel,
+    CallFailed: _final,
     # asyncio.TimeoutError and socket.timeout are aliases of TimeoutError.
     TimeoutError: _timeout,
     ConnectionError: _unavailable,

@@ -420,6 +420,7 @@ class Context:
                 review=review,
                 breaker=tool.breaker,
                 deposit=self.deposit_for_call,
+                user_code=True,
             )
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)
@@ -479,7 +480,7 @@ class Context:
         return replayed
 
     def _unless_repeat_is_safe(
-        self, tool: Tool[Any, Any], envelope: ErrorEnvelope, exc: Exception, key: str | None
+        self, tool: Tool[Any, Any], envelope: ErrorEnvelope, exc: BaseException, key: str | None
     ) -> ErrorEnvelope:
         """Not retryable when a non-idempotent tool's failure may already have taken effect."""
         if (

@@ -56,8 +56,13 @@ class AgentError(Exception):
             (only transient failures are retryable).
         alternative_approaches: named approaches the coordinator may try instead.
         user_message: customer-friendly text, for business errors.
-        retry_after: seconds the server asked us to wait before trying again.
+        retry_after: seconds the server asked us to wait before trying again. A value
+            that is not a finite number >= 0 (NaN, a string) is no hint: the envelope
+            leaves `retryAfter` out and says so in `details`. It is not refused here,
+            where a refusal would replace the failure being reported.
         details: free text, e.g. for `other` failures not yet classified.
+        field: the input field at fault (e.g. `"date"`); the envelope's `details`
+            starts with `field: date`.
     """
 
     default_category: ErrorCategory = ErrorCategory.OTHER
@@ -74,6 +79,7 @@ class AgentError(Exception):
         user_message: str | None = None,
         retry_after: float | None = None,
         details: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(message)
         try:
@@ -81,8 +87,6 @@ class AgentError(Exception):
         except ValueError:
             allowed = ", ".join(c.value for c in ErrorCategory)
             raise UsageError(f"category={category!r} is not one of: {allowed}") from None
-        if retry_after is not None and retry_after < 0:
-            raise UsageError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
         if isinstance(alternative_approaches, str):
             raise UsageError("alternative_approaches must be a list of names, not one string")
         self.message = message
@@ -92,6 +96,7 @@ class AgentError(Exception):
         self.user_message = user_message
         self.retry_after = retry_after
         self.details = details
+        self.field = field
 
 
 class TransientError(AgentError):

@@ -11,6 +11,7 @@ from typing import Any, Final, TypeAlias, cast
 
 from pydantic import TypeAdapter
 
+from agentmesh._attempts import propagates
 from agentmesh._logging import get_logger
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints import CheckpointStore
@@ -190,13 +191,20 @@ class Coordinator:
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
-        async with asyncio.TaskGroup() as group:
-            for index, (task_id, task, subagent) in enumerate(jobs):
-                # A job's task starts once a slot is free for its first dispatch, which it
-                # would otherwise wait for inside: 10,000 queued jobs are 10,000 tuples, not
-                # 10,000 asyncio Tasks parked on the semaphore (memory, and GC passes).
-                await run.slots.acquire()
-                group.create_task(self._drive(run, slots, index, task_id, task, subagent))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, (task_id, task, subagent) in enumerate(jobs):
+                    # A job's task starts once a slot is free for its first dispatch, which
+                    # it would otherwise wait for inside: 10,000 queued jobs are 10,000
+                    # tuples, not 10,000 asyncio Tasks parked on the semaphore.
+                    await run.slots.acquire()
+                    group.create_task(self._drive(run, slots, index, task_id, task, subagent))
+        except ExceptionGroup as escaped:
+            # Only what must not become an envelope gets here (a bug in strict mode): the
+            # caller gets that exception, with its traceback, not the group's wrapper.
+            if len(escaped.exceptions) == 1:
+                raise escaped.exceptions[0] from None
+            raise
         del jobs
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self._synthesize(run, records, log)
@@ -422,9 +430,11 @@ class Coordinator:
                         outcome = await self.executor.execute(subagent, task, dispatch)
                 # A custom executor may hand back the wire form (a dict from elsewhere).
                 outcome = _normalized(outcome)
-            except Exception as exc:
+            except BaseException as exc:
                 # Subagent.run never raises for a task failure; an executor might, or hand
                 # back something that is not an outcome: that task fails, no other.
+                if propagates(exc, subagent.classifier, user_code=True):
+                    raise
                 return subagent.classifier.classify(
                     exc, source=subagent.name, attempted_query=task.query, attempts=0
                 )

@@ -181,7 +181,7 @@ class Subagent(abc.ABC):
             async with asyncio.timeout_at(at), self.limiter.slot():
                 return await self.handle(task, ctx)
 
-        def at_deadline(envelope: ErrorEnvelope, exc: Exception) -> ErrorEnvelope:
+        def at_deadline(envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
             if at is None or loop.time() < at or envelope.error_type != "timeout":
                 return envelope
             message = f"cut at the deadline ({deadline:g}s): {envelope.message}"
@@ -199,6 +199,7 @@ class Subagent(abc.ABC):
                 log=log,
                 adjust=at_deadline,
                 breaker=self.breaker,
+                user_code=True,
             )
         finally:
             if checkpointing:

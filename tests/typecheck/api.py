@@ -16,6 +16,7 @@ from agentmesh import (
     subagent,
     tool,
 )
+from agentmesh.classify import is_strict, set_strict, strict
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 
@@ -78,3 +79,10 @@ async def charge(amount: int, idempotency_key: str, ctx: Context) -> str:
 async def billing(task: Task, ctx: Context) -> str:
     receipt: str = await ctx.call(charge, amount=5)  # injected parameters are not passed
     return receipt
+
+
+def develop() -> bool:
+    set_strict(None)  # None: follow AGENTMESH_STRICT again
+    with strict():
+        on: bool = is_strict()
+    return on
