@@ -14,13 +14,8 @@ Built-in mappings::
       unreachable host); other OSError  other       unexpected_error
     PermissionError                     permission  permission_denied
     pydantic.ValidationError            validation  invalid_input, naming the fields
-    anthropic.APIStatusError            by HTTP status, then by the body's error type
-    anthropic.APIResponseValidationError transient  invalid_response
-    anthropic.APITimeoutError           transient   timeout
-    anthropic.APIConnectionError        transient   unavailable
-    httpx2.TimeoutException             transient   timeout
-    httpx2.TransportError               transient   unavailable
-    httpx2.HTTPStatusError              by HTTP status
+    anthropic and httpx2 errors         by HTTP status and body (see `_classify_sdk`),
+                                          loaded once the SDK has been imported
     asyncio.CancelledError (stray:      transient   cancelled
       the task is not being cancelled)
     CallFailed                          its envelope's category and type, not retryable
@@ -50,20 +45,18 @@ import asyncio
 import collections
 import contextlib
 import copy as _copy
-import email.utils
 import errno
 import math
 import os
 import re
 import socket
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeAlias, TypeVar
 
-import anthropic
-import httpx2
 import pydantic
 
+from agentmesh import _classify_sdk
 from agentmesh._logging import REDACTED, redact_text
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, PolicyVerdict
 from agentmesh.errors import (
@@ -92,51 +85,6 @@ _TRANSIENT = ErrorCategory.TRANSIENT
 _VALIDATION = ErrorCategory.VALIDATION
 _PERMISSION = ErrorCategory.PERMISSION
 
-# What an HTTP status means. It is checked before the body's error type because the
-# status is reliable even when the body is a proxy's HTML page.
-_BY_STATUS: dict[int, tuple[ErrorCategory, str]] = {
-    400: (_VALIDATION, "invalid_request"),
-    401: (_PERMISSION, "authentication_failed"),
-    402: (_PERMISSION, "billing_error"),
-    403: (_PERMISSION, "permission_denied"),
-    404: (_VALIDATION, "not_found"),
-    408: (_TRANSIENT, "timeout"),
-    409: (_TRANSIENT, "conflict"),
-    413: (_VALIDATION, "request_too_large"),
-    422: (_VALIDATION, "invalid_request"),
-    429: (_TRANSIENT, "rate_limited"),
-    503: (_TRANSIENT, "unavailable"),
-    529: (_TRANSIENT, "overloaded"),
-}
-
-# The Messages API's `error.type` decides when the status does not: an overloaded_error
-# behind a 500, or an error event in the middle of a streamed 200 response.
-_BY_BODY_TYPE: dict[str, tuple[ErrorCategory, str]] = {
-    "overloaded_error": (_TRANSIENT, "overloaded"),
-    "rate_limit_error": (_TRANSIENT, "rate_limited"),
-    "timeout_error": (_TRANSIENT, "timeout"),
-    "api_error": (_TRANSIENT, "server_error"),
-    "conflict_error": (_TRANSIENT, "conflict"),
-    "invalid_request_error": (_VALIDATION, "invalid_request"),
-    "not_found_error": (_VALIDATION, "not_found"),
-    "request_too_large": (_VALIDATION, "request_too_large"),
-    "authentication_error": (_PERMISSION, "authentication_failed"),
-    "permission_error": (_PERMISSION, "permission_denied"),
-    "billing_error": (_PERMISSION, "billing_error"),
-}
-
-# Statuses after which the server may already have acted on the request.
-_SERVER_MAY_HAVE_ACTED = frozenset({500, 502, 504})
-
-# Failures before the request left this machine: nothing can have taken effect.
-_NEVER_SENT = (
-    ConnectionRefusedError,
-    socket.gaierror,
-    httpx2.ConnectError,
-    httpx2.ConnectTimeout,
-    httpx2.PoolTimeout,
-)
-
 # Plain OSErrors (no ConnectionError subclass exists for them) that mean "no network path".
 _NETWORK_ERRNOS = frozenset(
     getattr(errno, name)
@@ -147,7 +95,6 @@ _NETWORK_ERRNOS = frozenset(
 # The same marker and key shape as the log redaction, so a secret reads the same everywhere.
 _API_KEY = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 _SECRET_HEADERS = ("x-api-key", "authorization")
-_MAX_BODY_MESSAGE = 500
 
 # Which leaf of an exception group decides when not all of them are retryable.
 _STRICTNESS: dict[ErrorCategory, int] = {
@@ -281,9 +228,15 @@ class Classifier:
         return isinstance(exc, PROGRAMMING_ERRORS) and self._lookup(exc) is None
 
     def _lookup(self, exc: BaseException) -> tuple[type[BaseException], Mapper] | None:
-        """The most specific registered class in `exc`'s MRO, and its mapper."""
+        """The most specific registered class in `exc`'s MRO, and its mapper.
+
+        This classifier's own mappings (the built-in ones and the user's) come first for
+        each class, then the SDKs' built-in ones.
+        """
+        if _SDKS_PENDING:
+            _load_sdk_mappers()
         for klass in type(exc).__mro__:
-            mapper = self._mappers.get(klass)
+            mapper = self._mappers.get(klass) or _SDK_MAPPERS.get(klass)
             if mapper is not None:
                 return klass, mapper
         return None
@@ -338,23 +291,9 @@ class Classifier:
         happened before the request was sent, or a server's refusal before acting
         (429, 503, 529, 408, validation, permission), is not ambiguous.
         """
-        if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError too
-            return not isinstance(exc.__cause__, _NEVER_SENT)
-        if isinstance(exc, _NEVER_SENT):
-            return False
-        if isinstance(exc, anthropic.APIStatusError):
-            # A status below 400 is an error event in a stream the server had started.
-            return (
-                exc.status_code in _SERVER_MAY_HAVE_ACTED
-                or exc.status_code < 400
-                or exc.error_code == "change_outcome_unknown"
-            )
-        if isinstance(exc, httpx2.HTTPStatusError):
-            return exc.response.status_code in _SERVER_MAY_HAVE_ACTED
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return True  # the server answered with a success: it has acted
-        if isinstance(exc, ConnectionError | httpx2.TransportError):
-            return True  # dropped mid-request: reset, broken pipe, read timeout
+        known = _classify_sdk.may_have_taken_effect(exc)
+        if known is not None:
+            return known
         if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
             return any(self.may_have_taken_effect(leaf) for leaf in self._leaves(exc))
         # Cut in the middle, by a timeout or a stray cancellation: it may have acted.
@@ -580,101 +519,6 @@ def _pydantic(exc: pydantic.ValidationError) -> AgentError:
     )
 
 
-def _anthropic_status(exc: anthropic.APIStatusError) -> AgentError:
-    # The body is whatever the server sent: only trust fields of the expected type.
-    body_type = exc.type if isinstance(exc.type, str) else None
-    api_message = exc.api_message if isinstance(exc.api_message, str) else None
-    facts = [f"HTTP {exc.status_code} {body_type}" if body_type else f"HTTP {exc.status_code}"]
-    if exc.error_code:
-        facts.append(f"error_code: {exc.error_code}")
-    message = api_message or exc.message[:_MAX_BODY_MESSAGE]
-    return _http_error(exc.status_code, body_type, exc.response.headers, message, facts)
-
-
-def _anthropic_bad_response(exc: anthropic.APIResponseValidationError) -> AgentError:
-    return _with_request_id(
-        TransientError(exc.message, error_type="invalid_response"),
-        exc.response.headers,
-        [f"HTTP {exc.status_code}, body not as expected"],
-    )
-
-
-def _anthropic_connection(exc: anthropic.APIConnectionError) -> AgentError:
-    # The SDK's message is generic; the cause says what happened on the wire.
-    cause = exc.__cause__
-    details = _describe(cause) if cause is not None else None
-    error_type = "timeout" if isinstance(exc, anthropic.APITimeoutError) else "unavailable"
-    return TransientError(exc.message, error_type=error_type, details=details)
-
-
-def _anthropic_credentials(exc: anthropic.CredentialsError) -> AgentError:
-    return PermissionDenied(
-        _text(exc), error_type="authentication_failed", details=type(exc).__qualname__
-    )
-
-
-def _httpx_status(exc: httpx2.HTTPStatusError) -> AgentError:
-    response = exc.response
-    # The URL's query string may hold a token: name the endpoint without it.
-    url = exc.request.url.copy_with(query=None)
-    facts = [f"HTTP {response.status_code}", f"{exc.request.method} {url}"]
-    message = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-    return _http_error(response.status_code, None, response.headers, message, facts)
-
-
-def _http_error(
-    status: int,
-    body_type: str | None,
-    headers: Mapping[str, str],
-    message: str,
-    facts: list[str],
-) -> AgentError:
-    if status in _BY_STATUS:
-        category, error_type = _BY_STATUS[status]
-    elif body_type in _BY_BODY_TYPE:
-        category, error_type = _BY_BODY_TYPE[body_type]
-    elif 400 <= status < 500:
-        category, error_type = _VALIDATION, "invalid_request"
-    else:
-        # 5xx, or a failure the server reported after it had started a 2xx response.
-        category, error_type = _TRANSIENT, "server_error"
-    # The server knows best whether trying again can work (the SDK obeys this header too).
-    should_retry = headers.get("x-should-retry", "").strip().lower()
-    error = AgentError(
-        message,
-        category=category,
-        error_type=error_type,
-        retryable={"true": True, "false": False}.get(should_retry),
-        retry_after=_retry_after(headers),
-    )
-    return _with_request_id(error, headers, facts)
-
-
-def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
-    request_id = headers.get("request-id")
-    error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
-    return error
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait: `retry-after-ms`, then `retry-after` as seconds or an HTTP date."""
-    for name, per_second in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            seconds = float(headers.get(name, "")) / per_second
-        except ValueError:
-            continue
-        if math.isfinite(seconds) and seconds >= 0:
-            return seconds
-    try:
-        date = email.utils.parsedate_tz(headers.get("retry-after", ""))
-        if date is None:
-            return None
-        # A date already past means "now".
-        return max(0.0, email.utils.mktime_tz(date) - time.time())
-    except (ValueError, OverflowError, IndexError):
-        return None
-
-
 def _redactor(exc: BaseException) -> Callable[[str], str]:
     """Removes credentials from text copied out of `exc` into an envelope.
 
@@ -691,10 +535,8 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        # Read the attribute directly: httpx2's `request` property raises when unset.
-        attrs = getattr(current, "__dict__", {})
-        request = attrs.get("request", attrs.get("_request"))
-        if isinstance(request, httpx2.Request):
+        request = _classify_sdk.request_of(current)
+        if request is not None:
             for name in _SECRET_HEADERS:
                 value = request.headers.get(name, "")
                 # "Bearer <token>": the token may appear on its own.
@@ -724,16 +566,22 @@ _BUILTIN_MAPPERS: dict[type[BaseException], Mapper] = {
     OSError: _os_error,
     PermissionError: _permission,
     pydantic.ValidationError: _pydantic,
-    anthropic.APIStatusError: _anthropic_status,
-    anthropic.APIResponseValidationError: _anthropic_bad_response,
-    anthropic.APIConnectionError: _anthropic_connection,
-    # Raised by SDK middleware to ask for a retry; with the SDK's retries off it reaches us.
-    anthropic.RetryableError: _unavailable,
-    anthropic.CredentialsError: _anthropic_credentials,
-    httpx2.TimeoutException: _timeout,
-    httpx2.TransportError: _unavailable,
-    httpx2.HTTPStatusError: _httpx_status,
 }
+
+# The SDKs' mappings, loaded the first time an exception is classified after the SDK was
+# imported: an exception of an SDK cannot exist before, and importing agentmesh must not
+# cost the anthropic SDK's second. Shared by every classifier; their own registrations
+# still win for the same class.
+_SDK_MAPPERS: dict[type[BaseException], Mapper] = {}
+_SDKS_PENDING: set[str] = set(_classify_sdk.SDK_MAPPINGS)
+
+
+def _load_sdk_mappers() -> None:
+    for name in tuple(_SDKS_PENDING):  # a copy: another thread may load one meanwhile
+        if name in sys.modules:
+            _SDK_MAPPERS.update(_classify_sdk.SDK_MAPPINGS[name]())
+            _SDKS_PENDING.discard(name)
+
 
 default_classifier: Classifier = Classifier()
 """The classifier `classify` uses, with the built-in mappings."""

@@ -1,0 +1,281 @@
+"""What the HTTP SDKs' exceptions mean: `httpx2` and the `anthropic` SDK.
+
+`agentmesh.classify` loads these mappings only once the SDK itself has been imported by
+someone (an exception of the SDK cannot exist before), so importing agentmesh costs
+none of them: the anthropic SDK alone takes about a second to import.
+
+    anthropic.APIStatusError            by HTTP status, then by the body's error type
+    anthropic.APIResponseValidationError transient  invalid_response
+    anthropic.APITimeoutError           transient   timeout
+    anthropic.APIConnectionError        transient   unavailable
+    anthropic.RetryableError            transient   unavailable
+    anthropic.CredentialsError          permission  authentication_failed
+    httpx2.TimeoutException             transient   timeout
+    httpx2.TransportError               transient   unavailable
+    httpx2.HTTPStatusError              by HTTP status
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from agentmesh.envelope import ErrorCategory
+from agentmesh.errors import AgentError, PermissionDenied, TransientError
+
+if TYPE_CHECKING:
+    import anthropic
+    import httpx2
+
+__all__ = ["SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
+
+Mapper: TypeAlias = Callable[[Any], AgentError]
+
+_TRANSIENT = ErrorCategory.TRANSIENT
+_VALIDATION = ErrorCategory.VALIDATION
+_PERMISSION = ErrorCategory.PERMISSION
+
+# What an HTTP status means. It is checked before the body's error type because the
+# status is reliable even when the body is a proxy's HTML page.
+_BY_STATUS: Final[dict[int, tuple[ErrorCategory, str]]] = {
+    400: (_VALIDATION, "invalid_request"),
+    401: (_PERMISSION, "authentication_failed"),
+    402: (_PERMISSION, "billing_error"),
+    403: (_PERMISSION, "permission_denied"),
+    404: (_VALIDATION, "not_found"),
+    408: (_TRANSIENT, "timeout"),
+    409: (_TRANSIENT, "conflict"),
+    413: (_VALIDATION, "request_too_large"),
+    422: (_VALIDATION, "invalid_request"),
+    429: (_TRANSIENT, "rate_limited"),
+    503: (_TRANSIENT, "unavailable"),
+    529: (_TRANSIENT, "overloaded"),
+}
+
+# The Messages API's `error.type` decides when the status does not: an overloaded_error
+# behind a 500, or an error event in the middle of a streamed 200 response.
+_BY_BODY_TYPE: Final[dict[str, tuple[ErrorCategory, str]]] = {
+    "overloaded_error": (_TRANSIENT, "overloaded"),
+    "rate_limit_error": (_TRANSIENT, "rate_limited"),
+    "timeout_error": (_TRANSIENT, "timeout"),
+    "api_error": (_TRANSIENT, "server_error"),
+    "conflict_error": (_TRANSIENT, "conflict"),
+    "invalid_request_error": (_VALIDATION, "invalid_request"),
+    "not_found_error": (_VALIDATION, "not_found"),
+    "request_too_large": (_VALIDATION, "request_too_large"),
+    "authentication_error": (_PERMISSION, "authentication_failed"),
+    "permission_error": (_PERMISSION, "permission_denied"),
+    "billing_error": (_PERMISSION, "billing_error"),
+}
+
+# Statuses after which the server may already have acted on the request.
+_SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
+_MAX_BODY_MESSAGE: Final = 500
+
+
+def _text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__qualname__}: {exc}"
+
+
+def _timeout(exc: BaseException) -> AgentError:
+    return TransientError(_text(exc), error_type="timeout", details=_describe(exc))
+
+
+def _unavailable(exc: BaseException) -> AgentError:
+    return TransientError(_text(exc), error_type="unavailable", details=_describe(exc))
+
+
+# --- httpx2 ----------------------------------------------------------------------------
+
+
+def _httpx_status(exc: httpx2.HTTPStatusError) -> AgentError:
+    response = exc.response
+    # The URL's query string may hold a token: name the endpoint without it.
+    url = exc.request.url.copy_with(query=None)
+    facts = [f"HTTP {response.status_code}", f"{exc.request.method} {url}"]
+    message = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    return _http_error(response.status_code, None, response.headers, message, facts)
+
+
+def _httpx2_mappers() -> dict[type[BaseException], Mapper]:
+    import httpx2
+
+    return {
+        httpx2.TimeoutException: _timeout,
+        httpx2.TransportError: _unavailable,
+        httpx2.HTTPStatusError: _httpx_status,
+    }
+
+
+# --- anthropic -------------------------------------------------------------------------
+
+
+def _anthropic_status(exc: anthropic.APIStatusError) -> AgentError:
+    # The body is whatever the server sent: only trust fields of the expected type.
+    body_type = exc.type if isinstance(exc.type, str) else None
+    api_message = exc.api_message if isinstance(exc.api_message, str) else None
+    facts = [f"HTTP {exc.status_code} {body_type}" if body_type else f"HTTP {exc.status_code}"]
+    if exc.error_code:
+        facts.append(f"error_code: {exc.error_code}")
+    message = api_message or exc.message[:_MAX_BODY_MESSAGE]
+    return _http_error(exc.status_code, body_type, exc.response.headers, message, facts)
+
+
+def _anthropic_bad_response(exc: anthropic.APIResponseValidationError) -> AgentError:
+    return _with_request_id(
+        TransientError(exc.message, error_type="invalid_response"),
+        exc.response.headers,
+        [f"HTTP {exc.status_code}, body not as expected"],
+    )
+
+
+def _anthropic_connection(exc: anthropic.APIConnectionError) -> AgentError:
+    import anthropic
+
+    # The SDK's message is generic; the cause says what happened on the wire.
+    cause = exc.__cause__
+    details = _describe(cause) if cause is not None else None
+    error_type = "timeout" if isinstance(exc, anthropic.APITimeoutError) else "unavailable"
+    return TransientError(exc.message, error_type=error_type, details=details)
+
+
+def _anthropic_credentials(exc: anthropic.CredentialsError) -> AgentError:
+    return PermissionDenied(
+        _text(exc), error_type="authentication_failed", details=type(exc).__qualname__
+    )
+
+
+def _anthropic_mappers() -> dict[type[BaseException], Mapper]:
+    import anthropic
+
+    return {
+        anthropic.APIStatusError: _anthropic_status,
+        anthropic.APIResponseValidationError: _anthropic_bad_response,
+        anthropic.APIConnectionError: _anthropic_connection,
+        # Raised by SDK middleware to ask for a retry; with the SDK's retries off it
+        # reaches us.
+        anthropic.RetryableError: _unavailable,
+        anthropic.CredentialsError: _anthropic_credentials,
+    }
+
+
+SDK_MAPPINGS: Final[dict[str, Callable[[], dict[type[BaseException], Mapper]]]] = {
+    "httpx2": _httpx2_mappers,
+    "anthropic": _anthropic_mappers,
+}
+"""The SDK's module name -> its mappings, built when the SDK is already imported."""
+
+
+# --- shared HTTP meaning ---------------------------------------------------------------
+
+
+def _http_error(
+    status: int,
+    body_type: str | None,
+    headers: Mapping[str, str],
+    message: str,
+    facts: list[str],
+) -> AgentError:
+    if status in _BY_STATUS:
+        category, error_type = _BY_STATUS[status]
+    elif body_type in _BY_BODY_TYPE:
+        category, error_type = _BY_BODY_TYPE[body_type]
+    elif 400 <= status < 500:
+        category, error_type = _VALIDATION, "invalid_request"
+    else:
+        # 5xx, or a failure the server reported after it had started a 2xx response.
+        category, error_type = _TRANSIENT, "server_error"
+    # The server knows best whether trying again can work (the SDK obeys this header too).
+    should_retry = headers.get("x-should-retry", "").strip().lower()
+    error = AgentError(
+        message,
+        category=category,
+        error_type=error_type,
+        retryable={"true": True, "false": False}.get(should_retry),
+        retry_after=_retry_after(headers),
+    )
+    return _with_request_id(error, headers, facts)
+
+
+def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
+    request_id = headers.get("request-id")
+    error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
+    return error
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait: `retry-after-ms`, then `retry-after` as seconds or an HTTP date."""
+    for name, per_second in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            seconds = float(headers.get(name, "")) / per_second
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    try:
+        date = email.utils.parsedate_tz(headers.get("retry-after", ""))
+        if date is None:
+            return None
+        # A date already past means "now".
+        return max(0.0, email.utils.mktime_tz(date) - time.time())
+    except (ValueError, OverflowError, IndexError):
+        return None
+
+
+def _never_sent() -> tuple[type[BaseException], ...]:
+    """Failures before the request left this machine: nothing can have taken effect."""
+    kinds: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
+    httpx2 = sys.modules.get("httpx2")
+    if httpx2 is not None:
+        kinds += (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+    return kinds
+
+
+def may_have_taken_effect(exc: BaseException) -> bool | None:
+    """For the failures whose answer is known here, whether the call may have acted.
+
+    None when `exc` says nothing either way (the classifier decides by its meaning).
+    """
+    never_sent = _never_sent()
+    anthropic = sys.modules.get("anthropic")
+    httpx2 = sys.modules.get("httpx2")
+    if anthropic is not None and isinstance(exc, anthropic.APIConnectionError):
+        return not isinstance(exc.__cause__, never_sent)  # APITimeoutError too
+    if isinstance(exc, never_sent):
+        return False
+    if anthropic is not None and isinstance(exc, anthropic.APIStatusError):
+        # A status below 400 is an error event in a stream the server had started.
+        return bool(
+            exc.status_code in _SERVER_MAY_HAVE_ACTED
+            or exc.status_code < 400
+            or exc.error_code == "change_outcome_unknown"
+        )
+    if httpx2 is not None and isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code in _SERVER_MAY_HAVE_ACTED
+    if anthropic is not None and isinstance(exc, anthropic.APIResponseValidationError):
+        return True  # the server answered with a success: it has acted
+    if isinstance(exc, ConnectionError) or (
+        httpx2 is not None and isinstance(exc, httpx2.TransportError)
+    ):
+        return True  # dropped mid-request: reset, broken pipe, read timeout
+    return None
+
+
+def request_of(exc: BaseException) -> httpx2.Request | None:
+    """The httpx2 request an exception carries, if any (its headers may hold secrets)."""
+    httpx2 = sys.modules.get("httpx2")
+    if httpx2 is None:
+        return None
+    # Read the attribute directly: httpx2's `request` property raises when unset.
+    attrs = getattr(exc, "__dict__", {})
+    request = attrs.get("request", attrs.get("_request"))
+    return request if isinstance(request, httpx2.Request) else None
