@@ -82,6 +82,12 @@ _SECRET_TEXT: Final = re.compile(
       )
       (?!\[REDACTED\])[^\s"'`,;&})\]\\]+
     | (?P<scheme>bearer\s+)(?!\[REDACTED\])[A-Za-z0-9._~+/-]+=*
+    | (?P<userinfo>
+        # scheme://user: of a URL with a password; the user and the host stay readable.
+        (?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:"'`\\]*:
+      )
+      # The password runs to the last "@" before the path: an unescaped "@" in it is common.
+      (?!\[REDACTED\]@)[^\s/?#"'`\\]+(?=@)
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -92,7 +98,7 @@ _MAX_DEPTH: Final = 32
 
 
 def _replace_secret(match: re.Match[str]) -> str:
-    prefix = match["field"] or match["scheme"] or ""
+    prefix = match["field"] or match["scheme"] or match["userinfo"] or ""
     return prefix + REDACTED
 
 
@@ -109,6 +115,7 @@ def _may_hold_secret(text: str) -> bool:
         or "token" in lowered
         or "password" in lowered
         or "secret" in lowered
+        or ("://" in lowered and "@" in lowered)
     )
 
 
@@ -142,7 +149,8 @@ def _conceal(value: object) -> object:
 
 
 def redact_text(text: str) -> str:
-    """`text` with secret-shaped parts (keys, bearer tokens, `token=...`) masked."""
+    """`text` with secret-shaped parts masked: keys, bearer tokens, `token=...`, and the
+    password of a URL (`postgresql://bob:[REDACTED]@db/x`)."""
     return _redact_text(text)
 
 

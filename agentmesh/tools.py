@@ -13,16 +13,26 @@ tell the framework what a failure may have done:
 
 A tool that takes a `ctx` parameter is handed the calling subagent's `Context` (its run,
 deadline and shared state); like `idempotency_key`, it is not part of the input schema.
+
+Number inputs (`float`, `Decimal`, also inside containers and nested models) refuse NaN
+and infinities: `"NaN" > 500` is false, so a policy rule on `amount > 500` would wave
+one through. A parameter opts in with pydantic's own marker,
+`Annotated[float, pydantic.AllowInfNan()]`; a nested model with `allow_inf_nan` in its
+own `model_config` (or on its field) decides for itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+import math
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_args, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, create_model
+import pydantic_core
+from pydantic import AllowInfNan, BaseModel, ConfigDict, create_model
 
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
@@ -83,6 +93,8 @@ class Tool(Generic[P, R]):
         self.accepts_idempotency_key = IDEMPOTENCY_KEY in self._signature.parameters
         self.accepts_context = CONTEXT_PARAMETER in self._signature.parameters
         self.input_model = _input_model(fn, self._signature, self.name)
+        # Only nested models escape the input model's allow_inf_nan=False; most tools have none.
+        self._has_nested_models = _mentions_model(self.input_model)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -109,6 +121,8 @@ class Tool(Generic[P, R]):
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and coerce `arguments`; raises pydantic's ValidationError naming fields."""
         model = self.input_model.model_validate(dict(arguments))
+        if self._has_nested_models:
+            _refuse_non_finite(model)
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def invoke(
@@ -150,9 +164,77 @@ def _input_model(
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, default)
     model_name = "".join(part.capitalize() for part in name.split("_")) + "Input"
-    config = ConfigDict(extra="forbid")
+    # pydantic accepts "NaN" and "inf" for a float by default; a tool input must opt in.
+    config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: type[BaseModel] = create_model(model_name, __config__=config, **fields)
     return model
+
+
+# Deeper than this the walk stops: validated input may hold a self-referencing `Any` value.
+_MAX_DEPTH = 32
+
+
+def _mentions_model(model: type[BaseModel]) -> bool:
+    """Whether a parameter's type names a pydantic model (anywhere inside it)."""
+    return any(_names_model(field.annotation) for field in model.model_fields.values())
+
+
+def _names_model(hint: Any) -> bool:
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return True
+    return any(_names_model(arg) for arg in get_args(hint))
+
+
+def _refuse_non_finite(model: BaseModel) -> None:
+    """Raise pydantic's ValidationError for NaN or an infinity in a nested model.
+
+    The input model's config does not reach a nested model, which has its own; one that
+    says nothing about `allow_inf_nan` gets the tool's default, which is to refuse.
+    """
+    errors: list[pydantic_core.InitErrorDetails] = [
+        {"type": "finite_number", "loc": loc, "input": value}
+        for loc, value in _non_finite(model, (), judged=True, depth=0)
+    ]
+    if errors:
+        raise pydantic_core.ValidationError.from_exception_data(type(model).__name__, errors)
+
+
+Location = tuple[str | int, ...]
+
+
+def _non_finite(
+    value: Any, loc: Location, *, judged: bool, depth: int
+) -> Iterator[tuple[Location, Any]]:
+    """NaN and infinities under `value` that no model config has ruled on (`judged`)."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, float | Decimal):
+        finite = math.isfinite(value) if isinstance(value, float) else value.is_finite()
+        if not judged and not finite:
+            yield loc, value
+    elif isinstance(value, BaseModel):
+        yield from _model_non_finite(value, loc, depth)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _non_finite(item, (*loc, str(key)), judged=judged, depth=depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, (*loc, index), judged=judged, depth=depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # A plain dataclass is validated under the config of the model around it.
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            yield from _non_finite(item, (*loc, field.name), judged=judged, depth=depth + 1)
+
+
+def _model_non_finite(
+    model: BaseModel, loc: Location, depth: int
+) -> Iterator[tuple[Location, Any]]:
+    own_rule = "allow_inf_nan" in type(model).model_config
+    for name, field in type(model).model_fields.items():
+        judged = own_rule or any(isinstance(meta, AllowInfNan) for meta in field.metadata)
+        item = getattr(model, name)
+        yield from _non_finite(item, (*loc, name), judged=judged, depth=depth + 1)
 
 
 def _named(breaker: CircuitBreaker | None, owner: str) -> CircuitBreaker | None:

@@ -4,6 +4,11 @@
 run; when the run resumes, `Context.call` returns the recorded result instead of acting
 twice. `ProgressSaver` persists `ctx.record_partial` so a re-run continues from its
 pending sources.
+
+Both write with secrets masked, as in logs and envelopes (`redact`): a store is a file
+or a database that outlives the run. A call is found again by a digest of its clear
+arguments, never by the stored text, so masking costs replay nothing; a replayed result
+and resumed progress carry the masked text.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 import pydantic_core
 
+from agentmesh._logging import redact
 from agentmesh.checkpoints._codec import revive
 from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._store import CheckpointStore
@@ -32,6 +38,14 @@ def task_key(task: Task) -> str:
     """A task id that is the same in every process: for a task given without one."""
     content = {"query": task.query, "topic": task.topic, "metadata": task.metadata}
     return "task-" + _digest(content)[:16]
+
+
+def _at_rest(value: Any) -> Any:
+    """`value` as JSON data with secrets masked: what may be written to a store.
+
+    Raises pydantic's serialisation error for a value that is not JSON.
+    """
+    return redact(pydantic_core.to_jsonable_python(value, by_alias=True))
 
 
 def _digest(value: Any) -> str:
@@ -93,6 +107,8 @@ class ToolLedger:
         if not isinstance(value, dict) or "result" not in value:
             raise CheckpointError(f"ledger entry {entry.address} has no recorded result")
         data = revive(value["result"], result_type, what=f"the recorded result of {entry.address}")
+        if value.get("masked"):
+            self.log.info("ledger_result_masked", call=call)
         return Replay(data=data, call=call)
 
     async def record(self, call: str, tool: str, arguments: Mapping[str, Any], result: Any) -> None:
@@ -100,12 +116,18 @@ class ToolLedger:
 
         The side effect has happened: raising now would only invite a caller to act again.
         """
-        entry = {
-            "tool": tool,
-            "arguments": pydantic_core.to_jsonable_python(dict(arguments), fallback=repr),
-            "result": result,
-        }
         try:
+            # The arguments are kept for a person reading the ledger; matching uses `call`.
+            clear_arguments = pydantic_core.to_jsonable_python(dict(arguments), fallback=repr)
+            clear_result = pydantic_core.to_jsonable_python(result, by_alias=True)
+            stored_result = redact(clear_result)
+            entry = {
+                "tool": tool,
+                "arguments": redact(clear_arguments),
+                "result": stored_result,
+                # `redact` returns its argument when there was nothing to mask.
+                "masked": stored_result is not clear_result,
+            }
             await self.store.put(self.run_id, self.stage, call, entry)
         except Exception as exc:
             self.log.warning("ledger_write_failed", call=call, error=f"{type(exc).__name__}: {exc}")
@@ -149,7 +171,7 @@ class ProgressSaver:
         while self._latest is not None:
             snapshot, self._latest = self._latest, None
             try:
-                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
+                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, _at_rest(snapshot))
             except Exception as exc:
                 self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
             else:

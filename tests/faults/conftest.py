@@ -25,8 +25,18 @@ PLANTED_KEY = "sk-ant-api03-faultsuite-PLANTED-0123456789abcdef"
 PLANTED_TOKEN = "eyJhbGciOiJIUzI1NiJ9.faultsuitePLANTEDbearer.c2lnbmF0dXJl"
 """A bearer token that is not shaped like an Anthropic key (an OAuth or proxy token)."""
 
+PLANTED_PASSWORD = "hunter2-faultsuite-PLANTED-pw"
+"""A password, planted in URLs (`postgresql://bob:<it>@db/x`) and under `password=`."""
+
 # The tails too: a leak that masked only the prefix is still a leak.
-_NEEDLES = (PLANTED_KEY, PLANTED_KEY[-24:], PLANTED_TOKEN, PLANTED_TOKEN[20:45])
+_NEEDLES = (
+    PLANTED_KEY,
+    PLANTED_KEY[-24:],
+    PLANTED_TOKEN,
+    PLANTED_TOKEN[20:45],
+    PLANTED_PASSWORD,
+    PLANTED_PASSWORD[-12:],
+)
 
 
 def leaks(text: str) -> list[str]:
