@@ -121,20 +121,22 @@ class SQLiteStore(StoreBase):
 
     def _connect(self) -> sqlite3.Connection:
         path = self.path
-        if path.exists():
-            if not path.is_file():
-                raise CheckpointError(f"checkpoint store {path} is not a file", path=path)
-            with path.open("rb") as file:
-                header = file.read(len(_HEADER))
-            # An empty file is an empty database to SQLite; anything else must say SQLite.
-            if header and header != _HEADER:
+        try:
+            exists = path.exists()
+            if exists:
+                _check_header(path)
+        except OSError as exc:
+            message = f"cannot read checkpoint store {path}: {_reason(path, exc)}"
+            raise CheckpointError(message, path=path) from exc
+        if not exists:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
                 raise CheckpointError(
-                    f"checkpoint store {path} is not a SQLite database; it was left untouched. "
-                    "Move it away or give SQLiteStore another path.",
+                    f"cannot create the directory {path.parent} of checkpoint store {path}: "
+                    f"{_reason(path, exc)}",
                     path=path,
-                )
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+                ) from exc
         try:
             connection = sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as exc:
@@ -275,6 +277,31 @@ class SQLiteStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path}>"
+
+
+def _check_header(path: Path) -> None:
+    """Refuse an existing path that is not a file, or a file that is not a SQLite database."""
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint store {path} is not a file", path=path)
+    with path.open("rb") as file:
+        header = file.read(len(_HEADER))
+    # An empty file is an empty database to SQLite; anything else must say SQLite.
+    if header and header != _HEADER:
+        raise CheckpointError(
+            f"checkpoint store {path} is not a SQLite database; it was left untouched. "
+            "Move it away or give SQLiteStore another path.",
+            path=path,
+        )
+
+
+def _reason(path: Path, exc: OSError) -> str:
+    """Why the file system refused `path`, in words a person can act on."""
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        # The OS says "File exists" or "Not a directory": name the file in the way.
+        for ancestor in reversed(path.parents):
+            if os.path.exists(ancestor) and not os.path.isdir(ancestor):
+                return f"{ancestor} is a file, not a directory"
+    return exc.strerror or str(exc)
 
 
 def _identity(connection: sqlite3.Connection) -> tuple[int, int, int]:

@@ -159,8 +159,14 @@ class Coordinator:
     def alternative_names(self) -> frozenset[str]:
         return self._alternative_names
 
-    async def run(self, tasks: Iterable[Task | str], *, run_id: str | None = None) -> Report:
-        """Run every task to a decision and return the report. Never raises for a task."""
+    async def run(
+        self, tasks: Task | str | Iterable[Task | str], *, run_id: str | None = None
+    ) -> Report:
+        """Run every task to a decision and return the report. Never raises for a task.
+
+        `tasks` is an iterable of Tasks or query strings (a list, a generator); a lone
+        Task or string is one task.
+        """
         if run_id is not None and not isinstance(run_id, str):
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         run_id = run_id or uuid.uuid4().hex[:12]
@@ -176,7 +182,7 @@ class Coordinator:
                 )
             return report
 
-    async def _run(self, tasks: Iterable[Task | str], run_id: str) -> Report:
+    async def _run(self, tasks: Task | str | Iterable[Task | str], run_id: str) -> Report:
         jobs = self._plan(tasks)
         loop = asyncio.get_running_loop()
         log = get_logger(run_id=run_id)
@@ -218,10 +224,10 @@ class Coordinator:
         )
         return report
 
-    def _plan(self, tasks: Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
+    def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
         """Pair each task with its subagent(s); bad names fail before anything runs."""
         jobs: list[tuple[str, Task, Subagent]] = []
-        for index, task in enumerate(tasks):
+        for index, task in enumerate(self._each_task(tasks)):
             if isinstance(task, str):
                 task = Task(query=task)
             elif not isinstance(task, Task):
@@ -239,6 +245,21 @@ class Coordinator:
             else:
                 jobs += [(f"{base}/{name}", task, sub) for name, sub in self.subagents.items()]
         return jobs
+
+    @staticmethod
+    def _each_task(tasks: object) -> Iterable[object]:
+        """`tasks` as an iterable; a lone Task or query string is one task, never split."""
+        if isinstance(tasks, Task | str):
+            return (tasks,)
+        # Iterable, but never meant as tasks: bytes give ints, a mapping its keys.
+        if isinstance(tasks, bytes | bytearray | memoryview | Mapping) or not isinstance(
+            tasks, Iterable
+        ):
+            raise UsageError(
+                "Coordinator.run(tasks=) takes a Task, a query string, or an iterable of them "
+                f"(a list, a generator), got a {type(tasks).__name__}"
+            )
+        return tasks
 
     async def _drive(
         self,

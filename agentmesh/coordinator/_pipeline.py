@@ -17,7 +17,7 @@ import pydantic_core
 
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
-from agentmesh.checkpoints import CheckpointStore, SQLiteStore
+from agentmesh.checkpoints import CheckpointError, CheckpointStore, SQLiteStore
 from agentmesh.checkpoints._codec import declared_output_type, decode, encode, revive
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, Success
@@ -34,6 +34,7 @@ StageSpec: TypeAlias = tuple[str, StageFn] | tuple[str, StageFn, RetryPolicy]
 
 _OUTPUT = "output"
 _INPUT = "input"
+_SHAPE = "shape"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +129,9 @@ class Pipeline:
         """Run the stages on `data`, resuming run `run_id` where its checkpoints end.
 
         Raises `UsageError` when `run_id` already has checkpoints from a different
-        input, and `CheckpointError` when the store cannot be read; a stage's failure is
-        never raised, it is the returned envelope.
+        input or from another definition of the pipeline (its stage names, in order), and
+        `CheckpointError` when the store cannot be read; a stage's failure is never
+        raised, it is the returned envelope.
         """
         if not isinstance(run_id, str) or not run_id:
             raise UsageError(f"Pipeline.run(run_id=) must be a non-empty string, got {run_id!r}")
@@ -141,6 +143,7 @@ class Pipeline:
     async def _run(self, store: CheckpointStore, data: Any, run_id: str) -> Outcome:
         log = get_logger(run_id=run_id, pipeline=self.name)
         await self._check_input(store, data, run_id)
+        await self._check_shape(store, run_id, log)
         done: list[str] = []
         previous = data
         for stage in self._stages:
@@ -258,6 +261,32 @@ class Pipeline:
                 "input; use a new run id, or delete the run's checkpoints to start it over"
             )
 
+    async def _check_shape(self, store: CheckpointStore, run_id: str, log: Any) -> None:
+        """Refuse to resume a run that another definition of the pipeline checkpointed.
+
+        Its saved outputs belong to stages in another order: one would be handed to a
+        stage it was not made for, or returned as the result.
+        """
+        saved = await store.get(run_id, self.name, _SHAPE)
+        if saved is None:
+            if await store.get(run_id, self._address(self._stages[0]), _OUTPUT) is not None:
+                # Checkpointed before shapes were recorded: resumed by stage name, as then.
+                log.warning("pipeline_shape_unknown", stages=list(self.stages))
+            await store.put(run_id, self.name, _SHAPE, {"stages": list(self.stages)})
+            return
+        stages = _saved_stages(saved.value)
+        if stages is None:
+            raise CheckpointError(
+                f"checkpoint {saved.address} is not a pipeline's shape: {saved.value!r}"
+            )
+        if stages != self.stages:
+            raise UsageError(
+                f"Pipeline.run(run_id={run_id!r}): this run was checkpointed by another "
+                f"definition of pipeline {self.name!r}: {_difference(stages, self.stages)} "
+                f"(then {' -> '.join(stages)}, now {' -> '.join(self.stages)}); use a new run "
+                "id, or delete the run's checkpoints to start it over"
+            )
+
     def _address(self, stage: _Stage) -> str:
         return f"{self.name}/{stage.name}"
 
@@ -266,6 +295,32 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"<Pipeline {self.name}: {' -> '.join(self.stages)}>"
+
+
+def _saved_stages(value: Any) -> tuple[str, ...] | None:
+    """The stage names of a saved shape, or None when it is not one."""
+    stages = value.get("stages") if isinstance(value, dict) else None
+    if not isinstance(stages, list) or not all(isinstance(name, str) for name in stages):
+        return None
+    return tuple(stages)
+
+
+def _difference(saved: Sequence[str], current: Sequence[str]) -> str:
+    """What changed between two stage orders, said the way a person would look for it."""
+    added = [name for name in current if name not in saved]
+    removed = [name for name in saved if name not in current]
+    if added and not removed:
+        return f"{_stage_list(added)} added"
+    if removed and not added:
+        return f"{_stage_list(removed)} removed"
+    # Reordered or renamed: neither order is a prefix of the other, so both have `index`.
+    index = next(i for i, (old, new) in enumerate(zip(saved, current, strict=False)) if old != new)
+    return f"stage {index + 1} was {saved[index]!r}, now {current[index]!r}"
+
+
+def _stage_list(names: Sequence[str]) -> str:
+    quoted = ", ".join(repr(name) for name in names)
+    return f"stage {quoted}" if len(names) == 1 else f"stages {quoted}"
 
 
 def _is_async_callable(fn: object) -> bool:

@@ -170,6 +170,22 @@ class TestResumeBadInput:
         assert says in lines[0]
 
 
+class TestCheckpointsBadPath:
+    def test_a_checkpoint_path_under_a_file_is_one_line_exit_two(self, tmp_path: Path) -> None:
+        """`--checkpoints` under a file: one line naming the path and the file, exit code 2."""
+        blocker = tmp_path / "notes.txt"
+        blocker.write_text("my notes\n")
+        path = blocker / "checkpoints.sqlite"
+        run = run_agent(QUESTION, "--checkpoints", str(path))
+        assert run.returncode == 2
+        assert run.stdout == ""
+        assert run.stderr.splitlines() == [
+            f"python -m examples.research_agent: error: --checkpoints {path}: cannot create "
+            f"the directory {blocker} of checkpoint store {path}: "
+            f"{blocker} is a file, not a directory"
+        ]
+
+
 def test_default_checkpoint_file(markdown: Run) -> None:
     """Without --checkpoints, a run checkpoints where agentmesh does by default."""
     assert DEFAULT_CHECKPOINTS == DEFAULT_PATH

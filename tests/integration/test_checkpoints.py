@@ -270,6 +270,48 @@ class TestSQLiteStore:
         assert str(path) in str(caught.value)
         assert path.read_bytes() == original
 
+    @pytest.mark.parametrize("inside", ["notes.txt", "notes.txt/sub"])
+    async def test_a_file_where_the_directory_should_be_is_a_clear_error(
+        self, tmp_path: Path, inside: str
+    ) -> None:
+        """A path under a file gives a CheckpointError naming the path and the file in the way."""
+        blocker = tmp_path / "notes.txt"
+        blocker.write_text("my notes\n")
+        path = tmp_path / inside / "checkpoints.sqlite"
+        with pytest.raises(CheckpointError) as caught:
+            await SQLiteStore(path).put("run-1", "stage", "output", 1)
+        assert caught.value.path == path
+        assert str(path) in str(caught.value)
+        assert f"{blocker} is a file, not a directory" in str(caught.value)
+        assert blocker.read_text() == "my notes\n"
+        assert store_threads() == []
+
+    @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+    async def test_a_directory_the_system_will_not_create_is_a_clear_error(self) -> None:
+        """Under /proc no directory can be made: a CheckpointError with the OS's reason."""
+        path = Path("/proc/agentmesh-test/checkpoints.sqlite")
+        with pytest.raises(CheckpointError, match="cannot create the directory") as caught:
+            await SQLiteStore(path).open()
+        assert caught.value.path == path
+        assert "No such file or directory" in str(caught.value)
+
+    @pytest.mark.skipif(
+        sys.platform == "win32" or os.geteuid() == 0, reason="permissions do not bind root"
+    )
+    async def test_a_read_only_directory_is_a_clear_error(self, tmp_path: Path) -> None:
+        """A directory that may not be written to gives a CheckpointError naming the path."""
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        try:
+            for path in (locked / "checkpoints.sqlite", locked / "sub" / "checkpoints.sqlite"):
+                with pytest.raises(CheckpointError) as caught:
+                    await SQLiteStore(path).open()
+                assert caught.value.path == path
+                assert str(path) in str(caught.value)
+        finally:
+            locked.chmod(0o700)
+
     async def test_close_leaves_no_thread_behind(self, tmp_path: Path) -> None:
         """The worker thread lives from open to close, and not a moment longer."""
         store = SQLiteStore(tmp_path / "checkpoints.sqlite")
@@ -560,11 +602,19 @@ class TestPostgresStore:
             await asyncio.sleep(0.02)
         assert (await query(postgres_dsn, count, name))[0][0] == 0
 
-    async def test_an_unreachable_server_is_a_clear_error_without_the_password(self) -> None:
+    @pytest.mark.parametrize(
+        "dsn",
+        [
+            "postgresql://agentmesh:hunter2@127.0.0.1:{port}/checkpoints",
+            "host=127.0.0.1 port={port} user=agentmesh password=hunter2 dbname=checkpoints",
+        ],
+        ids=["url", "key=value"],
+    )
+    async def test_an_unreachable_server_is_a_clear_error_without_the_password(
+        self, dsn: str
+    ) -> None:
         """A server that does not answer gives a CheckpointError naming it, never the password."""
-        store = PostgresStore(
-            f"postgresql://agentmesh:hunter2@127.0.0.1:{free_port()}/checkpoints", timeout=2
-        )
+        store = PostgresStore(dsn.format(port=free_port()), timeout=2)
         with pytest.raises(CheckpointError, match="cannot connect") as caught:
             await store.put("run-1", "stage", "output", 1)
         assert "127.0.0.1" in str(caught.value)

@@ -950,6 +950,60 @@ class TestPlanning:
         assert calls == 0
 
 
+class TestTasksArgument:
+    @staticmethod
+    def echo() -> Any:
+        @subagent(name="echo")
+        async def echo(task: Task, ctx: Context) -> str:
+            return task.query
+
+        return echo
+
+    async def test_a_bare_string_is_one_task_never_one_per_character(self) -> None:
+        """`run("asyncio")` runs one task with that query, as `Subagent.run` does."""
+        report = await Coordinator([self.echo()]).run("asyncio")
+        assert [record.task.query for record in report.records] == ["asyncio"]
+        assert [finding.content for finding in report.findings] == ["asyncio"]
+
+    async def test_a_lone_task_is_one_task(self) -> None:
+        """A Task passed without a list is run as it is, not iterated as a model."""
+        report = await Coordinator([self.echo()]).run(Task(query="asyncio", topic="aio"))
+        assert [(entry.topic, entry.status) for entry in report.coverage] == [
+            ("aio", CoverageStatus.COVERED)
+        ]
+
+    async def test_a_generator_of_strings_is_one_task_each(self) -> None:
+        """Any iterable of queries works, a generator included."""
+        queries = (query for query in ["a", "b"])
+        report = await Coordinator([self.echo()]).run(queries)
+        assert [finding.content for finding in report.findings] == ["a", "b"]
+
+    @pytest.mark.parametrize(
+        ("tasks", "kind"),
+        [
+            (b"asyncio", "bytes"),
+            (bytearray(b"asyncio"), "bytearray"),
+            ({"asyncio": "aio"}, "dict"),
+            (42, "int"),
+            (None, "NoneType"),
+        ],
+    )
+    async def test_what_is_not_a_sequence_of_tasks_is_refused_before_anything_runs(
+        self, tasks: Any, kind: str
+    ) -> None:
+        """Bytes, a mapping or a non-iterable is a UsageError naming `tasks`, not split up."""
+        calls: list[str] = []
+
+        @subagent(name="echo")
+        async def echo(task: Task, ctx: Context) -> str:
+            calls.append(task.query)
+            return task.query
+
+        with pytest.raises(UsageError, match=rf"run\(tasks=\).*got a {kind}$"):
+            await Coordinator([echo]).run(tasks)
+        assert calls == []
+
+
 class TestReport:
     async def test_below_min_coverage_the_report_is_insufficient(self) -> None:
         """The report says it is insufficient instead of pretending."""

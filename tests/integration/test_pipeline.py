@@ -184,6 +184,103 @@ class TestResume:
         assert seen == [2]
 
 
+class Letters:
+    """Stages named by a letter, each appending its letter; counts the stages really run."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def stage(self, name: str) -> tuple[str, Any]:
+        async def append(letters: list[str]) -> list[str]:
+            self.ran.append(name)
+            return [*letters, name]
+
+        return name, append
+
+    def pipeline(self, store: CheckpointStore, names: str) -> Pipeline:
+        return Pipeline([self.stage(name) for name in names], store=store)
+
+
+class TestChangedDefinition:
+    @pytest.mark.parametrize(
+        ("changed", "difference"),
+        [
+            ("acb", "stage 2 was 'b', now 'c'"),
+            ("axc", "stage 2 was 'b', now 'x'"),
+            ("abcd", "stage 'd' added"),
+            ("xabc", "stage 'x' added"),
+            ("ac", "stage 'b' removed"),
+            ("a", "stages 'b', 'c' removed"),
+            ("cba", "stage 1 was 'a', now 'c'"),
+        ],
+    )
+    async def test_a_run_resumed_with_other_stages_is_refused_naming_the_difference(
+        self, store: CheckpointStore, changed: str, difference: str
+    ) -> None:
+        """Reordered, renamed, added or removed stages: a UsageError says what changed."""
+        letters = Letters()
+        first = await letters.pipeline(store, "abc").run([], run_id="run-1")
+        assert isinstance(first, Success)
+        with pytest.raises(UsageError, match="another definition") as caught:
+            await letters.pipeline(store, changed).run([], run_id="run-1")
+        assert difference in str(caught.value)
+        assert "a -> b -> c" in str(caught.value)
+        assert letters.ran == ["a", "b", "c"]
+
+    async def test_the_refused_run_keeps_its_checkpoints_for_its_own_definition(
+        self, store: CheckpointStore
+    ) -> None:
+        """After a refusal the first definition still resumes; a deleted run starts afresh."""
+        letters = Letters()
+        await letters.pipeline(store, "abc").run([], run_id="run-1")
+        with pytest.raises(UsageError):
+            await letters.pipeline(store, "bac").run([], run_id="run-1")
+        again = await letters.pipeline(store, "abc").run([], run_id="run-1")
+        assert isinstance(again, Success)
+        assert again.data == ["a", "b", "c"]
+        await store.delete("run-1")
+        fresh = await letters.pipeline(store, "bac").run([], run_id="run-1")
+        assert isinstance(fresh, Success)
+        assert fresh.data == ["b", "a", "c"]
+        assert letters.ran == ["a", "b", "c", "b", "a", "c"]
+
+    async def test_new_code_under_the_same_stage_names_resumes(
+        self, store: CheckpointStore
+    ) -> None:
+        """A fixed stage keeps its name: the resumed run goes on from the checkpoints."""
+        research = Research()
+        await research.pipeline(store).run("asyncio", run_id="run-1")
+        fixed = Research()
+        fixed.analysis_error = None
+        outcome = await fixed.pipeline(store).run("asyncio", run_id="run-1")
+        assert isinstance(outcome, Success)
+        assert fixed.calls == {"retrieval": 0, "analysis": 1, "synthesis": 1}
+
+    async def test_a_run_checkpointed_without_a_shape_resumes_and_is_checked_from_then_on(
+        self, store: CheckpointStore
+    ) -> None:
+        """Checkpoints of an older agentmesh (no shape) resume by stage name, with a warning."""
+        letters = Letters()
+        failing = Pipeline(
+            [letters.stage("a"), ("b", _fail), letters.stage("c")], store=store, retry=no_wait()
+        )
+        assert isinstance(await failing.run([], run_id="run-1"), ErrorEnvelope)
+        await store.delete("run-1", "pipeline", "shape")  # as an older agentmesh left it
+        with capture_logs() as logs:
+            outcome = await letters.pipeline(store, "abc").run([], run_id="run-1")
+        assert isinstance(outcome, Success)
+        assert outcome.data == ["a", "b", "c"]
+        assert letters.ran == ["a", "b", "c"]
+        unknown = [entry for entry in logs if entry["event"] == "pipeline_shape_unknown"]
+        assert [entry["log_level"] for entry in unknown] == ["warning"]
+        with pytest.raises(UsageError, match="stage 'd' added"):
+            await letters.pipeline(store, "abcd").run([], run_id="run-1")
+
+
+async def _fail(letters: list[str]) -> list[str]:
+    raise ValidationError("stage b is broken")
+
+
 class TestStageFailures:
     async def test_a_transient_failure_is_retried_locally_with_backoff(
         self, store: CheckpointStore

@@ -67,6 +67,7 @@ async def claude_path() -> None:
             [lead], rewriter=LLMRewriter(scripted), synthesizer=LLMSynthesizer(scripted)
         )
         report: Report = await coordinator.run([Task(query="q", topic="t")])
+        print((await coordinator.run(Task(query="q"))).sufficient)  # a lone task is one task
         print(report.to_markdown(), report.coverage[0].status.value)
 
 
