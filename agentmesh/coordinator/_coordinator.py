@@ -299,8 +299,12 @@ class Coordinator:
         while True:
             try:
                 decision = await self._decide(run, job, outcome)
-            except Exception as exc:
+            except BaseException as exc:
                 # A broken router or rewriter must not abort the run: it becomes a gap.
+                # (A stray CancelledError or another BaseException from it too; the run's
+                # own cancellation and interrupts go on.)
+                if propagates(exc, subagent.classifier, user_code=False):
+                    raise
                 log.error("routing_failed", task_id=task_id, subagent=name, error=repr(exc))
                 decision = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
             details = _describe(decision)
@@ -322,7 +326,9 @@ class Coordinator:
                 assert isinstance(outcome, ErrorEnvelope)  # _decide allows alternatives only then
                 try:
                     alternative = await self._alternative(run, job, decision.name, outcome)
-                except Exception as exc:
+                except BaseException as exc:
+                    if propagates(exc, subagent.classifier, user_code=False):
+                        raise
                     log.error(
                         "alternative_failed",
                         task_id=task_id,

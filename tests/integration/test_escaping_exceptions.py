@@ -27,7 +27,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.classify import is_strict, set_strict, strict
-from agentmesh.coordinator import CoverageStatus
+from agentmesh.coordinator import CoverageStatus, RouteContext, RouteDecision, Router
 from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
 from agentmesh.testing import FailTimes, RecordingSleep
@@ -402,3 +402,31 @@ class TestStrictMode:
         """A value that is not True, False or None is a UsageError naming the argument."""
         with pytest.raises(UsageError, match="on="):
             set_strict("yes")  # type: ignore[arg-type]
+
+
+class TestRouterEscapes:
+    @pytest.mark.parametrize(
+        "make_error",
+        [asyncio.CancelledError, lambda: Stop("halt")],
+        ids=["stray-cancel", "base-exception"],
+    )
+    async def test_a_router_that_raises_a_base_exception_costs_only_its_task(
+        self, make_error: Any
+    ) -> None:
+        """A stray CancelledError or BaseException from the router is that task's gap."""
+
+        class Breaking(Router):
+            async def route(self, ctx: RouteContext) -> RouteDecision:
+                if ctx.task.query == "b":
+                    raise make_error()
+                return await super().route(ctx)
+
+        coordinator = Coordinator([good], router=Breaking())
+        report = await coordinator.run(
+            [Task(query="a", topic="a"), Task(query="b", topic="b")], run_id="r"
+        )
+
+        statuses = {entry.topic: entry.status for entry in report.coverage}
+        assert statuses == {"a": CoverageStatus.COVERED, "b": CoverageStatus.GAP}
+        (gap,) = report.gaps
+        assert "routing failed" in (gap.reason or "")
