@@ -10,7 +10,7 @@ from agentmesh._tracing import configure_tracing
 from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.classify import Classifier, classify, default_classifier
 from agentmesh.context import Context
-from agentmesh.coordinator import Coordinator, Pipeline, Report
+from agentmesh.coordinator import Coordinator, Report
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
@@ -29,6 +29,7 @@ from agentmesh.errors import (
     UsageError,
     ValidationError,
 )
+from agentmesh.pipeline import Pipeline
 from agentmesh.retry import RetryBudget, RetryPolicy
 from agentmesh.subagents import Subagent, subagent
 from agentmesh.task import Task

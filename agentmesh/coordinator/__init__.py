@@ -1,4 +1,4 @@
-"""The hub: `Coordinator`, the `Router` and its decisions, synthesis, the `Report`, `Pipeline`."""
+"""The hub: `Coordinator`, the `Router` and its decisions, synthesis, the `Report`."""
 
 from agentmesh.coordinator._coordinator import AlternativeHandler, Coordinator
 from agentmesh.coordinator._decisions import (
@@ -12,7 +12,6 @@ from agentmesh.coordinator._decisions import (
 )
 from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
-from agentmesh.coordinator._pipeline import Pipeline
 from agentmesh.coordinator._report import (
     CoverageEntry,
     CoverageStatus,
@@ -39,7 +38,6 @@ __all__ = [
     "LLMRewriter",
     "LLMSynthesizer",
     "LocalExecutor",
-    "Pipeline",
     "RecordGap",
     "Report",
     "RetryWithFeedback",
