@@ -11,13 +11,16 @@ is given, marked as agentmesh's by the table's comment, which also names the sch
 version. It creates the table (and the schema) only when there is none; a table of that
 name without the marker, or with the marker of another version, raises `CheckpointError`
 and is neither written, altered nor dropped.
+
+A store pickles as its connection string and options, never its pool: a copy sent to
+another process (a Ray worker) opens its own pool on first use, on the same database.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh.checkpoints._codec import SCHEMA_VERSION
 from agentmesh.checkpoints._errors import CheckpointError
@@ -117,6 +120,7 @@ class PostgresStore(StoreBase):
             )
             if key not in params
         }
+        self._dsn = dsn
         self._conninfo = make_conninfo(dsn, **defaults)
         self._server = _describe(params)
         self._pool: AsyncConnectionPool[AsyncConnection[TupleRow]] | None = None
@@ -343,8 +347,26 @@ class PostgresStore(StoreBase):
             "extract(epoch FROM saved_at)::float8 FROM {} WHERE " + where
         ).format(self._table)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it was built from: the copy connects lazily, where it is used.
+
+        An open pool (its connections, locks and threads) cannot leave this process; the
+        connection string can. The pickle holds the password if the string does, as the
+        store itself does; it is never part of a message.
+        """
+        options = {
+            "schema": self.schema,
+            "max_connections": self.max_connections,
+            "timeout": self.timeout,
+        }
+        return (_rebuild, (self._dsn, options))
+
     def __repr__(self) -> str:
         return f"<PostgresStore {self._server} schema={self.schema}>"
+
+
+def _rebuild(dsn: str, options: dict[str, Any]) -> PostgresStore:
+    return PostgresStore(dsn, **options)
 
 
 async def _alive(connection: AsyncConnection[TupleRow]) -> bool:

@@ -17,7 +17,10 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
 * **Shipping**: subagents, policies and stores are pickled by value (modules that are
   not installed, such as a script or a test file, go by value too) and put into the
   object store once; each worker deserializes them once. One that cannot be pickled is
-  a `UsageError` at its first dispatch that names it.
+  a `UsageError` at its first dispatch that names it. A `PostgresStore` travels as its
+  connection string and each worker opens its own pool; a `SQLiteStore` or a
+  `MemoryStore` is refused, since a file or the memory of this machine is not storage
+  that workers on other nodes share.
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
   retry budget, leased in batches; stateful policies' state; the in-run ledger.
 """
@@ -227,6 +230,7 @@ class RayExecutor:
             policies_box = self._ship(dispatch.policies, "the coordinator's policies")
         store_box = None
         if dispatch.store is not None:
+            _check_shared(dispatch.store)
             store_box = self._ship(dispatch.store, f"store {dispatch.store!r}")
         budget = dispatch.budget
         spec = Spec(
@@ -452,6 +456,25 @@ def _cut(
         attempts=1,
         partial_results=partials,
         alternative_approaches=subagent.alternatives or None,
+    )
+
+
+def _check_shared(store: object) -> None:
+    """Refuse a store that each worker would get a private copy of."""
+    from agentmesh.checkpoints import MemoryStore, SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        where = f"a SQLite file ({store.path}) on this machine"
+    elif isinstance(store, MemoryStore):
+        where = "this process's memory"
+    else:
+        return
+    raise UsageError(
+        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in "
+        f"{where}, which is not storage the workers share (each, on any node, would "
+        "read and write a copy of its own, and a resumed run would not find them). Give "
+        "the coordinator a PostgresStore(dsn): it is sent to the workers as its "
+        "connection string."
     )
 
 

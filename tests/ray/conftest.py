@@ -1,4 +1,9 @@
-"""One local Ray instance for the whole session: starting one takes a few seconds."""
+"""One local Ray instance for the session (starting one takes a few seconds).
+
+A process holds one Ray connection at a time: the two-node tests stop the local
+instance to start their cluster, and the next test that asks for `ray_executor` starts
+it again.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +16,44 @@ pytest.importorskip("ray", reason="RayExecutor needs the ray extra: pip install 
 from agentmesh.executors import RayExecutor
 
 
-@pytest.fixture(scope="session")
-def ray_executor() -> Iterator[RayExecutor]:
-    """A RayExecutor on a 2-CPU local instance, warmed up (workers started, imports done)."""
-    import ray
+class LocalRay:
+    """The session's local Ray instance and its warmed-up executor, started on demand."""
 
-    # The executor would start Ray itself; starting it here keeps workers' output (a
-    # killed worker's obituary) off the test log.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="agentmesh")
-    executor = RayExecutor().connect()
+    def __init__(self) -> None:
+        self.executor: RayExecutor | None = None
+
+    def start(self) -> RayExecutor:
+        if self.executor is None:
+            import ray
+
+            # The executor would start Ray itself; starting it here keeps workers' output
+            # (a killed worker's obituary) off the test log.
+            ray.init(
+                num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="agentmesh"
+            )
+            self.executor = RayExecutor().connect()
+        return self.executor
+
+    def stop(self) -> None:
+        import ray
+
+        executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.close()
+            ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[LocalRay]:
+    """The session's local instance; stopped at the end of the session."""
+    local = LocalRay()
     try:
-        yield executor
+        yield local
     finally:
-        executor.close()
-        ray.shutdown()
+        local.stop()
+
+
+@pytest.fixture
+def ray_executor(local_ray: LocalRay) -> RayExecutor:
+    """A RayExecutor on a 2-CPU local instance, warmed up (workers started, imports done)."""
+    return local_ray.start()

@@ -33,6 +33,7 @@ from agentmesh import (
     subagent,
     tool,
 )
+from agentmesh.checkpoints import MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus, Dispatch
 from agentmesh.executors import LocalExecutor, RayExecutor
 from agentmesh.policies import deny_after_permission_error
@@ -255,22 +256,30 @@ class TestCancellation:
             finally:
                 append(ticks, f"{task.query} unwound")
 
-        run = asyncio.create_task(
-            Coordinator([ticker], executor=ray_executor).run(["a", "b", "c", "d"])
-        )
-        await written(tmp_path / "ticks", {"a", "b"})  # two workers: two running
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
+        # The grace bounds a task that refuses to stop; one that unwinds is waited for, so
+        # a long grace costs nothing here. The default (1 s) counts from `ray.cancel`, and
+        # on a loaded machine the interrupt alone can take longer to reach the worker:
+        # the workers were then killed before their `finally` ran.
+        executor = RayExecutor(cancel_grace=GUARD).connect()  # joins the session's instance
+        try:
+            run = asyncio.create_task(
+                Coordinator([ticker], executor=executor).run(["a", "b", "c", "d"])
+            )
+            await written(tmp_path / "ticks", {"a", "b"})  # two workers: two running
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
 
-        seen = lines(tmp_path / "ticks")
-        assert {"a unwound", "b unwound"} <= set(seen)  # cancelled gracefully
-        assert not {"c", "d"} & set(seen)  # the queued ones never started
-        await asyncio.sleep(0.4)
-        assert lines(tmp_path / "ticks") == seen
+            seen = lines(tmp_path / "ticks")
+            assert {"a unwound", "b unwound"} <= set(seen)  # cancelled gracefully
+            assert not {"c", "d"} & set(seen)  # the queued ones never started
+            await asyncio.sleep(0.4)
+            assert lines(tmp_path / "ticks") == seen
+        finally:
+            executor.close()
 
     async def test_a_task_that_refuses_to_stop_is_killed_after_the_grace(
-        self, tmp_path: Path
+        self, ray_executor: RayExecutor, tmp_path: Path
     ) -> None:
         """A body that swallows the cancellation is killed `cancel_grace` seconds later."""
         ticks = str(tmp_path / "ticks")
@@ -285,7 +294,11 @@ class TestCancellation:
                     append(ticks, "still here")
                     time.sleep(0.02)  # noqa: ASYNC251  # blocking on purpose
 
-        executor = RayExecutor(cancel_grace=0.3).connect()  # joins the session's instance
+        # The grace counts from `ray.cancel`: it must outlast the interrupt's way to a
+        # worker on a loaded machine (0.3 s did not), or the kill comes first and the
+        # body never sees the cancellation it is meant to swallow.
+        grace = 1.5
+        executor = RayExecutor(cancel_grace=grace).connect()  # joins the session's instance
         try:
             execution = asyncio.create_task(executor.execute(stubborn, Task(query="q"), dispatch()))
             await written(tmp_path / "ticks", {"started"})
@@ -293,7 +306,7 @@ class TestCancellation:
             execution.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await execution
-            assert time.monotonic() - started < 2.0
+            assert grace <= time.monotonic() - started < grace + 2.0
             seen = lines(tmp_path / "ticks")
             assert "still here" in seen  # it did swallow the cancellation
             await asyncio.sleep(0.4)
@@ -349,6 +362,54 @@ class TestShipping:
         assert status["fine"].status is CoverageStatus.COVERED
         assert status["holder"].status is CoverageStatus.GAP
         assert "subagent 'holder' cannot be sent to Ray workers" in (status["holder"].reason or "")
+
+
+class TestStoreShipping:
+    @pytest.mark.parametrize("kind", ["sqlite", "memory"])
+    async def test_a_store_of_this_machine_is_refused_with_the_reason(
+        self, ray_executor: RayExecutor, tmp_path: Path, kind: str
+    ) -> None:
+        """A SQLite file or this process's memory is not shared storage: a UsageError says so."""
+
+        @subagent(name="plain")
+        async def plain(task: Task, ctx: Context) -> str:
+            return task.query
+
+        path = tmp_path / "checkpoints.sqlite"
+        store = SQLiteStore(path) if kind == "sqlite" else MemoryStore()
+        where = str(path) if kind == "sqlite" else "this process's memory"
+        with pytest.raises(UsageError) as caught:
+            await ray_executor.execute(
+                plain,
+                Task(query="q"),
+                Dispatch(run_id="r", task_id="t", deadline=None, store=store),
+            )
+
+        message = str(caught.value)
+        assert where in message
+        assert "not storage the workers share" in message
+        assert "PostgresStore(dsn)" in message
+
+    def test_a_postgres_store_travels_as_its_dsn_without_showing_the_password(self) -> None:
+        """The copy has the same options and no pool; neither's repr shows the password."""
+        import pickle
+
+        pytest.importorskip("psycopg", reason="PostgresStore needs the postgres extra")
+        from agentmesh.checkpoints import PostgresStore
+
+        dsn = "postgresql://agent:s3cret-pw@db.internal:5433/runs"
+        store = PostgresStore(dsn, schema="team", max_connections=3, timeout=5.0)
+        copy = pickle.loads(pickle.dumps(store))
+
+        assert isinstance(copy, PostgresStore)
+        assert (copy.schema, copy.max_connections, copy.timeout) == ("team", 3, 5.0)
+        assert not copy.closed
+        assert (
+            repr(copy)
+            == repr(store)
+            == ("<PostgresStore postgresql://agent@db.internal:5433/runs schema=team>")
+        )
+        assert "s3cret" not in repr(copy)
 
 
 class TestClusterWideState:

@@ -1,0 +1,214 @@
+"""RayExecutor on a two-node Ray cluster on this machine, reached on loopback only.
+
+The test starts the cluster itself (`ray.cluster_utils.Cluster`: a head and one more
+node, one CPU each) and stops it when the module is done. Every task first waits until
+tasks are running on both nodes: with one CPU per node, two tasks at once must be on
+different nodes, so what a test asserts held across nodes, not within one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentmesh import (
+    Context,
+    Coordinator,
+    RetryBudget,
+    RetryPolicy,
+    Task,
+    TransientError,
+    subagent,
+    tool,
+)
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.executors import RayExecutor
+from tests.ray.conftest import LocalRay
+
+GUARD = 30.0  # bounds every wait on the cluster: a regression fails instead of hanging
+LOOPBACK = "127.0.0.1"
+NODE: dict[str, Any] = {
+    "num_cpus": 1,
+    "node_ip_address": LOOPBACK,
+    "object_store_memory": 80 * 1024 * 1024,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(local_ray: LocalRay) -> Iterator[tuple[RayExecutor, set[str]]]:
+    """A two-node cluster bound to 127.0.0.1, and an executor connected to it by address."""
+    import ray
+    from ray._private import ray_constants
+    from ray.cluster_utils import Cluster
+
+    local_ray.stop()  # one Ray connection per process
+    temp = tempfile.mkdtemp(prefix="am-ray-")  # short: Ray's socket paths live under it
+    with pytest.MonkeyPatch.context() as patch:
+        # Ray's files (the "current cluster" address among them) stay out of /tmp/ray,
+        # so no other Ray user on this machine joins this cluster by accident.
+        patch.setenv("RAY_TMPDIR", temp)
+        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no report to Ray's servers
+        # Ray turns "127.0.0.1" in an address into the machine's outward address, found
+        # by routing towards a public DNS server; with clusters "off" it keeps loopback.
+        # The nodes' processes read the variable, this process the constant it set.
+        patch.setenv(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0")
+        patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+        nodes = Cluster(
+            initialize_head=True,
+            head_node_args={**NODE, "include_dashboard": False, "dashboard_host": LOOPBACK},
+        )
+        executor = None
+        try:
+            nodes.add_node(**NODE)
+            executor = RayExecutor(
+                nodes.address, init_options={"log_to_driver": False}, cancel_grace=GUARD
+            ).connect()
+            ids = {node["NodeID"] for node in ray.nodes() if node["Alive"]}  # type: ignore[no-untyped-call]  # unannotated upstream
+            yield executor, ids
+        finally:
+            if executor is not None:
+                executor.close()  # it started the connection: it shuts it down
+            nodes.shutdown()  # type: ignore[no-untyped-call]  # unannotated upstream
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def node_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def append(path: str, line: str) -> None:
+    with open(path, "a") as file:
+        file.write(line + "\n")
+
+
+async def on_both_nodes(path: str) -> str:
+    """Note this worker's node, then wait until tasks run on both nodes; the node's id."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    append(path, node)
+    async with asyncio.timeout(GUARD):
+        # Another node's worker writes the file: there is no event to wait on, only polling.
+        while len(set(node_lines(Path(path)))) < 2:  # noqa: ASYNC110  # see above
+            await asyncio.sleep(0.02)
+    return node
+
+
+class TestTwoNodes:
+    def test_the_cluster_has_two_nodes_on_loopback_only(
+        self, cluster: tuple[RayExecutor, set[str]]
+    ) -> None:
+        """Both nodes are alive and reached at 127.0.0.1, not at an outward address."""
+        import ray
+
+        _, ids = cluster
+        assert len(ids) == 2
+        addresses = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}  # type: ignore[no-untyped-call]  # unannotated upstream
+        assert addresses == {LOOPBACK}
+        assert ray.get_runtime_context().gcs_address.startswith(f"{LOOPBACK}:")
+
+    async def test_tasks_land_on_both_nodes(
+        self, cluster: tuple[RayExecutor, set[str]], tmp_path: Path
+    ) -> None:
+        """A coordinator's tasks run on both nodes, and the report has every one."""
+        executor, ids = cluster
+        seen = str(tmp_path / "nodes")
+
+        @subagent(name="where", retry=RetryPolicy.never())
+        async def where(task: Task, ctx: Context) -> list[str]:
+            return [await on_both_nodes(seen)]
+
+        report = await Coordinator([where], executor=executor).run(["a", "b", "c", "d"])
+
+        assert [entry.status for entry in report.coverage] == [CoverageStatus.COVERED] * 4
+        assert {finding.content for finding in report.findings} == ids
+
+    async def test_the_retry_budget_holds_across_nodes(
+        self, cluster: tuple[RayExecutor, set[str]], tmp_path: Path
+    ) -> None:
+        """40 tasks on two nodes against a dead source, 5 retries for the run: no more."""
+        executor, ids = cluster
+        seen = str(tmp_path / "nodes")
+
+        @subagent(name="down", retry=RetryPolicy(max_attempts=3, initial_delay=0, jitter="none"))
+        async def down(task: Task, ctx: Context) -> None:
+            await on_both_nodes(seen)
+            raise TransientError("the source is down")
+
+        budget = RetryBudget(ratio=0, reserve=5)
+        report = await Coordinator([down], executor=executor, retry_budget=budget).run(
+            [f"q{i}" for i in range(40)], run_id="storm on two nodes"
+        )
+
+        assert set(node_lines(tmp_path / "nodes")) == ids
+        attempts = sum(record.final.attempts for record in report.records)
+        assert 40 < attempts <= 45  # locally unlimited: 120
+        held = await executor.budget("storm on two nodes")
+        assert held is not None
+        assert held["retries"] <= 5
+
+    async def test_a_rate_limit_holds_for_both_nodes_together(
+        self, cluster: tuple[RayExecutor, set[str]], tmp_path: Path
+    ) -> None:
+        """A tool's `rate_limit` counts the starts on both nodes together."""
+        executor, ids = cluster
+        seen = str(tmp_path / "nodes")
+        starts = str(tmp_path / "starts")
+
+        @tool(idempotent=True, rate_limit=(2, 0.4))
+        async def api(query: str) -> str:
+            append(starts, repr(time.time()))
+            return query
+
+        @subagent(name="caller", retry=RetryPolicy.never())
+        async def caller(task: Task, ctx: Context) -> str:
+            await on_both_nodes(seen)
+            return await ctx.call(api, query=task.query)
+
+        report = await Coordinator([caller], executor=executor).run([f"q{i}" for i in range(6)])
+
+        assert len(report.findings) == 6
+        assert set(node_lines(tmp_path / "nodes")) == ids
+        times = sorted(float(line) for line in node_lines(tmp_path / "starts"))
+        # Any 3 starts span at least the window (20 ms for the workers' wake-ups).
+        assert min(times[i + 2] - times[i] for i in range(len(times) - 2)) >= 0.38
+
+    async def test_a_postgres_store_is_used_by_the_workers_of_both_nodes(
+        self,
+        cluster: tuple[RayExecutor, set[str]],
+        tmp_path: Path,
+        postgres_dsn: str,
+        postgres_schema: str,
+    ) -> None:
+        """The store goes to the workers as its DSN; both nodes' checkpoints reach it."""
+        from agentmesh.checkpoints import PostgresStore
+
+        executor, ids = cluster
+        seen = str(tmp_path / "nodes")
+
+        @tool  # not idempotent: its completed calls are checkpointed in the store
+        async def stamp(node: str) -> str:
+            return f"stamped on {node}"
+
+        @subagent(name="stamper", retry=RetryPolicy.never())
+        async def stamper(task: Task, ctx: Context) -> str:
+            return await ctx.call(stamp, node=await on_both_nodes(seen))
+
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            report = await Coordinator([stamper], executor=executor, store=store).run(
+                ["a", "b"], run_id="stamps"
+            )
+            saved = await store.list("stamps")
+
+        stamps = {f"stamped on {node}" for node in ids}
+        assert {finding.content for finding in report.findings} == stamps
+        # Each worker recorded its completed call in the store: both nodes wrote to it.
+        recorded = {c.value["result"] for c in saved if isinstance(c.value, dict)}
+        assert recorded == stamps
