@@ -18,9 +18,10 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   not installed, such as a script or a test file, go by value too) and put into the
   object store once; each worker deserializes them once. One that cannot be pickled is
   a `UsageError` at its first dispatch that names it. A `PostgresStore` travels as its
-  connection string and each worker opens its own pool; a `SQLiteStore` or a
-  `MemoryStore` is refused, since a file or the memory of this machine is not storage
-  that workers on other nodes share.
+  connection string and each worker opens its own pool; an unopened `SQLiteStore`
+  travels as its path, which is shared storage only for workers on this machine (or a
+  shared file system); a `MemoryStore` is refused, since the memory of this process is
+  not storage that workers share.
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
   retry budget, leased in batches; stateful policies' state; the in-run ledger.
 """
@@ -461,20 +462,16 @@ def _cut(
 
 def _check_shared(store: object) -> None:
     """Refuse a store that each worker would get a private copy of."""
-    from agentmesh.checkpoints import MemoryStore, SQLiteStore
+    from agentmesh.checkpoints import MemoryStore
 
-    if isinstance(store, SQLiteStore):
-        where = f"a SQLite file ({store.path}) on this machine"
-    elif isinstance(store, MemoryStore):
-        where = "this process's memory"
-    else:
+    if not isinstance(store, MemoryStore):
         return
     raise UsageError(
-        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in "
-        f"{where}, which is not storage the workers share (each, on any node, would "
-        "read and write a copy of its own, and a resumed run would not find them). Give "
-        "the coordinator a PostgresStore(dsn): it is sent to the workers as its "
-        "connection string."
+        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in this "
+        "process's memory, which is not storage the workers share (each would read and "
+        "write a copy of its own, and a resumed run would not find them). Give the "
+        "coordinator a PostgresStore(dsn), sent to the workers as its connection string, "
+        "or, when every worker runs on this machine, a SQLiteStore(path)."
     )
 
 
