@@ -127,7 +127,11 @@ class Report(_Value):
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
     def to_markdown(self) -> str:
-        """Findings by topic, then a Coverage section naming every gap and partial block."""
+        """Findings by topic, then a Coverage section naming every gap and partial block.
+
+        Findings are numbered `[1]`, `[2]`, ... in `findings` order, the numbers a summary
+        written by `LLMSynthesizer` cites.
+        """
         lines = ["# Report", ""]
         if self.summary:
             lines += [self.summary, ""]
@@ -140,16 +144,18 @@ class Report(_Value):
                 "",
             ]
         lines += ["## Findings", ""]
-        by_topic: dict[str, list[Finding]] = {}
-        for finding in self.findings:
-            by_topic.setdefault(finding.topic, []).append(finding)
+        # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
+        # them: a summary's [n] names the finding shown as [n] here.
+        by_topic: dict[str, list[tuple[int, Finding]]] = {}
+        for number, finding in enumerate(self.findings, start=1):
+            by_topic.setdefault(finding.topic, []).append((number, finding))
         if not by_topic:
             lines += ["No findings.", ""]
-        for topic, findings in by_topic.items():
+        for topic, numbered in by_topic.items():
             lines += [f"### {topic}", ""]
-            for finding in findings:
+            for number, finding in numbered:
                 mark = " (preliminary)" if finding.preliminary else ""
-                lines.append(f"- {_text(finding.content)} — *{finding.source}*{mark}")
+                lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
             lines.append("")
         lines += [
             "## Coverage",
