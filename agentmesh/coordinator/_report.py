@@ -10,7 +10,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentmesh._logging import redact, redact_text
-from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
+from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
 __all__ = ["CoverageEntry", "CoverageStatus", "Finding", "Report", "Step", "TaskRecord"]
@@ -48,6 +48,8 @@ class Step(_Value):
     outcome: Outcome
     decision: str
     reason: str | None = None
+    # The alternative approach this step's decision tried (a `TryAlternative`).
+    alternative: str | None = None
 
 
 class TaskRecord(_Value):
@@ -66,7 +68,14 @@ class TaskRecord(_Value):
 
 
 class CoverageEntry(_Value):
-    """Coverage of one topic by one source, and if it is missing, why."""
+    """Coverage of one topic by one source, and if it is missing, why.
+
+    `source` is the subagent the task was for; `answered_by` names the alternative (or
+    the subagent) that answered instead, and `reason` the path ("timeout at search →
+    answered by cache"). `reason` also names every policy ruling and the local retries
+    on the way, which `rulings` and `retries` hold as data: an answer obtained after a
+    denied call stays `covered`, but never silently.
+    """
 
     topic: str
     source: str
@@ -76,6 +85,9 @@ class CoverageEntry(_Value):
     is_retryable: bool
     partial: PartialResults | None = None
     user_message: str | None = None
+    answered_by: str | None = None
+    rulings: tuple[PolicyVerdict, ...] | None = None
+    retries: tuple[RetryCount, ...] | None = None
 
 
 class Report(_Value):

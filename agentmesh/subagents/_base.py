@@ -199,6 +199,7 @@ class Subagent(abc.ABC):
                 log=log,
                 adjust=at_deadline,
                 breaker=self.breaker,
+                tally=ctx.retries,
             )
         finally:
             if checkpointing:
@@ -209,6 +210,7 @@ class Subagent(abc.ABC):
             if isinstance(outcome, ErrorEnvelope):
                 update["is_retryable"] = False
             outcome = outcome.model_copy(update=update)
+        outcome = ctx.annotate(outcome)  # the rulings and retries on the way, never silent
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, ctx)
             log.info(
