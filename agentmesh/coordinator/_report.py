@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
+from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
@@ -27,7 +28,10 @@ class CoverageStatus(enum.StrEnum):
 
 
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
+    model_config = ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
+    )
 
 
 class Finding(_Value):
@@ -50,6 +54,17 @@ class Step(_Value):
     reason: str | None = None
     # The alternative approach this step's decision tried (a `TryAlternative`).
     alternative: str | None = None
+
+    @field_serializer("outcome", mode="wrap", when_used="json")
+    def _wire_form(self, outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
+        """The outcome in JSON as `to_dict()` writes it: absent optional fields left out."""
+        data = handler(outcome)
+        if not isinstance(data, dict):
+            return data
+        optional = _optional_keys(type(outcome))
+        return {
+            key: value for key, value in data.items() if value is not None or key not in optional
+        }
 
 
 class TaskRecord(_Value):
@@ -127,10 +142,15 @@ class Report(_Value):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data; values JSON cannot hold become their `str()`."""
+        """The report as JSON-ready data; values JSON cannot hold become their `str()`.
+
+        Keys are camelCase throughout (`runId`, `coverageRatio`, `isRetryable`), and each
+        step's outcome is its wire form, as `ErrorEnvelope.to_dict()` writes it.
+        `Report.model_validate(data)` reads it back.
+        """
         # A subagent may return any object; `model_dump(mode="json")` would raise on it.
-        data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=False, fallback=str)
-        data["coverage_ratio"] = self.coverage_ratio
+        data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=True, fallback=str)
+        data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         # A report leaves the process: secrets pasted into a question are masked here too.
         return redact(data)  # type: ignore[no-any-return]
@@ -210,6 +230,24 @@ def _text(value: Any) -> str:
 
 def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
+
+
+_OPTIONAL_KEYS: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _optional_keys(cls: type[BaseModel]) -> frozenset[str]:
+    """Names and JSON keys of the fields the wire form leaves out when None."""
+    try:
+        return _OPTIONAL_KEYS[cls]
+    except KeyError:
+        keys = frozenset(
+            key
+            for name, info in cls.model_fields.items()
+            if info.default is None
+            for key in (name, info.alias or name)
+        )
+        _OPTIONAL_KEYS[cls] = keys
+        return keys
 
 
 def envelope_of(outcome: Outcome) -> ErrorEnvelope | None:

@@ -3,6 +3,8 @@ entry names who answered, one JSON convention, and a misbehaving helper model is
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from typing import Any
 
@@ -11,6 +13,7 @@ from agentmesh import (
     Coordinator,
     ErrorEnvelope,
     PolicyVerdict,
+    Report,
     RetryPolicy,
     Success,
     Task,
@@ -312,3 +315,66 @@ class TestWhoAnswered:
         assert entry.answered_by == "stale_index"
         assert entry.reason is not None
         assert entry.reason.startswith("unavailable at search → answered by stale_index")
+
+
+def keys_of(value: Any) -> set[str]:
+    """Every key of every mapping in a JSON document, at any depth."""
+    if isinstance(value, dict):
+        return set(value) | {key for item in value.values() for key in keys_of(item)}
+    if isinstance(value, list):
+        return {key for item in value for key in keys_of(item)}
+    return set()
+
+
+class TestOneJsonConvention:
+    async def report(self) -> Report:
+        sleep = RecordingSleep()
+        flaky = FailTimes(1, lambda: TimeoutError("slow"))
+
+        @tool(idempotent=True)
+        async def lookup(query: str) -> dict[str, str]:
+            flaky()
+            return {"title": query}
+
+        @subagent(name="docs", retry=fast(sleep), policies=[refund_limit], alternatives=["cache"])
+        async def docs(task: Task, ctx: Context) -> Any:
+            if task.query == "partial":
+                ctx.record_partial([{"title": "half"}], completed="a", pending="b")
+                raise ValidationError("bad query")
+            if task.query == "down":
+                raise TimeoutError("docs timed out")
+            with contextlib.suppress(ToolCallFailed):
+                await ctx.call(refund, order="A1", amount=900)
+            return [await ctx.call(lookup, query=task.query)]
+
+        @subagent(name="cache")
+        async def cache(task: Task, ctx: Context) -> list[str]:
+            return ["cached"]
+
+        coordinator = Coordinator([docs], alternatives={"cache": cache})
+        return await coordinator.run(["ok", "partial", "down"])
+
+    async def test_every_key_of_the_report_json_is_camel_case(self) -> None:
+        """Report, entries, records, steps and outcomes all use camelCase keys."""
+        report = await self.report()
+        data = json.loads(report.to_json())
+        keys = keys_of(data)
+        assert {"runId", "coverageRatio", "isRetryable", "answeredBy", "taskId"} <= keys
+        assert {"isError", "errorCategory", "partialResults", "errorType"} <= keys
+        assert [key for key in keys if "_" in key] == []
+
+    async def test_each_outcome_is_its_wire_form(self) -> None:
+        """A step's outcome in the report's JSON is exactly what `to_dict()` writes."""
+        report = await self.report()
+        data = report.to_dict()
+        for record, written in zip(report.records, data["records"], strict=True):
+            for step, step_data in zip(record.steps, written["steps"], strict=True):
+                wire = step.outcome.to_dict()
+                if isinstance(step.outcome, Success):
+                    wire["isEmpty"] = step.outcome.is_empty
+                assert step_data["outcome"] == wire
+
+    async def test_a_report_reads_back_from_its_json(self) -> None:
+        """`Report.model_validate` of the JSON gives the same report."""
+        report = await self.report()
+        assert Report.model_validate(json.loads(report.to_json())) == report
