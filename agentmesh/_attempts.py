@@ -20,17 +20,50 @@ from typing import Any, TypeVar
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, is_strict
-from agentmesh.envelope import ErrorEnvelope, Success, construct_trusted, fields_set
+from agentmesh.envelope import ErrorEnvelope, RetryCount, Success, construct_trusted, fields_set
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
-__all__ = ["attempt_call", "propagates"]
+__all__ = ["RetryTally", "attempt_call", "propagates"]
 
 T = TypeVar("T")
 
 # Success[Any], the class an Outcome field holds: a report then serializes it as is.
 _SUCCESS: type[Success[Any]] = Success[Any]
 _SUCCESS_FIELDS_SET = fields_set("data", "source", "attempted_query", "attempts")
+
+
+class RetryTally:
+    """The local retries of one task, counted by source and error type.
+
+    One per task (its `Context`); the counts exist only once a retry happened, so a call
+    that succeeds at once pays for nothing here.
+    """
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] | None = None
+
+    def add(self, source: str, error_type: str, count: int = 1) -> None:
+        if self._counts is None:
+            self._counts = {}
+        key = (source, error_type)
+        self._counts[key] = self._counts.get(key, 0) + count
+
+    def merge(self, retries: tuple[RetryCount, ...] | None) -> None:
+        """Add counts already on an outcome (a nested subagent's, a tool's)."""
+        for item in retries or ():
+            self.add(item.source, item.error_type, item.count)
+
+    def counts(self) -> tuple[RetryCount, ...] | None:
+        """The retries so far, in the order first seen; None when there was none."""
+        if self._counts is None:
+            return None
+        return tuple(
+            RetryCount(source=source, error_type=error_type, count=count)
+            for (source, error_type), count in self._counts.items()
+        )
 
 
 async def attempt_call(
@@ -48,6 +81,7 @@ async def attempt_call(
     breaker: CircuitBreaker | None = None,
     deposit: Callable[[], bool] | None = None,
     user_code: bool = False,
+    tally: RetryTally | None = None,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
@@ -61,6 +95,7 @@ async def attempt_call(
         deposit: asked before the first attempt whether this call deposits into the
             retry budget (see `RetryPolicy.run`); by default it does.
         user_code: `work` runs the user's body or tool function, so strict mode applies.
+        tally: counts each retry, by `source` and the error type that caused it.
     """
     final = False  # a CallFailed was retried where it happened: never again here
     if policy.deadline is not None:
@@ -123,14 +158,19 @@ async def attempt_call(
             breaker.record(outcome)
         return outcome
 
+    def on_retry(envelope: ErrorEnvelope, number: int, delay: float) -> None:
+        if tally is not None:
+            tally.add(source, envelope.error_type)
+        log.debug(
+            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
+        )
+
     result = await policy.run(
         attempt,
         retryable=lambda envelope: envelope.is_retryable and not final,
         budget=budget,
         deadline=deadline,
-        on_retry=lambda envelope, number, delay: log.debug(
-            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
-        ),
+        on_retry=on_retry,
         deposit=deposit,
     )
     outcome = result.result

@@ -21,7 +21,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 import pydantic
 import pydantic_core
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import RetryTally, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints._codec import declared_output_type
@@ -219,6 +219,10 @@ class Context:
         # Escalations a post-tool policy called for: they reach the outcome even when
         # the body goes on and returns a result.
         self.escalations: list[PolicyVerdict] = []
+        # Every policy ruling on this task's calls (in order, each once) and every local
+        # retry: they reach the outcome even when the body recovers or says "Done.".
+        self._rulings: dict[PolicyVerdict, None] | None = None
+        self.retries = RetryTally()
         self.store = store
         # Checkpoints of this task live under "<subagent>/<task id>" in the run.
         namespace = f"{subagent}/{task_id}"
@@ -268,6 +272,33 @@ class Context:
         """
         if self._progress is not None:
             await self._progress.flush()
+
+    @property
+    def rulings(self) -> tuple[PolicyVerdict, ...]:
+        """The policy rulings on this task's tool calls so far, each with its tool."""
+        return tuple(self._rulings or ())
+
+    def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
+        """The task's outcome carrying its rulings and local retries (called by `Subagent.run`).
+
+        Counts already on the outcome (a nested subagent's, passed on) are kept and added.
+        """
+        if self._rulings is None and self.retries.counts() is None:
+            return outcome
+        update: dict[str, Any] = {}
+        if self._rulings is not None:
+            update["rulings"] = tuple(dict.fromkeys((*(outcome.rulings or ()), *self._rulings)))
+        if outcome.retries:
+            self.retries.merge(outcome.retries)
+        retries = self.retries.counts()
+        if retries is not None:
+            update["retries"] = retries
+        return outcome.model_copy(update=update)
+
+    def _rule(self, verdict: PolicyVerdict, tool: str) -> None:
+        if self._rulings is None:
+            self._rulings = {}
+        self._rulings[verdict.model_copy(update={"tool": tool})] = None
 
     def deposit_for_call(self) -> bool:
         """Whether a source call now deposits into the retry budget (see `__init__`)."""
@@ -364,6 +395,7 @@ class Context:
         if denied is None:
             denied = self._forbidden_calls().get(_call_id(tool.name, validated))
         if denied is not None:
+            self._rule(denied, tool.name)
             raise self._failure(self._blocked(denied, attempted_query, source), log)
 
         # A non-idempotent call that completed earlier in this run is not made again.
@@ -393,6 +425,7 @@ class Context:
             )
             if verdict is None:
                 return outcome
+            self._rule(verdict, tool.name)
             if verdict.action == "escalate":
                 self.escalations.append(verdict)
             return apply_verdict(outcome, verdict)
@@ -421,6 +454,7 @@ class Context:
                 breaker=tool.breaker,
                 deposit=self.deposit_for_call,
                 user_code=True,
+                tally=self.retries,
             )
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)

@@ -17,8 +17,10 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializerFunctionWrapHandler,
     Tag,
     computed_field,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -29,6 +31,7 @@ __all__ = [
     "Outcome",
     "PartialResults",
     "PolicyVerdict",
+    "RetryCount",
     "Success",
     "is_empty_value",
 ]
@@ -133,6 +136,26 @@ class PolicyVerdict(_Wire):
     action: Literal["deny", "forbid_retry", "escalate"]
     reason: str
     policy: str
+    # The tool the ruling was on; set in an outcome's `rulings`, where a task's rulings
+    # on several tools are listed together.
+    tool: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_tool(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Nested in an envelope, a verdict is dumped whole: keep `{action, reason, policy}`
+        # the shape it always had when no tool is named.
+        data = handler(self)
+        if self.tool is None and isinstance(data, dict):
+            data.pop("tool", None)
+        return data
+
+
+class RetryCount(_Wire):
+    """Local retries of one source for one error type: recovery seen without DEBUG logs."""
+
+    source: str
+    error_type: str
+    count: int = Field(ge=1)
 
 
 class ErrorEnvelope(_Wire):
@@ -165,6 +188,10 @@ class ErrorEnvelope(_Wire):
     user_message: str | None = None
     retry_after: float | None = Field(default=None, ge=0)
     policy: PolicyVerdict | None = None
+    # Every policy ruling on the task's tool calls, and the local retries made, by source
+    # and error type: what happened on the way, not only how it ended.
+    rulings: tuple[PolicyVerdict, ...] | None = None
+    retries: tuple[RetryCount, ...] | None = None
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
@@ -283,6 +310,9 @@ class Success(_Wire, Generic[T]):
     # A policy's `escalate` on a result that was obtained: the data stands, and a human
     # must still look at it.
     policy: PolicyVerdict | None = None
+    # As on an envelope: a result obtained after a denied call or after retries says so.
+    rulings: tuple[PolicyVerdict, ...] | None = None
+    retries: tuple[RetryCount, ...] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -575,6 +575,7 @@ def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | No
             "outcome": outcome,
             "decision": type(decision).__name__,
             "reason": reason,
+            "alternative": decision.name if isinstance(decision, TryAlternative) else None,
         },
         _STEP_FIELDS,
     )

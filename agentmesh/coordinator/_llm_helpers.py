@@ -1,9 +1,11 @@
 """Coordinator helpers that think with a model: `LLMRewriter` and `LLMSynthesizer`.
 
-Both ask for one forced tool call, retry the model call locally through `RetryPolicy.run`
-like any transient failure, and never let a model failure escape: the rewriter then has
-no proposal (the router records a gap) and the synthesizer returns the deterministic
-report with a note that says so. What a model may not decide is decided in code: the
+Both ask for one forced tool call (`propose_query`, `write_summary`; script them with
+`ScriptedModel.propose_query(...)` / `ScriptedModel.write_summary(...)`), retry the model
+call locally through `RetryPolicy.run` like any transient failure, and never let a model
+failure escape: the rewriter then has no proposal (the router records a gap saying what
+the model did wrong) and the synthesizer returns the deterministic report with a note
+that says so. What a model may not decide is decided in code: the
 synthesizer's coverage, findings and escalations are the deterministic ones, and its
 summary is refused when it cites anything that is not a numbered finding.
 """
@@ -21,6 +23,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier, default_classifier
+from agentmesh.coordinator._decisions import RecordGap
 from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope
@@ -86,12 +89,11 @@ async def _forced_call(
     call = next((c for c in outcome.tool_uses if c.name == name), None)
     if call is not None:
         return call.input
-    stop = outcome.stop_reason
     return ErrorEnvelope(
         error_category=ErrorCategory.OTHER,
-        error_type="invalid_response",
+        error_type=_TOOL_NOT_CALLED,
         is_retryable=False,
-        message=f"the model answered without calling {name} (stop reason {stop!r})",
+        message=_what_instead(outcome, name),
         attempted_query=attempted_query,
         source=source,
         attempts=attempted.attempts,
@@ -99,10 +101,23 @@ async def _forced_call(
     )
 
 
+_TOOL_NOT_CALLED = "tool_not_called"
+
+
+def _what_instead(response: ModelResponse, name: str) -> str:
+    """What the model did instead of calling the forced tool `name`, said plainly."""
+    if response.tool_uses:
+        called = ", ".join(sorted({call.name for call in response.tool_uses}))
+        return f"the model called {called} instead of {name}"
+    if response.text.strip():
+        return f"the model answered in text instead of calling {name}"
+    return f"the model answered without calling {name} (stop reason {response.stop_reason!r})"
+
+
 def _failure(envelope: ErrorEnvelope) -> str:
-    """How a failed helper call reads in a log or a report note."""
-    if envelope.error_type == "invalid_response":
-        return f"the model's answer was unusable ({envelope.message})"
+    """How a failed helper call reads in a log, a gap's reason or a report note."""
+    if envelope.error_type == _TOOL_NOT_CALLED:
+        return envelope.message  # says what the model did wrong already
     return (
         f"the model call failed ({envelope.error_category.value} {envelope.error_type}: "
         f"{_short(envelope.message, 200)})"
@@ -168,12 +183,14 @@ class _Proposal(pydantic.BaseModel):
 class LLMRewriter:
     """A `Coordinator(rewriter=...)` that asks a model for a corrected query.
 
-    `await rewriter(task, envelope)` returns the corrected query, or None: when the
-    model says the information is not in the source, when its proposal is empty or the
-    failed query unchanged, when its answer is malformed, or when the model call fails
-    for good (after local retries). The router still refuses any query already tried.
-    It never raises for a model failure: the router then records a gap, with the
-    failure in the log.
+    The model is made to call the tool `propose_query` with `{"query": str | null,
+    "reason": str}` (`PROPOSE_QUERY`; in tests, `ScriptedModel.propose_query(...)`).
+    `await rewriter(task, envelope)` returns the corrected query, or a `RecordGap` whose
+    reason says why there is none: the model says the information is not in the source,
+    its proposal is empty or the failed query unchanged, it answered in text instead of
+    calling `propose_query` or with malformed input, or the model call failed for good
+    (after local retries). The router records that gap with the reason, and still
+    refuses any query already tried. It never raises for a model failure.
 
     Args:
         model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
@@ -196,7 +213,7 @@ class LLMRewriter:
         self.max_tokens = max_tokens
         self.classifier = classifier or default_classifier
 
-    async def __call__(self, task: Task, envelope: ErrorEnvelope) -> str | None:
+    async def __call__(self, task: Task, envelope: ErrorEnvelope) -> str | RecordGap:
         log = get_logger(
             helper="rewriter", model=self.model.name, task_id=task.id, subagent=envelope.source
         )
@@ -213,20 +230,25 @@ class LLMRewriter:
             log=log,
         )
         if isinstance(answer, ErrorEnvelope):
-            log.warning("rewrite_failed", reason=_failure(answer), error_type=answer.error_type)
-            return None
+            reason = _failure(answer)
+            log.warning("rewrite_failed", reason=reason, error_type=answer.error_type)
+            return RecordGap(reason)
         try:
             proposal = _Proposal.model_validate(answer)
         except pydantic.ValidationError as exc:
             log.warning("rewrite_unusable", problems=exc.error_count(), answer=_short(str(answer)))
-            return None
+            return RecordGap(
+                f"the model called {PROPOSE_QUERY} with malformed input "
+                f"({exc.error_count()} problem(s))"
+            )
         query = (proposal.query or "").strip()
         if not query:
             log.info("rewrite_declined", reason=proposal.reason)
-            return None
+            because = f": {proposal.reason}" if proposal.reason else ""
+            return RecordGap(f"the model proposed no query{because}")
         if query in {task.query.strip(), _text_of(envelope.attempted_query)}:
             log.info("rewrite_unchanged", query=query, reason=proposal.reason)
-            return None
+            return RecordGap("the model proposed the failed query unchanged")
         log.info("rewrite_proposed", query=query, reason=proposal.reason)
         return query
 
@@ -307,6 +329,9 @@ _URL = re.compile(r"https?://[^\s<>\[\]()\"'`]+")
 class LLMSynthesizer:
     """A `Synthesizer` whose report has a model-written summary, and nothing else from it.
 
+    The model is made to call the tool `write_summary` with `{"summary": str}`
+    (`WRITE_SUMMARY`; in tests, `ScriptedModel.write_summary(...)`).
+
     The report is built by `fallback` first (by default `DeterministicSynthesizer()`),
     so findings, coverage and escalations are computed in code and carried over
     verbatim; the model writes `Report.summary` only, from the numbered findings with
@@ -319,8 +344,9 @@ class LLMSynthesizer:
     bad marker would leave its claim standing without support. Source names in plain
     prose are not checked (the summary may say that a source failed).
 
-    When the model call fails (after local retries) or the summary is refused, the
-    fallback's report is returned with `Report.synthesis_note` saying why, which
+    When the model call fails (after local retries), the model answers in text instead
+    of calling `write_summary`, or the summary is refused, the fallback's report is
+    returned with `Report.synthesis_note` saying why, which
     `to_markdown()` shows. A run without findings is summarised by no model at all:
     there is nothing to cite, and so nothing the model could say safely.
 

@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
+from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
-from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
+from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
 __all__ = ["CoverageEntry", "CoverageStatus", "Finding", "Report", "Step", "TaskRecord"]
@@ -27,7 +28,10 @@ class CoverageStatus(enum.StrEnum):
 
 
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
+    model_config = ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
+    )
 
 
 class Finding(_Value):
@@ -48,6 +52,19 @@ class Step(_Value):
     outcome: Outcome
     decision: str
     reason: str | None = None
+    # The alternative approach this step's decision tried (a `TryAlternative`).
+    alternative: str | None = None
+
+    @field_serializer("outcome", mode="wrap", when_used="json")
+    def _wire_form(self, outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
+        """The outcome in JSON as `to_dict()` writes it: absent optional fields left out."""
+        data = handler(outcome)
+        if not isinstance(data, dict):
+            return data
+        optional = _optional_keys(type(outcome))
+        return {
+            key: value for key, value in data.items() if value is not None or key not in optional
+        }
 
 
 class TaskRecord(_Value):
@@ -66,7 +83,14 @@ class TaskRecord(_Value):
 
 
 class CoverageEntry(_Value):
-    """Coverage of one topic by one source, and if it is missing, why."""
+    """Coverage of one topic by one source, and if it is missing, why.
+
+    `source` is the subagent the task was for; `answered_by` names the alternative (or
+    the subagent) that answered instead, and `reason` the path ("timeout at search →
+    answered by cache"). `reason` also names every policy ruling and the local retries
+    on the way, which `rulings` and `retries` hold as data: an answer obtained after a
+    denied call stays `covered`, but never silently.
+    """
 
     topic: str
     source: str
@@ -76,6 +100,9 @@ class CoverageEntry(_Value):
     is_retryable: bool
     partial: PartialResults | None = None
     user_message: str | None = None
+    answered_by: str | None = None
+    rulings: tuple[PolicyVerdict, ...] | None = None
+    retries: tuple[RetryCount, ...] | None = None
 
 
 class Report(_Value):
@@ -115,10 +142,15 @@ class Report(_Value):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data; values JSON cannot hold become their `str()`."""
+        """The report as JSON-ready data; values JSON cannot hold become their `str()`.
+
+        Keys are camelCase throughout (`runId`, `coverageRatio`, `isRetryable`), and each
+        step's outcome is its wire form, as `ErrorEnvelope.to_dict()` writes it.
+        `Report.model_validate(data)` reads it back.
+        """
         # A subagent may return any object; `model_dump(mode="json")` would raise on it.
-        data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=False, fallback=str)
-        data["coverage_ratio"] = self.coverage_ratio
+        data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=True, fallback=str)
+        data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         # A report leaves the process: secrets pasted into a question are masked here too.
         return redact(data)  # type: ignore[no-any-return]
@@ -127,7 +159,11 @@ class Report(_Value):
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
     def to_markdown(self) -> str:
-        """Findings by topic, then a Coverage section naming every gap and partial block."""
+        """Findings by topic, then a Coverage section naming every gap and partial block.
+
+        Findings are numbered `[1]`, `[2]`, ... in `findings` order, the numbers a summary
+        written by `LLMSynthesizer` cites.
+        """
         lines = ["# Report", ""]
         if self.summary:
             lines += [self.summary, ""]
@@ -140,16 +176,18 @@ class Report(_Value):
                 "",
             ]
         lines += ["## Findings", ""]
-        by_topic: dict[str, list[Finding]] = {}
-        for finding in self.findings:
-            by_topic.setdefault(finding.topic, []).append(finding)
+        # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
+        # them: a summary's [n] names the finding shown as [n] here.
+        by_topic: dict[str, list[tuple[int, Finding]]] = {}
+        for number, finding in enumerate(self.findings, start=1):
+            by_topic.setdefault(finding.topic, []).append((number, finding))
         if not by_topic:
             lines += ["No findings.", ""]
-        for topic, findings in by_topic.items():
+        for topic, numbered in by_topic.items():
             lines += [f"### {topic}", ""]
-            for finding in findings:
+            for number, finding in numbered:
                 mark = " (preliminary)" if finding.preliminary else ""
-                lines.append(f"- {_text(finding.content)} — *{finding.source}*{mark}")
+                lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
             lines.append("")
         lines += [
             "## Coverage",
@@ -192,6 +230,24 @@ def _text(value: Any) -> str:
 
 def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
+
+
+_OPTIONAL_KEYS: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _optional_keys(cls: type[BaseModel]) -> frozenset[str]:
+    """Names and JSON keys of the fields the wire form leaves out when None."""
+    try:
+        return _OPTIONAL_KEYS[cls]
+    except KeyError:
+        keys = frozenset(
+            key
+            for name, info in cls.model_fields.items()
+            if info.default is None
+            for key in (name, info.alias or name)
+        )
+        _OPTIONAL_KEYS[cls] = keys
+        return keys
 
 
 def envelope_of(outcome: Outcome) -> ErrorEnvelope | None:

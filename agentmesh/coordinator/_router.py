@@ -23,9 +23,14 @@ from agentmesh.task import Task
 __all__ = ["Rewriter", "RouteContext", "Router", "RouterLike"]
 
 Rewriter: TypeAlias = Callable[
-    [Task, ErrorEnvelope], "str | Task | Awaitable[str | Task | None] | None"
+    [Task, ErrorEnvelope],
+    "str | Task | RecordGap | Awaitable[str | Task | RecordGap | None] | None",
 ]
-"""`rewriter(task, envelope)` proposes a corrected query (or Task), or None for none."""
+"""`rewriter(task, envelope)` proposes a corrected query (or Task), or None for none.
+
+A `RecordGap(reason)` instead of None says why there is no proposal: the gap's reason
+then carries it.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,10 @@ class Router:
             proposal = await proposal
         if proposal is None:
             return RecordGap(f"the rewriter had no corrected query: {envelope.message}")
+        if isinstance(proposal, RecordGap):
+            return RecordGap(
+                f"the rewriter had no corrected query ({proposal.reason}): {envelope.message}"
+            )
         if isinstance(proposal, str):
             new_task = ctx.task.with_query(proposal, feedback=envelope)
         elif isinstance(proposal, Task):

@@ -17,6 +17,8 @@ from agentmesh.coordinator._report import (
 from agentmesh.envelope import (
     ErrorEnvelope,
     PartialResults,
+    PolicyVerdict,
+    RetryCount,
     Success,
     construct_trusted,
     fields_set,
@@ -141,19 +143,88 @@ def latest_partial(record: TaskRecord) -> PartialResults | None:
 def _coverage(record: TaskRecord) -> CoverageEntry:
     final = record.final
     envelope = final if isinstance(final, ErrorEnvelope) else None
+    answered_by, reason = _answered(record)
+    rulings, retries = _on_the_way(record)
+    notes = [reason]
+    if rulings is not None:
+        notes.append(_rulings_note(rulings, final.policy))
+    if retries is not None:
+        notes.append(_retries_note(retries))
     return construct_trusted(
         CoverageEntry,
         {
             "topic": record.task.label,
             "source": record.subagent,
             "status": record.status,
-            "reason": record.reason,
+            "reason": "; ".join(filter(None, notes)) or None,
             "attempted_query": final.attempted_query,
             "is_retryable": envelope.is_retryable if envelope is not None else False,
             "partial": (
                 latest_partial(record) if record.status is CoverageStatus.PARTIAL else None
             ),
             "user_message": envelope.user_message if envelope is not None else None,
+            "answered_by": answered_by,
+            "rulings": rulings,
+            "retries": retries,
         },
         _COVERAGE_FIELDS_SET,
     )
+
+
+def _answered(record: TaskRecord) -> tuple[str | None, str | None]:
+    """Who answered a task its own subagent failed, and the path: (answered_by, reason)."""
+    steps, final = record.steps, record.final
+    if len(steps) < 2 or not isinstance(final, Success):
+        return None, record.reason
+    via = steps[-2]
+    answered_by = via.alternative or steps[-1].subagent
+    if answered_by == record.subagent and via.alternative is None:
+        # Answered by the same subagent, to a rewritten query: no one else to name.
+        return None, record.reason
+    path = [
+        f"{step.outcome.error_type} at {step.subagent}"
+        for step in steps[:-1]
+        if isinstance(step.outcome, ErrorEnvelope)
+    ]
+    reason = " → ".join([*path, f"answered by {answered_by}"])
+    return answered_by, "; ".join(filter(None, [reason, record.reason]))
+
+
+def _on_the_way(
+    record: TaskRecord,
+) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None]:
+    """Every policy ruling and the local retries of all the task's steps, or None."""
+    if all(step.outcome.rulings is None and step.outcome.retries is None for step in record.steps):
+        return None, None  # the common case: no dicts built per entry
+    rulings: dict[PolicyVerdict, None] = {}
+    retries: dict[tuple[str, str], int] = {}
+    for step in record.steps:
+        rulings.update(dict.fromkeys(step.outcome.rulings or ()))
+        for item in step.outcome.retries or ():
+            key = (item.source, item.error_type)
+            retries[key] = retries.get(key, 0) + item.count
+    return (
+        tuple(rulings) or None,
+        tuple(
+            RetryCount(source=source, error_type=error_type, count=count)
+            for (source, error_type), count in retries.items()
+        )
+        or None,
+    )
+
+
+def _rulings_note(rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | None) -> str | None:
+    """The rulings a reader has not been told of yet (the final one is the decision's)."""
+    told = None if final is None else (final.action, final.policy, final.reason)
+    shown = [
+        f"{ruling.action} by policy {ruling.policy} on {ruling.tool}: {ruling.reason}"
+        for ruling in rulings
+        if (ruling.action, ruling.policy, ruling.reason) != told
+    ]
+    return f"policy rulings: {'; '.join(shown)}" if shown else None
+
+
+def _retries_note(retries: tuple[RetryCount, ...]) -> str:
+    shown = ", ".join(f"{item.source} {item.error_type} x{item.count}" for item in retries)
+    total = sum(item.count for item in retries)
+    return f"{total} local {'retry' if total == 1 else 'retries'}: {shown}"

@@ -18,13 +18,25 @@ class ScriptedModel:
     """A model that answers from a script and records every request it receives.
 
     Each step is a `ModelResponse` to return, an exception to raise (to play a failed
-    call), or a function of the request that returns a response.
+    call), or a function of the request that returns a response. Build responses with
+    `ModelResponse.of_text(...)` / `of_tool_calls(...)`, or, for the tools the coordinator's
+    helpers force, `ScriptedModel.propose_query(...)` and `ScriptedModel.write_summary(...)`.
     """
 
     def __init__(self, script: Iterable[ScriptStep], *, name: str = "scripted") -> None:
         self.name = name
         self._script = list(script)
         self.requests: list[ModelRequest] = []
+
+    @staticmethod
+    def propose_query(query: str | None, reason: str = "") -> ModelResponse:
+        """The answer `LLMRewriter` forces: a `propose_query` call (None: no rewording can help)."""
+        return ModelResponse.of_tool_calls(("propose_query", {"query": query, "reason": reason}))
+
+    @staticmethod
+    def write_summary(summary: str) -> ModelResponse:
+        """The answer `LLMSynthesizer` forces: a `write_summary` call citing findings as [n]."""
+        return ModelResponse.of_tool_calls(("write_summary", {"summary": summary}))
 
     @property
     def remaining(self) -> int:

@@ -200,6 +200,7 @@ class Subagent(abc.ABC):
                 adjust=at_deadline,
                 breaker=self.breaker,
                 user_code=True,
+                tally=ctx.retries,
             )
         finally:
             if checkpointing:
@@ -210,6 +211,7 @@ class Subagent(abc.ABC):
             if isinstance(outcome, ErrorEnvelope):
                 update["is_retryable"] = False
             outcome = outcome.model_copy(update=update)
+        outcome = ctx.annotate(outcome)  # the rulings and retries on the way, never silent
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, ctx)
             log.info(

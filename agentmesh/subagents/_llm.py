@@ -200,6 +200,7 @@ class LLMSubagent(Subagent):
             deadline=ctx.deadline,
             log=log,
             deposit=ctx.deposit_for_call,
+            tally=ctx.retries,
         )
         if isinstance(outcome, ErrorEnvelope):
             raise CallFailed(outcome)
@@ -262,7 +263,7 @@ class LLMSubagent(Subagent):
         """The model's failure report as an envelope; an invalid report is said to be one."""
         # What the framework knows for certain is not left to the model.
         # A model may say what it tried; it may not claim a policy's ruling.
-        claimed = {k: v for k, v in report.items() if k not in ("policy", "isError", "is_error")}
+        claimed = {k: v for k, v in report.items() if k not in _FRAMEWORK_KEYS}
         fields = {
             "attemptedQuery": task.query,
             **claimed,
@@ -337,10 +338,14 @@ def _prompt(task: Task) -> str:
     )
 
 
+# What only the framework knows: a model may not claim a policy's ruling nor retries.
+_FRAMEWORK_KEYS = frozenset({"policy", "rulings", "retries", "isError", "is_error"})
+
+
 def _report_failure_tool() -> dict[str, Any]:
     schema = ErrorEnvelope.json_schema()
     # Only what the model can know: the framework fills in source, attempts and the query.
-    for key in ("source", "attempts", "isError", "policy"):
+    for key in ("source", "attempts", "isError", "policy", "rulings", "retries"):
         schema["properties"].pop(key, None)
     schema["required"] = [k for k in schema["required"] if k in schema["properties"]]
     schema.pop("title", None)

@@ -50,7 +50,10 @@ class RunInfo:
 
 
 def to_json(report: Report, info: RunInfo) -> str:
-    """The Report's own JSON (`Report.to_dict()`), with the question and plan added."""
+    """The Report's own JSON (`Report.to_dict()`), with the question and plan added.
+
+    Its keys are camelCase like the report's own, so the document has one convention.
+    """
     data = {
         "question": info.plan.question,
         "plan": [{"topic": s.title, "query": s.query} for s in info.plan.subtopics],
@@ -59,7 +62,7 @@ def to_json(report: Report, info: RunInfo) -> str:
         "faults": list(info.faults),
         "notes": list(info.notes),
         "resumed": info.resumed,
-        "tool_calls": info.tool_calls,
+        "toolCalls": info.tool_calls,
         **report.to_dict(),
     }
     return json.dumps(data, indent=2, default=str, ensure_ascii=False)

@@ -171,10 +171,10 @@ class TestDegraded:
         run, _ = degraded
         for entry in run.coverage("web"):
             assert entry["status"] == "gap"
-            assert entry["is_retryable"] is True
+            assert entry["isRetryable"] is True
 
     def test_summary_falls_back(self, degraded: tuple[Run, list[RecordedRequest]]) -> None:
         """No model summary: the offline one stays, with a note saying why."""
         run, _ = degraded
-        assert run.report["synthesis_note"].startswith("Summary unavailable")
+        assert run.report["synthesisNote"].startswith("Summary unavailable")
         assert run.report["summary"].startswith("Extractive summary")

@@ -68,18 +68,18 @@ class TestAnswer:
                 "source",
                 "status",
                 "reason",
-                "attempted_query",
-                "is_retryable",
+                "attemptedQuery",
+                "isRetryable",
             } <= set(entry)
         assert report["question"] == QUESTION
-        assert report["coverage_ratio"] == 1.0
+        assert report["coverageRatio"] == 1.0
 
     def test_json_findings_carry_provenance(self, as_json: Run) -> None:
         """Each finding says which source, document and query it came from."""
         findings = as_json.report["findings"]
         assert {f["content"]["source"] for f in findings} >= {"pydoc", "stdlib"}
         for finding in findings:
-            assert finding["attempted_query"]
+            assert finding["attemptedQuery"]
             assert finding["content"]["document"]
             assert finding["content"]["text"]
 
@@ -94,7 +94,7 @@ class TestPersistentTimeout:
         """Each stdlib entry is a retryable gap (or partial) that says it timed out."""
         for entry in outage.coverage("stdlib"):
             assert entry["status"] in ("gap", "partial")
-            assert entry["is_retryable"] is True
+            assert entry["isRetryable"] is True
             assert "timeout" in entry["reason"]
         for record in outage.records("stdlib"):
             assert record["steps"][-1]["outcome"]["attempts"] == 5  # retried locally first
@@ -110,7 +110,7 @@ class TestPermission:
         """A permission error goes to a person: escalated, one attempt, no retry of any kind."""
         for entry in outage.coverage("packages"):
             assert entry["status"] == "escalated"
-            assert entry["is_retryable"] is False
+            assert entry["isRetryable"] is False
         for record in outage.records("packages"):
             assert len(record["steps"]) == 1
             assert record["steps"][0]["decision"] == "Escalate"
@@ -124,8 +124,8 @@ class TestRateLimitAndOutage:
         """429-like answers are retried after the server's delay, then reported as a gap."""
         for record in mixed.records("stdlib"):
             outcome = record["steps"][-1]["outcome"]
-            assert outcome["error_type"] == "rate_limited"
-            assert outcome["retry_after"] == 0.05
+            assert outcome["errorType"] == "rate_limited"
+            assert outcome["retryAfter"] == 0.05
             assert outcome["attempts"] == 5
             assert record["status"] == "gap"
 
@@ -133,7 +133,7 @@ class TestRateLimitAndOutage:
         """A refused connection is transient: retried locally, then a gap."""
         for entry in mixed.coverage("packages"):
             assert entry["status"] == "gap"
-            assert entry["is_retryable"] is True
+            assert entry["isRetryable"] is True
             assert "unavailable" in entry["reason"]
 
 
@@ -142,7 +142,7 @@ class TestInvalidQuery:
         """The source rejects quoted terms; the rewriter drops the quotes and the retry succeeds."""
         for record in mixed.records("pydoc"):
             first, second = record["steps"]
-            assert first["outcome"]["error_category"] == "validation"
+            assert first["outcome"]["errorCategory"] == "validation"
             assert first["decision"] == "RetryWithFeedback"
             assert '"' in first["query"]
             assert '"' not in second["query"]
@@ -181,7 +181,7 @@ class TestFlaky:
         """An empty result is "searched, nothing found": status empty, never retried."""
         for entry in flaky.coverage("pydoc"):
             assert entry["status"] == "empty"
-            assert entry["is_retryable"] is False
+            assert entry["isRetryable"] is False
         for record in flaky.records("pydoc"):
             assert len(record["steps"]) == 1
             assert record["steps"][0]["decision"] == "AcceptEmpty"

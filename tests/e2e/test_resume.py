@@ -60,7 +60,7 @@ class TestFirstRun:
         assert f"run {run_id}: checkpoints in " in lines[0]
         assert lines[0].endswith("checkpoints.sqlite")
         assert f"resume it with: --resume {run_id}" in lines[1]
-        assert first.report["run_id"] == run_id
+        assert first.report["runId"] == run_id
         assert first.report["resumed"] is False
 
     def test_leaves_partial_and_gap_entries(self, first: Run) -> None:
@@ -86,7 +86,7 @@ class TestResume:
         """
         assert resumed.returncode == 0, resumed.stderr
         report = resumed.report
-        assert report["run_id"] == first.report["run_id"]
+        assert report["runId"] == first.report["runId"]
         assert report["resumed"] is True
         assert report["question"] == QUESTION
         assert report["plan"] == first.report["plan"]
@@ -101,13 +101,13 @@ class TestResume:
     ) -> None:
         """The report's tool-call counts: nothing for pydoc, only the unread documents of
         stdlib's partial entry, and a fresh search (as in a clean run) of every gap."""
-        calls = resumed.report["tool_calls"]
+        calls = resumed.report["toolCalls"]
         assert calls["pydoc"] == 0
         unread = sum(len(e["partial"]["pending"]) for e in first.coverage("stdlib") if e["partial"])
         assert calls["stdlib"] == unread == 1
         assert (
             calls["packages"]
-            == as_json.report["tool_calls"]["packages"]
+            == as_json.report["toolCalls"]["packages"]
             >= len(first.report["plan"])
         )
         assert f"tool calls: pydoc 0, stdlib 1, packages {calls['packages']}" in resumed.stderr

@@ -27,6 +27,7 @@ from agentmesh.coordinator import (
     DeterministicSynthesizer,
     LLMRewriter,
     LLMSynthesizer,
+    RecordGap,
 )
 from agentmesh.models import ModelResponse, ScriptedModel
 from agentmesh.testing import RecordingSleep
@@ -203,22 +204,31 @@ class TestLLMRewriter:
         assert report.coverage[0].status is CoverageStatus.COVERED
 
     @pytest.mark.parametrize(
-        "answer",
+        ("answer", "says"),
         [
-            propose(""),
-            propose("   "),
-            propose("SELECT idd FROM orders"),
-            propose(" SELECT idd FROM orders\n"),
-            ModelResponse.of_tool_calls(("propose_query", {"reason": "no query key"})),
-            ModelResponse.of_text("SELECT id FROM orders"),
+            (propose(""), "the model proposed no query: because"),
+            (propose("   "), "the model proposed no query: because"),
+            (propose("SELECT idd FROM orders"), "the model proposed the failed query unchanged"),
+            (propose(" SELECT idd FROM orders\n"), "the failed query unchanged"),
+            (
+                ModelResponse.of_tool_calls(("propose_query", {"reason": "no query key"})),
+                "the model called propose_query with malformed input",
+            ),
+            (
+                ModelResponse.of_text("SELECT id FROM orders"),
+                "the model answered in text instead of calling propose_query",
+            ),
         ],
         ids=["empty", "blank", "identical", "identical-padded", "malformed", "no-tool-call"],
     )
-    async def test_an_unusable_answer_is_no_proposal(self, answer: ModelResponse) -> None:
-        """Empty, unchanged, malformed or tool-less answers give None, not a retry."""
+    async def test_an_unusable_answer_is_no_proposal(
+        self, answer: ModelResponse, says: str
+    ) -> None:
+        """Empty, unchanged, malformed or tool-less answers give a gap saying why, not a retry."""
         model = ScriptedModel([answer])
         proposal = await LLMRewriter(model)(Task(query="SELECT idd FROM orders"), orders_envelope())
-        assert proposal is None
+        assert isinstance(proposal, RecordGap)
+        assert says in proposal.reason
         assert len(model.requests) == 1
 
     async def test_the_proposal_is_trimmed(self) -> None:
@@ -375,8 +385,9 @@ class TestLLMSynthesizer:
         report, _ = await runtimes_report(LLMSynthesizer(model))
         assert report.summary is None
         assert report.synthesis_note is not None
-        assert "the model's answer was unusable" in report.synthesis_note
-        assert "without calling write_summary" in report.synthesis_note
+        assert "the model answered in text instead of calling write_summary" in (
+            report.synthesis_note
+        )
 
     async def test_a_run_without_findings_asks_no_model(self) -> None:
         """With nothing to cite the model is not called and the report has no summary."""
