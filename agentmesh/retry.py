@@ -135,24 +135,35 @@ class RetryPolicy:
         # handing us the wait, which we then await: `AsyncRetrying` would wrap every
         # action of every round in a coroutine, and all our callbacks are synchronous.
         waits: list[float] = []
+        check, stop = _Retryable(retryable), _Stop(self, budget, state)
+        announce = _Announce(on_retry) if on_retry is not None else None
         retrying = Retrying(
             sleep=waits.append,
-            retry=retry_if_result(_Retryable(retryable)),
+            retry=retry_if_result(check),
             wait=_Backoff(self),
-            stop=_Stop(self, budget, state),
-            before_sleep=_Announce(on_retry) if on_retry is not None else None,
+            stop=stop,
+            before_sleep=announce,
             retry_error_callback=_last_result,
         )
         outcome: T | ErrorEnvelope = first
-        for round_ in retrying:
-            number = round_.retry_state.attempt_number
-            if number > 1:  # attempt 1 is the one made above
-                await self.sleep(waits.pop())
-                outcome = await attempt(number)
-            with round_:
-                pass  # the attempt ran above: an exception never reaches tenacity
-            round_.retry_state.set_result(outcome)
-            state.attempts = number
+        try:
+            for round_ in retrying:
+                number = round_.retry_state.attempt_number
+                if number > 1:  # attempt 1 is the one made above
+                    await self.sleep(waits.pop())
+                    outcome = await attempt(number)
+                with round_:
+                    pass  # the attempt ran above: an exception never reaches tenacity
+                round_.retry_state.set_result(outcome)
+                state.attempts = number
+        finally:
+            # Tenacity's per-call state is a reference cycle (its last actions, bound
+            # methods, stay on the `Retrying`) that only the cyclic GC frees. Emptying our
+            # strategies keeps the caller's objects (its closures, logger, budget) out of it.
+            check.release()
+            stop.release()
+            if announce is not None:
+                announce.release()
         state.result = outcome
         return state
 
@@ -179,22 +190,29 @@ class _Retryable:
     __slots__ = ("retryable",)
 
     def __init__(self, retryable: Callable[[ErrorEnvelope], bool]) -> None:
-        self.retryable = retryable
+        self.retryable: Callable[[ErrorEnvelope], bool] | None = retryable
 
     def __call__(self, result: object) -> bool:
-        return isinstance(result, ErrorEnvelope) and self.retryable(result)
+        retryable = self.retryable
+        return retryable is not None and isinstance(result, ErrorEnvelope) and retryable(result)
+
+    def release(self) -> None:
+        self.retryable = None
 
 
 class _Announce:
     __slots__ = ("on_retry",)
 
     def __init__(self, on_retry: Callable[[ErrorEnvelope, int, float], None]) -> None:
-        self.on_retry = on_retry
+        self.on_retry: Callable[[ErrorEnvelope, int, float], None] | None = on_retry
 
     def __call__(self, retry_state: RetryCallState) -> None:
-        if retry_state.outcome is not None:
+        if retry_state.outcome is not None and self.on_retry is not None:
             envelope = retry_state.outcome.result()
             self.on_retry(envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
+
+    def release(self) -> None:
+        self.on_retry = None
 
 
 class _Backoff(wait_base):
@@ -220,14 +238,20 @@ class _Stop(stop_base):
     def __init__(self, policy: RetryPolicy, budget: RetryBudget | None, state: RetryResult[Any]):
         self.policy = policy
         self.budget = budget
-        self.state = state
+        self.state: RetryResult[Any] | None = state
+
+    def release(self) -> None:
+        self.budget = self.state = None
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        reason = self._reason(retry_state)
-        self.state.stop_reason = reason
+        state = self.state
+        if state is None:  # released: the call is over
+            return True
+        reason = self._reason(retry_state, state)
+        state.stop_reason = reason
         return reason is not None
 
-    def _reason(self, retry_state: RetryCallState) -> str | None:
+    def _reason(self, retry_state: RetryCallState, state: RetryResult[Any]) -> str | None:
         policy = self.policy
         if retry_state.attempt_number >= policy.max_attempts:
             return f"gave up after {retry_state.attempt_number} attempts"
@@ -237,7 +261,7 @@ class _Stop(stop_base):
                 f"gave up at once: the server asked to retry after {retry_after:g}s, "
                 f"more than max_delay {policy.max_delay:g}s"
             )
-        deadline = self.state.deadline
+        deadline = state.deadline
         if deadline is not None:
             remaining = deadline - asyncio.get_running_loop().time()
             if retry_state.upcoming_sleep >= remaining:
