@@ -65,6 +65,7 @@ _SECRET_KEY_NAMES: Final = frozenset(
 )
 _SECRET_KEY_SUFFIXES: Final = tuple("_" + name for name in _SECRET_KEY_NAMES)
 _NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
+_CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 # Secrets inside free text: exception messages, reprs of request objects, query strings.
 # The value classes never match "[REDACTED]", so running the pattern twice (before and
@@ -76,7 +77,9 @@ _SECRET_TEXT: Final = re.compile(
     | (?P<field>
         (?<![A-Za-z0-9])
         (?:proxy-authorization|authorization|x[-_]api[-_]key|api[-_]?key
-           |access[-_]token|password|secret|token)
+           |access[-_]?token|password|secret|token
+           # camelCase names: accessToken, clientSecret, dbPassword, refreshToken
+           |(?-i:[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*(?:Token|Secret|Password|ApiKey)))
         ["']?\s*[:=]\s*["']?
         (?:(?:bearer|basic|digest|token|negotiate)\s+)?+
       )
@@ -86,8 +89,9 @@ _SECRET_TEXT: Final = re.compile(
         # scheme://user: of a URL with a password; the user and the host stay readable.
         (?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:"'`\\]*:
       )
-      # The password runs to the last "@" before the path: an unescaped "@" in it is common.
-      (?!\[REDACTED\]@)[^\s/?#"'`\\]+(?=@)
+      # The password runs to the last "@" before the path: an unescaped "@", "?" or "#"
+      # in it is common. (An unescaped "/" cannot be told from the path.)
+      (?!\[REDACTED\]@)[^\s/"'`\\]+(?=@)
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -128,7 +132,8 @@ def _redact_text(text: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _is_secret_name(name: str) -> bool:
-    normalised = _NON_ALNUM.sub("_", name.lower()).strip("_")
+    # "clientSecret" and "client_secret" are one name: split camelCase into words first.
+    normalised = _NON_ALNUM.sub("_", _CAMEL_BOUNDARY.sub("_", name).lower()).strip("_")
     return normalised in _SECRET_KEY_NAMES or normalised.endswith(_SECRET_KEY_SUFFIXES)
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeAlias,
 
 import pydantic_core
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -24,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from agentmesh._limits import recorded
 
 __all__ = [
     "ErrorCategory",
@@ -43,6 +46,11 @@ MAX_PARTIAL_JSON_BYTES: Final = 1 << 20
 M = TypeVar("M", bound=BaseModel)
 
 JSONQuery: TypeAlias = str | dict[str, Any]
+
+# What an outcome records of a query travels into logs, reports and model prompts: every
+# outcome built with validation masks its secrets and bounds its size here, in one place,
+# whoever built it (the framework from a task's raw query, or a model's report).
+MaskedQuery: TypeAlias = Annotated[JSONQuery, AfterValidator(recorded)]
 
 
 class ErrorCategory(enum.StrEnum):
@@ -179,7 +187,7 @@ class ErrorEnvelope(_Wire):
     error_type: str
     is_retryable: bool
     message: str
-    attempted_query: JSONQuery
+    attempted_query: MaskedQuery
     source: str
     attempts: int = Field(ge=0)
     partial_results: PartialResults | None = None
@@ -305,7 +313,7 @@ class Success(_Wire, Generic[T]):
     is_error: Literal[False] = False
     data: T
     source: str
-    attempted_query: JSONQuery
+    attempted_query: MaskedQuery
     attempts: int = Field(default=1, ge=0)
     # A policy's `escalate` on a result that was obtained: the data stands, and a human
     # must still look at it.

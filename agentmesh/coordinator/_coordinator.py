@@ -15,6 +15,7 @@ from agentmesh._attempts import propagates
 from agentmesh._logging import get_logger
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.checkpoints import CheckpointStore
+from agentmesh.classify import default_classifier
 from agentmesh.coordinator._decisions import (
     Accept,
     AcceptEmpty,
@@ -197,6 +198,7 @@ class Coordinator:
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
+        bug: BaseException | None = None
         try:
             async with asyncio.TaskGroup() as group:
                 for index, (task_id, task, subagent) in enumerate(jobs):
@@ -208,9 +210,12 @@ class Coordinator:
         except ExceptionGroup as escaped:
             # Only what must not become an envelope gets here (a bug in strict mode): the
             # caller gets that exception, with its traceback, not the group's wrapper.
-            if len(escaped.exceptions) == 1:
-                raise escaped.exceptions[0] from None
-            raise
+            if len(escaped.exceptions) != 1:
+                raise
+            bug = escaped.exceptions[0]
+        if bug is not None:
+            # Raised outside the handler: the user's own cause and context stay as they were.
+            raise bug
         del jobs
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self._synthesize(run, records, log)
@@ -413,8 +418,12 @@ class Coordinator:
                 return await self.synthesizer.synthesize(
                     records, run_id=run.run_id, min_coverage=self.min_coverage
                 )
-        except Exception as exc:
-            if isinstance(self.synthesizer, DeterministicSynthesizer):
+        except BaseException as exc:
+            # A stray CancelledError or another BaseException of a custom synthesizer too;
+            # the run's own cancellation and interrupts go on.
+            if isinstance(self.synthesizer, DeterministicSynthesizer) or propagates(
+                exc, default_classifier, user_code=False
+            ):
                 raise
             reason = "the run's deadline passed" if isinstance(exc, TimeoutError) else repr(exc)
             log.error("synthesis_failed", error=reason)

@@ -27,6 +27,8 @@ from agentmesh.testing import RecordingSleep
 
 from .conftest import PLANTED_PASSWORD, Captured, leaks
 
+REDACTED = "[REDACTED]"
+
 DSN = f"postgresql://bob:{PLANTED_PASSWORD}@db.internal:5432/orders"
 MASKED_DSN = "postgresql://bob:[REDACTED]@db.internal:5432/orders"
 WEBHOOK = f"https://deploy:{PLANTED_PASSWORD}@hooks.example.com/notify?x=1"
@@ -123,6 +125,8 @@ class TestUrlShapes:
                 "mysql+pymysql://root:[REDACTED]@10.0.0.1/db",
             ),
             ("a https://u:p@h/x?to=a@b c", "a https://u:[REDACTED]@h/x?to=a@b c"),
+            ("postgresql://bob:pa#ss@db/x", "postgresql://bob:[REDACTED]@db/x"),
+            ("postgresql://bob:pa?ss@db/x", "postgresql://bob:[REDACTED]@db/x"),
         ],
     )
     def test_the_password_part_is_masked(self, text: str, masked: str) -> None:
@@ -142,3 +146,52 @@ class TestUrlShapes:
         """`redact_secrets` masks a DSN in an event whatever its key is called."""
         event = redact_secrets(None, "info", {"event": "connect", "target": DSN})
         assert event["target"] == MASKED_DSN
+
+
+class TestCamelCaseSecretNames:
+    @pytest.mark.parametrize("key", ["accessToken", "clientSecret", "dbPassword", "refreshToken"])
+    def test_camel_case_keys_are_masked_like_snake_case_ones(self, key: str) -> None:
+        """A JSON-style key (`clientSecret`) is as secret as `client_secret`."""
+        event = redact_secrets(None, "info", {"event": "x", key: "s3cr3t-value", "sortKey": "k"})
+        assert event[key] == REDACTED
+        assert event["sortKey"] == "k"
+
+    def test_camel_case_names_in_text_are_masked(self) -> None:
+        """`accessToken=...` in a message loses its value; other words stay."""
+        text = "retry with accessToken=abc123 and clientSecret: xyz, sortKey=name"
+        assert redact_text(text) == (
+            f"retry with accessToken={REDACTED} and clientSecret: {REDACTED}, sortKey=name"
+        )
+
+
+class TestQueriesInOutcomes:
+    async def test_an_envelope_built_from_a_raw_query_masks_it(self) -> None:
+        """Whoever builds the envelope from a task's query, its password is masked in it."""
+
+        class Broken:
+            async def execute(self, subagent: Any, task: Task, dispatch: Any) -> Any:
+                raise RuntimeError("executor down")
+
+        @subagent(name="db")
+        async def db(task: Task, ctx: Context) -> list[str]:
+            return []
+
+        report = await Coordinator([db], executor=Broken()).run([Task(query=DSN)])
+        (record,) = report.records
+        assert isinstance(record.final, ErrorEnvelope)
+        assert record.final.attempted_query == MASKED_DSN
+
+    def test_an_envelope_from_outside_masks_its_query(self) -> None:
+        """An envelope read from JSON (a model's report, another service) is masked too."""
+        envelope = ErrorEnvelope.model_validate(
+            {
+                "errorCategory": "transient",
+                "errorType": "timeout",
+                "isRetryable": True,
+                "message": "slow",
+                "attemptedQuery": {"dsn": DSN, "password": PLANTED_PASSWORD},
+                "source": "remote",
+                "attempts": 1,
+            }
+        )
+        assert envelope.attempted_query == {"dsn": MASKED_DSN, "password": REDACTED}

@@ -276,8 +276,9 @@ class TestOtherBaseExceptions:
 
 
 @pytest.fixture
-def strict_default() -> Iterator[None]:
-    """Each test starts and ends with strict mode following the environment."""
+def strict_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts and ends with strict mode off: no setting, no environment variable."""
+    monkeypatch.delenv("AGENTMESH_STRICT", raising=False)
     set_strict(None)
     yield
     set_strict(None)
@@ -356,6 +357,21 @@ class TestStrictMode:
         assert "buggy" in frames(raised.value)
         assert others() == set()
 
+    async def test_the_bug_keeps_its_own_cause_out_of_coordinator_run(self) -> None:
+        """The exception the user raised `from` another reaches the caller with that cause."""
+
+        @subagent(name="buggy", retry=once())
+        async def buggy(task: Task, ctx: Context) -> None:
+            try:
+                {}["missing"]
+            except KeyError as missing:
+                raise AttributeError("no such setting") from missing
+
+        with strict(), pytest.raises(AttributeError) as raised:
+            await Coordinator([buggy]).run(["q"])
+
+        assert isinstance(raised.value.__cause__, KeyError)
+
     async def test_classified_and_other_errors_still_become_envelopes(self) -> None:
         """A registered TypeError, a ValueError and our own signals are classified as usual."""
         classifier = Classifier()
@@ -430,3 +446,15 @@ class TestRouterEscapes:
         assert statuses == {"a": CoverageStatus.COVERED, "b": CoverageStatus.GAP}
         (gap,) = report.gaps
         assert "routing failed" in (gap.reason or "")
+
+    async def test_a_synthesizer_that_raises_a_stray_cancel_falls_back(self) -> None:
+        """A custom synthesizer's stray CancelledError gives the deterministic report."""
+
+        class Cancelling:
+            async def synthesize(self, records: Any, *, run_id: str, min_coverage: float) -> Report:
+                raise asyncio.CancelledError
+
+        report = await Coordinator([good], synthesizer=Cancelling()).run(["a"])
+
+        assert [entry.status for entry in report.coverage] == [CoverageStatus.COVERED]
+        assert "synthesizer failed" in (report.synthesis_note or "")
