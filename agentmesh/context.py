@@ -295,6 +295,21 @@ class Context:
             update["retries"] = retries
         return outcome.model_copy(update=update)
 
+    def adopt(self, outcome: Success[Any] | ErrorEnvelope) -> None:
+        """Take in what a nested run reported: its rulings, its retries, an escalation.
+
+        A subagent used as a tool runs in a context of its own; without this, a lead that
+        recovers (or simply answers "Done.") would drop what the nested run was told.
+        """
+        for verdict in outcome.rulings or ():
+            if self._rulings is None:
+                self._rulings = {}
+            self._rulings[verdict] = None
+        if outcome.retries:
+            self.retries.merge(outcome.retries)
+        if isinstance(outcome, Success) and outcome.policy is not None:
+            self.escalations.append(outcome.policy)
+
     def _rule(self, verdict: PolicyVerdict, tool: str) -> None:
         if self._rulings is None:
             self._rulings = {}

@@ -42,6 +42,9 @@ def subagent_tool(
             policies=ctx.policies.policies,
             state=ctx.state,
         )
+        # Its rulings and retries belong to the caller's task too, whatever the caller
+        # does next (an envelope carries them as well, but may be caught and dropped).
+        ctx.adopt(outcome)
         if isinstance(outcome, ErrorEnvelope):
             raise CallFailed(outcome)
         return outcome.data

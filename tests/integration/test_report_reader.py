@@ -215,6 +215,34 @@ class TestPolicyRulingsAreNeverSilent:
         assert entry.reason is not None
         assert entry.reason.startswith("searched, nothing found; policy rulings: deny by")
 
+    async def test_a_subagent_used_as_a_tool_passes_its_rulings_and_retries_on(self) -> None:
+        """A lead that calls a subagent as a tool reports what the nested run was told."""
+        sleep = RecordingSleep()
+        flaky = FailTimes(1, lambda: TimeoutError("slow"))
+
+        @tool(idempotent=True)
+        async def lookup(order: str) -> str:
+            flaky()
+            return f"order {order}"
+
+        @subagent(name="billing", policies=[refund_limit], retry=fast(sleep))
+        async def billing(task: Task, ctx: Context) -> list[str]:
+            found = [await ctx.call(lookup, order="A1")]
+            with contextlib.suppress(ToolCallFailed):
+                found.append(await ctx.call(refund, order="A1", amount=900))
+            return found
+
+        @subagent(name="lead", retry=fast(sleep))
+        async def lead(task: Task, ctx: Context) -> list[str]:
+            return [await ctx.call(billing.as_tool(), query=task.query)]
+
+        outcome = await lead.run("refund A1")
+        assert isinstance(outcome, Success)
+        assert outcome.rulings == (DENIED,)
+        assert outcome.retries == (
+            RetryCount(source="billing/lookup", error_type="timeout", count=1),
+        )
+
 
 class TestRetriesAreVisible:
     async def test_a_tool_recovered_on_its_third_attempt_says_so(self) -> None:
