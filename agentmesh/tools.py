@@ -33,6 +33,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_args, get_type
 
 import pydantic_core
 from pydantic import AllowInfNan, BaseModel, ConfigDict, create_model
+from pydantic.dataclasses import is_pydantic_dataclass
 
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
@@ -180,7 +181,7 @@ def _mentions_model(model: type[BaseModel]) -> bool:
 
 
 def _names_model(hint: Any) -> bool:
-    if isinstance(hint, type) and issubclass(hint, BaseModel):
+    if isinstance(hint, type) and (issubclass(hint, BaseModel) or is_pydantic_dataclass(hint)):
         return True
     return any(_names_model(arg) for arg in get_args(hint))
 
@@ -221,7 +222,11 @@ def _non_finite(
         for index, item in enumerate(value):
             yield from _non_finite(item, (*loc, index), judged=judged, depth=depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # A plain dataclass is validated under the config of the model around it.
+        # A plain dataclass is validated under the config of the model around it; a
+        # pydantic dataclass under its own, which rules only if it says so.
+        if is_pydantic_dataclass(type(value)):
+            config = getattr(type(value), "__pydantic_config__", None) or {}
+            judged = "allow_inf_nan" in config
         for field in dataclasses.fields(value):
             item = getattr(value, field.name)
             yield from _non_finite(item, (*loc, field.name), judged=judged, depth=depth + 1)

@@ -201,3 +201,24 @@ class TestDirectValidation:
         """`Tool.validate` refuses a nested NaN with the same error type as any bad input."""
         with pytest.raises(pydantic.ValidationError, match=r"order\.lines\.0\.amount"):
             pay.validate({"amount": 1, "order": {"lines": [{"amount": float("nan")}]}})
+
+
+@pydantic.dataclasses.dataclass
+class Point:
+    """A pydantic dataclass: it has a config of its own, silent on allow_inf_nan."""
+
+    x: float
+
+
+@tool(idempotent=True)
+async def plot(point: Point) -> float:
+    return point.x
+
+
+class TestPydanticDataclasses:
+    def test_a_pydantic_dataclass_parameter_refuses_nan_too(self) -> None:
+        """A number inside a pydantic dataclass is refused like one inside a model."""
+        with pytest.raises(pydantic.ValidationError) as refused:
+            plot.validate({"point": {"x": "nan"}})
+        assert "point.x" in str(refused.value)
+        assert plot.validate({"point": {"x": 1.5}})["point"].x == 1.5
