@@ -33,7 +33,7 @@ import sys
 import sysconfig
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -231,8 +231,7 @@ class RayExecutor:
             policies_box = self._ship(dispatch.policies, "the coordinator's policies")
         store_box = None
         if dispatch.store is not None:
-            _check_shared(dispatch.store)
-            store_box = self._ship(dispatch.store, f"store {dispatch.store!r}")
+            store_box = self._ship(dispatch.store, f"store {dispatch.store!r}", check=_check_shared)
         budget = dispatch.budget
         spec = Spec(
             subagent=subagent_box,
@@ -294,8 +293,13 @@ class RayExecutor:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _ship(self, obj: object, what: str) -> Shipment:
-        """Put `obj` into the object store once; a UsageError naming it if it cannot go."""
+    def _ship(
+        self, obj: object, what: str, check: Callable[[object], None] | None = None
+    ) -> Shipment:
+        """Put `obj` into the object store once; a UsageError naming it if it cannot go.
+
+        `check` may refuse `obj` with a UsageError first (once: the verdict is kept).
+        """
         import ray
 
         from agentmesh.executors._ray_worker import Shipment
@@ -305,6 +309,12 @@ class RayExecutor:
             if isinstance(entry[1], UsageError):
                 raise entry[1]
             return entry[1]
+        if check is not None:
+            try:
+                check(obj)
+            except UsageError as refused:
+                self._shipped[id(obj)] = (obj, refused)
+                raise
         for module in _modules_of(obj):
             _by_value(module)
         try:
@@ -462,17 +472,29 @@ def _cut(
 
 def _check_shared(store: object) -> None:
     """Refuse a store that each worker would get a private copy of."""
-    from agentmesh.checkpoints import MemoryStore
+    from agentmesh.checkpoints import MemoryStore, SQLiteStore
 
-    if not isinstance(store, MemoryStore):
+    if isinstance(store, MemoryStore):
+        where = "this process's memory"
+    elif isinstance(store, SQLiteStore) and len(_cluster_hosts()) > 1:
+        where = f"a SQLite file ({store.path}) of one host, on a cluster of several"
+    else:
         return
     raise UsageError(
-        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in this "
-        "process's memory, which is not storage the workers share (each would read and "
-        "write a copy of its own, and a resumed run would not find them). Give the "
-        "coordinator a PostgresStore(dsn), sent to the workers as its connection string, "
-        "or, when every worker runs on this machine, a SQLiteStore(path)."
+        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in "
+        f"{where}, which is not storage the workers share (each would read and write a "
+        "copy of its own, and a resumed run would not find them). Give the coordinator a "
+        "PostgresStore(dsn), sent to the workers as its connection string, or, when every "
+        "worker runs on this machine, a SQLiteStore(path)."
     )
+
+
+def _cluster_hosts() -> set[str]:
+    """The addresses of the live nodes of the connected cluster."""
+    import ray
+
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
+    return {node["NodeManagerAddress"] for node in nodes if node.get("Alive")}
 
 
 def _unshippable(obj: object, what: str, exc: Exception) -> UsageError:
