@@ -23,8 +23,9 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
 
+from agentmesh._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, TransientError
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
 
-Mapper: TypeAlias = Callable[[Any], AgentError]
 
 _TRANSIENT = ErrorCategory.TRANSIENT
 _VALIDATION = ErrorCategory.VALIDATION
@@ -78,22 +78,6 @@ _SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_BODY_MESSAGE: Final = 500
 
 
-def _text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__qualname__}: {exc}"
-
-
-def _timeout(exc: BaseException) -> AgentError:
-    return TransientError(_text(exc), error_type="timeout", details=_describe(exc))
-
-
-def _unavailable(exc: BaseException) -> AgentError:
-    return TransientError(_text(exc), error_type="unavailable", details=_describe(exc))
-
-
 # --- httpx2 ----------------------------------------------------------------------------
 
 
@@ -110,8 +94,8 @@ def _httpx2_mappers() -> dict[type[BaseException], Mapper]:
     import httpx2
 
     return {
-        httpx2.TimeoutException: _timeout,
-        httpx2.TransportError: _unavailable,
+        httpx2.TimeoutException: timeout,
+        httpx2.TransportError: unavailable,
         httpx2.HTTPStatusError: _httpx_status,
     }
 
@@ -143,14 +127,14 @@ def _anthropic_connection(exc: anthropic.APIConnectionError) -> AgentError:
 
     # The SDK's message is generic; the cause says what happened on the wire.
     cause = exc.__cause__
-    details = _describe(cause) if cause is not None else None
+    details = describe(cause) if cause is not None else None
     error_type = "timeout" if isinstance(exc, anthropic.APITimeoutError) else "unavailable"
     return TransientError(exc.message, error_type=error_type, details=details)
 
 
 def _anthropic_credentials(exc: anthropic.CredentialsError) -> AgentError:
     return PermissionDenied(
-        _text(exc), error_type="authentication_failed", details=type(exc).__qualname__
+        text(exc), error_type="authentication_failed", details=type(exc).__qualname__
     )
 
 
@@ -163,7 +147,7 @@ def _anthropic_mappers() -> dict[type[BaseException], Mapper]:
         anthropic.APIConnectionError: _anthropic_connection,
         # Raised by SDK middleware to ask for a retry; with the SDK's retries off it
         # reaches us.
-        anthropic.RetryableError: _unavailable,
+        anthropic.RetryableError: unavailable,
         anthropic.CredentialsError: _anthropic_credentials,
     }
 

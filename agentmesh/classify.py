@@ -52,12 +52,13 @@ import re
 import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 
 from agentmesh import _classify_sdk
 from agentmesh._logging import REDACTED, redact_text
+from agentmesh._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, PolicyVerdict
 from agentmesh.errors import (
     AgentError,
@@ -79,11 +80,7 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=BaseException)
-Mapper: TypeAlias = Callable[[Any], AgentError]
 
-_TRANSIENT = ErrorCategory.TRANSIENT
-_VALIDATION = ErrorCategory.VALIDATION
-_PERMISSION = ErrorCategory.PERMISSION
 
 # Plain OSErrors (no ConnectionError subclass exists for them) that mean "no network path".
 _NETWORK_ERRNOS = frozenset(
@@ -210,7 +207,7 @@ class Classifier:
         try:
             error = mapper(exc)
         except Exception as failure:
-            problem = f"raised {_describe(failure)}"
+            problem = f"raised {describe(failure)}"
         else:
             if isinstance(error, AgentError):
                 return error
@@ -385,10 +382,6 @@ def classify(
 # --- built-in mappers -------------------------------------------------------------------
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__qualname__}: {exc}"
-
-
 def _is_group_mapping(found: tuple[type[BaseException], Mapper] | None) -> bool:
     """Whether a lookup found a mapper registered for an exception-group class itself."""
     return found is not None and issubclass(found[0], BaseExceptionGroup)
@@ -429,10 +422,10 @@ def _group_details(
 
 
 def _leaf_text(leaf: BaseException) -> str:
-    text = _describe(leaf)
+    described = describe(leaf)
     if isinstance(leaf, CallFailed):
-        text = f"{text} (at {leaf.envelope.source})"
-    return text[:_MAX_LEAF_TEXT]
+        described = f"{described} (at {leaf.envelope.source})"
+    return described[:_MAX_LEAF_TEXT]
 
 
 def _ruling(envelopes: list[ErrorEnvelope]) -> PolicyVerdict | None:
@@ -455,12 +448,8 @@ def _merged(*blocks: PartialResults | None) -> PartialResults | None:
     )
 
 
-def _text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
 def _unexpected(exc: BaseException) -> AgentError:
-    return AgentError(_text(exc), error_type="unexpected_error", details=_describe(exc))
+    return AgentError(text(exc), error_type="unexpected_error", details=describe(exc))
 
 
 def _itself(exc: AgentError) -> AgentError:
@@ -470,9 +459,9 @@ def _itself(exc: AgentError) -> AgentError:
 def _stray_cancel(exc: asyncio.CancelledError) -> AgentError:
     # A cancellation of the task itself propagates before it gets here (see _attempts):
     # this one was raised by the body without the task being cancelled.
-    text = str(exc)
-    message = f"cancelled: {text}" if text else "the work raised CancelledError"
-    return TransientError(message, error_type="cancelled", details=_describe(exc))
+    said = str(exc)
+    message = f"cancelled: {said}" if said else "the work raised CancelledError"
+    return TransientError(message, error_type="cancelled", details=describe(exc))
 
 
 def _final(exc: CallFailed) -> AgentError:
@@ -489,22 +478,14 @@ def _final(exc: CallFailed) -> AgentError:
     )
 
 
-def _timeout(exc: BaseException) -> AgentError:
-    return TransientError(_text(exc), error_type="timeout", details=_describe(exc))
-
-
-def _unavailable(exc: BaseException) -> AgentError:
-    return TransientError(_text(exc), error_type="unavailable", details=_describe(exc))
-
-
 def _os_error(exc: OSError) -> AgentError:
     if isinstance(exc, socket.gaierror | socket.herror) or exc.errno in _NETWORK_ERRNOS:
-        return _unavailable(exc)
+        return unavailable(exc)
     return _unexpected(exc)
 
 
 def _permission(exc: PermissionError) -> AgentError:
-    return PermissionDenied(_text(exc), error_type="permission_denied", details=_describe(exc))
+    return PermissionDenied(text(exc), error_type="permission_denied", details=describe(exc))
 
 
 def _pydantic(exc: pydantic.ValidationError) -> AgentError:
@@ -561,8 +542,8 @@ _BUILTIN_MAPPERS: dict[type[BaseException], Mapper] = {
     asyncio.CancelledError: _stray_cancel,
     CallFailed: _final,
     # asyncio.TimeoutError and socket.timeout are aliases of TimeoutError.
-    TimeoutError: _timeout,
-    ConnectionError: _unavailable,
+    TimeoutError: timeout,
+    ConnectionError: unavailable,
     OSError: _os_error,
     PermissionError: _permission,
     pydantic.ValidationError: _pydantic,
