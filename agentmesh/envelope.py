@@ -194,7 +194,7 @@ class ErrorEnvelope(_Wire):
     alternative_approaches: tuple[str, ...] | None = None
     details: str | None = None
     user_message: str | None = None
-    retry_after: float | None = Field(default=None, ge=0)
+    retry_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     policy: PolicyVerdict | None = None
     # Every policy ruling on the task's tool calls, and the local retries made, by source
     # and error type: what happened on the way, not only how it ended.

@@ -6,6 +6,7 @@ import asyncio
 import math
 from typing import Any
 
+import pydantic
 import pytest
 
 from agentmesh import (
@@ -228,6 +229,22 @@ BAD_IDS = ["nan", "inf", "negative", "string", "bool"]
 
 
 class TestUnusableRetryAfter:
+    @pytest.mark.parametrize("hint", [float("inf"), float("nan"), -1.0], ids=["inf", "nan", "neg"])
+    def test_an_envelope_read_from_outside_refuses_it(self, hint: float) -> None:
+        """A retryAfter from outside that is not a finite number >= 0 is invalid input."""
+        wire = {
+            "errorCategory": "transient",
+            "errorType": "rate_limited",
+            "isRetryable": True,
+            "message": "slow down",
+            "attemptedQuery": "q",
+            "source": "remote",
+            "attempts": 1,
+            "retryAfter": hint,
+        }
+        with pytest.raises(pydantic.ValidationError):
+            ErrorEnvelope.model_validate(wire)
+
     @pytest.mark.parametrize("hint", BAD_HINTS, ids=BAD_IDS)
     def test_agent_error_accepts_it_and_the_envelope_has_no_hint(self, hint: Any) -> None:
         """A bad retry_after is no hint: no retryAfter, the category kept, said in details."""
