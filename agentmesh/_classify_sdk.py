@@ -259,7 +259,10 @@ def request_of(exc: BaseException) -> httpx2.Request | None:
     httpx2 = sys.modules.get("httpx2")
     if httpx2 is None:
         return None
-    # Read the attribute directly: httpx2's `request` property raises when unset.
-    attrs = getattr(exc, "__dict__", {})
-    request = attrs.get("request", attrs.get("_request"))
+    try:
+        # httpx2's `request` property raises RuntimeError while it is unset; any other
+        # exception's `request` is foreign code, which must not break the error path.
+        request = getattr(exc, "request", None)
+    except Exception:
+        return None
     return request if isinstance(request, httpx2.Request) else None
