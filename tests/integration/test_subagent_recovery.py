@@ -372,7 +372,7 @@ class TestToolsInsideSubagents:
             started.set()
             await asyncio.Event().wait()
 
-        @subagent(retry=RetryPolicy(max_attempts=5, initial_delay=0.01))
+        @subagent(retry=fast_retry(attempts=5))
         async def agent(task: Task, ctx: Context) -> None:
             ctx.record_partial(["early"], completed="first")
             await ctx.call(hang)
@@ -502,6 +502,8 @@ class TestLimitsAndDeadlines:
         first, second = await asyncio.gather(
             limited.run("a", deadline=0.2), limited.run("b", deadline=0.2)
         )
+        # A real clock: the slot frees after 30 s, so 5 s tells "cut at the deadline" apart
+        # from "waited for the slot" with ample room for a loaded machine.
         assert loop.time() - started < 5
         outcomes = sorted([first, second], key=lambda o: isinstance(o, ErrorEnvelope))
         assert isinstance(outcomes[0], Success)
