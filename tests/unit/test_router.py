@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agentmesh import (
+    AgentError,
     BusinessError,
     Context,
     ErrorEnvelope,
@@ -30,7 +31,6 @@ from agentmesh.coordinator import (
     Router,
     TryAlternative,
 )
-from agentmesh.errors import AgentError
 from tests.retrying import fast_retry
 
 TASK = Task(query="orders in march", topic="orders")
