@@ -131,22 +131,31 @@ class TestRecordPartial:
         assert outcome.partial_results is None
 
 
+looked_up: list[int] = []
+
+
+@tool(idempotent=True)
+async def lookup(order_id: int) -> dict[str, int]:
+    """Look up an order."""
+    looked_up.append(order_id)
+    return {"id": order_id}
+
+
+async def call_lookup(**arguments: Any) -> Success[Any] | ErrorEnvelope:
+    """The outcome of a subagent that calls `lookup(**arguments)`."""
+    looked_up.clear()
+
+    async def body(task: Task, ctx: Context) -> dict[str, int]:
+        return await ctx.call(lookup, **arguments)
+
+    return await run(body)
+
+
 class TestCallValidation:
     async def test_a_wrongly_typed_argument_never_reaches_the_tool(self) -> None:
         """The tool's schema is checked at call time; the caller gets a validation envelope."""
-        ran: list[int] = []
-
-        @tool(idempotent=True)
-        async def lookup(order_id: int) -> str:
-            """Look up an order."""
-            ran.append(order_id)
-            return "found"
-
-        async def body(task: Task, ctx: Context) -> str:
-            return await ctx.call(lookup, order_id="not a number")
-
-        outcome = await run(body)
-        assert ran == []
+        outcome = await call_lookup(order_id="not a number")
+        assert looked_up == []
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is ErrorCategory.VALIDATION
         assert not outcome.is_retryable
@@ -154,32 +163,16 @@ class TestCallValidation:
 
     async def test_an_unknown_argument_is_a_validation_envelope(self) -> None:
         """Arguments that do not bind to the tool's signature are refused before it runs."""
-
-        @tool(idempotent=True)
-        async def lookup(order_id: int) -> str:
-            """Look up an order."""
-            return "found"
-
-        async def body(task: Task, ctx: Context) -> str:
-            return await ctx.call(lookup, order=1)
-
-        outcome = await run(body)
+        outcome = await call_lookup(order=1)
+        assert looked_up == []
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is ErrorCategory.VALIDATION
         assert outcome.attempts == 0
 
     async def test_the_tool_gets_coerced_values_and_its_data_comes_back(self) -> None:
         """Arguments are coerced to the schema; ctx.call returns the tool's own value."""
-
-        @tool(idempotent=True)
-        async def lookup(order_id: int) -> dict[str, int]:
-            """Look up an order."""
-            return {"id": order_id}
-
-        async def body(task: Task, ctx: Context) -> dict[str, int]:
-            return await ctx.call(lookup, order_id="7")
-
-        outcome = await run(body)
+        outcome = await call_lookup(order_id="7")
+        assert looked_up == [7]
         assert isinstance(outcome, Success)
         assert outcome.data == {"id": 7}
 
