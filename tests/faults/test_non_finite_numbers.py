@@ -17,7 +17,6 @@ from agentmesh import (
     Context,
     ErrorCategory,
     ErrorEnvelope,
-    RetryPolicy,
     Task,
     subagent,
     tool,
@@ -25,7 +24,7 @@ from agentmesh import (
 from agentmesh.models import ModelResponse, ScriptedModel, ToolUseBlock
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
-from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 NON_FINITE = ["NaN", "nan", "-nan", "inf", "-Infinity", "Infinity", float("nan"), float("-inf")]
 
@@ -87,15 +86,11 @@ def no_big_payments(event: ToolCallEvent) -> Decision | None:
     return None
 
 
-def once() -> RetryPolicy:
-    return RetryPolicy(max_attempts=1, sleep=RecordingSleep())
-
-
 async def call_pay(**arguments: Any) -> ErrorEnvelope:
     """The envelope of `ctx.call(pay, **arguments)` under the payment policy."""
     seen_by_policy.clear()
 
-    @subagent(name="payer", retry=once(), policies=[no_big_payments])
+    @subagent(name="payer", retry=fast_retry(attempts=1), policies=[no_big_payments])
     async def payer(task: Task, ctx: Context) -> str:
         return await ctx.call(pay, **arguments)
 
@@ -180,7 +175,9 @@ class TestFromAModel:
         model = ScriptedModel(
             [tool_call("pay", {"amount": "NaN"}), ModelResponse.of_text("could not pay")]
         )
-        agent = LLMSubagent("payer", model, tools=[pay], policies=[no_big_payments], retry=once())
+        agent = LLMSubagent(
+            "payer", model, tools=[pay], policies=[no_big_payments], retry=fast_retry(attempts=1)
+        )
         seen_by_policy.clear()
         await agent.run("pay it")
         [result] = [

@@ -46,7 +46,7 @@ from agentmesh.coordinator import (
 )
 from agentmesh.policies import Decision, ToolResultEvent, post_tool_use
 from agentmesh.subagents import Subagent
-from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 PROPERTY = settings(
     max_examples=60,
@@ -146,7 +146,7 @@ class TestForbiddenRetries:
                 return []
             raise failure
 
-        policy = RetryPolicy(max_attempts=max_attempts, initial_delay=0.1, sleep=RecordingSleep())
+        policy = fast_retry(attempts=max_attempts)
 
         @subagent(name="orders", retry=policy, policies=[rule])
         async def orders(task: Task, ctx: Context) -> list[str]:
@@ -266,7 +266,7 @@ class TestOneCoverageEntryPerTask:
         dispatches: Counter[str] = Counter()
 
         def make(name: str) -> Subagent:
-            @subagent(name=name, retry=RetryPolicy(max_attempts=2, sleep=RecordingSleep()))
+            @subagent(name=name, retry=fast_retry(attempts=2))
             async def run(task: Task, ctx: Context) -> list[str]:
                 kinds = task.metadata["kinds"]
                 key = f"{task.metadata['n']}/{name}"

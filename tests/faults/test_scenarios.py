@@ -35,6 +35,7 @@ from agentmesh.coordinator import CoverageStatus
 from agentmesh.models import AnthropicModel
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FailTimes, FakeMessagesAPI, RecordingSleep
+from tests.retrying import fast_retry
 
 from .conftest import PLANTED_KEY, Captured
 
@@ -47,10 +48,6 @@ DEADLINE_SLACK = 0.1
 
 def now() -> float:
     return asyncio.get_running_loop().time()
-
-
-def retrying(sleep: RecordingSleep, attempts: int = 3, **options: Any) -> RetryPolicy:
-    return RetryPolicy(max_attempts=attempts, initial_delay=0.1, sleep=sleep, **options)
 
 
 class TestRetryStorm:
@@ -71,7 +68,7 @@ class TestRetryStorm:
             seen += 1
             raise ConnectionError("connection refused")
 
-        @subagent(name="down", retry=retrying(RecordingSleep(), attempts=3))
+        @subagent(name="down", retry=fast_retry(attempts=3))
         async def down(task: Task, ctx: Context) -> str:
             nonlocal seen
             if through_tool:
@@ -110,7 +107,7 @@ class TestOneOwnerOfRetries:
         fake_messages_api.handler = lambda request: F.error(500)
         sleep = RecordingSleep()
         async with AnthropicModel("claude-test", base_url=fake_messages_api.base_url) as claude:
-            agent = LLMSubagent("claude", claude, retry=retrying(sleep, attempts=4))
+            agent = LLMSubagent("claude", claude, retry=fast_retry(sleep, attempts=4))
             report = await Coordinator([agent]).run([Task(query="hi", topic="greeting")])
         final = report.records[0].final
         assert isinstance(final, ErrorEnvelope)
@@ -136,7 +133,7 @@ class TestRetryAfterBeyondTheDeadline:
         fake_messages_api.handler = lambda request: F.error(429, retry_after=3600)
         sleep = RecordingSleep()
         # max_delay above the hint: it is the deadline, not max_delay, that says no.
-        policy = retrying(sleep, attempts=5, max_delay=7200)
+        policy = fast_retry(sleep, attempts=5, max_delay=7200)
         async with AnthropicModel("claude-test", base_url=fake_messages_api.base_url) as claude:
             agent = LLMSubagent("claude", claude, retry=policy)
             start = now()
@@ -147,6 +144,8 @@ class TestRetryAfterBeyondTheDeadline:
         figure("elapsed_s", round(elapsed, 3))
         assert fake_messages_api.request_count == 1
         assert sleep.delays == []
+        # Wall time is the promise (the README's figure): every backoff is recorded, so only
+        # a real wait, such as for the 2 s deadline, fails this; 0.5 s is ten times the usual.
         assert elapsed < 0.5
         assert isinstance(final, ErrorEnvelope)
         assert final.retry_after == 3600
@@ -261,11 +260,11 @@ class TestNonIdempotentTools:
 
         sleep = RecordingSleep()
 
-        @subagent(name="billing", retry=retrying(sleep, attempts=5), alternatives=["backup"])
+        @subagent(name="billing", retry=fast_retry(sleep, attempts=5), alternatives=["backup"])
         async def billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge, order=task.query, cents=1999)
 
-        @subagent(name="backup_billing", retry=retrying(sleep, attempts=5))
+        @subagent(name="backup_billing", retry=fast_retry(sleep, attempts=5))
         async def backup_billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge, order=task.query, cents=1999)
 
@@ -298,7 +297,7 @@ class TestNonIdempotentTools:
                 raise TimeoutError("the gateway timed out after charging")
             return f"charged {effects[idempotency_key]}"
 
-        @subagent(name="billing", retry=retrying(RecordingSleep(), attempts=5))
+        @subagent(name="billing", retry=fast_retry(attempts=5))
         async def billing(task: Task, ctx: Context) -> str:
             # The key is injected by ctx.call; Tool's ParamSpec still lists it (typing gap).
             return await ctx.call(charge, order=task.query)  # type: ignore[call-arg]
@@ -385,11 +384,11 @@ class TestGracefulDegradation:
             await asyncio.Event().wait()  # hangs
             return []
 
-        @subagent(name="papers", retry=retrying(RecordingSleep(), attempts=4))
+        @subagent(name="papers", retry=fast_retry(attempts=4))
         async def papers(task: Task, ctx: Context) -> list[str]:
             raise ConnectionError("connection refused")
 
-        @subagent(name="forum", retry=retrying(RecordingSleep(), attempts=4))
+        @subagent(name="forum", retry=fast_retry(attempts=4))
         async def forum(task: Task, ctx: Context) -> list[str]:
             await asyncio.sleep(0.01)
             raise TimeoutError("read timed out")
@@ -482,7 +481,7 @@ class TestNothingLost:
         """One coverage entry per task, the right status, every partial finding kept."""
         recorded: list[str] = []
 
-        @subagent(name="mixed", retry=retrying(RecordingSleep(), attempts=2))
+        @subagent(name="mixed", retry=fast_retry(attempts=2))
         async def mixed(task: Task, ctx: Context) -> list[str]:
             kind, number = task.metadata["kind"], task.metadata["n"]
             if kind.endswith("with_partial") and ctx.attempt == 1:

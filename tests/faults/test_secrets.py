@@ -20,15 +20,12 @@ from agentmesh import (
 )
 from agentmesh.models import AnthropicModel, ModelResponse, ScriptedModel
 from agentmesh.subagents import LLMSubagent
-from agentmesh.testing import FakeMessagesAPI, RecordingSleep
+from agentmesh.testing import FakeMessagesAPI
+from tests.retrying import fast_retry
 
 from .conftest import PLANTED_KEY, PLANTED_TOKEN, Captured, leaks
 
 F = FakeMessagesAPI
-
-
-def once() -> RetryPolicy:
-    return RetryPolicy(max_attempts=2, initial_delay=0.1, sleep=RecordingSleep())
 
 
 class TestClaudeCalls:
@@ -45,12 +42,14 @@ class TestClaudeCalls:
             F.stream_error(type="api_error", message=echo),
         )
         async with AnthropicModel("claude-test", base_url=fake_messages_api.base_url) as claude:
-            agents = [LLMSubagent("plain", claude, retry=once())]
+            agents = [LLMSubagent("plain", claude, retry=fast_retry(attempts=2))]
             report = await Coordinator(agents, max_concurrency=1).run(["q1", "q2"])
             async with AnthropicModel(
                 "claude-test", base_url=fake_messages_api.base_url, stream=True
             ) as streaming:
-                streamed = await LLMSubagent("streamed", streaming, retry=once()).run("q3")
+                streamed = await LLMSubagent(
+                    "streamed", streaming, retry=fast_retry(attempts=2)
+                ).run("q3")
         captured.add(report, streamed, *(record.final for record in report.records))
         fake_messages_api.assert_authenticated(PLANTED_KEY)
         assert fake_messages_api.request_count == 5
@@ -70,7 +69,7 @@ class TestToolCalls:
         """attemptedQuery, the exception text and the report mask them by name and shape."""
         failures: list[ToolCallFailed] = []
 
-        @subagent(name="crawler", retry=once())
+        @subagent(name="crawler", retry=fast_retry(attempts=2))
         async def crawler(task: Task, ctx: Context) -> str:
             try:
                 return await ctx.call(
@@ -102,7 +101,7 @@ class TestToolCalls:
                 f"to Authorization: Bearer {PLANTED_TOKEN}"
             )
 
-        @subagent(name="partner", retry=once())
+        @subagent(name="partner", retry=fast_retry(attempts=2))
         async def partner(task: Task, ctx: Context) -> str:
             return await ctx.call(call_partner, order=task.query)
 
@@ -113,7 +112,7 @@ class TestToolCalls:
     async def test_a_call_that_cannot_be_bound_still_masks_its_arguments(self) -> None:
         """The envelope of a mis-called tool shows the call, not the credential."""
 
-        @subagent(name="crawler", retry=once())
+        @subagent(name="crawler", retry=fast_retry(attempts=2))
         async def crawler(task: Task, ctx: Context) -> str:
             # Two positionals for one positional slot, and api_key twice: a binding error.
             return await ctx.call(fetch, "https://a", "https://b", api_key=PLANTED_KEY)  # type: ignore[call-arg, misc]
@@ -150,7 +149,7 @@ class TestTaskText:
     async def test_a_key_pasted_into_a_question_is_not_in_the_report(self) -> None:
         """The report shows the question with the key masked, as the log does."""
 
-        @subagent(name="support", retry=once())
+        @subagent(name="support", retry=fast_retry(attempts=2))
         async def support(task: Task, ctx: Context) -> str:
             raise ConnectionError("support backend down")
 

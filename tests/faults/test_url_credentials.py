@@ -17,13 +17,12 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
-    RetryPolicy,
     Task,
     redact_secrets,
     subagent,
     tool,
 )
-from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 from .conftest import PLANTED_PASSWORD, Captured, leaks
 
@@ -33,10 +32,6 @@ DSN = f"postgresql://bob:{PLANTED_PASSWORD}@db.internal:5432/orders"
 MASKED_DSN = "postgresql://bob:[REDACTED]@db.internal:5432/orders"
 WEBHOOK = f"https://deploy:{PLANTED_PASSWORD}@hooks.example.com/notify?x=1"
 MASKED_WEBHOOK = "https://deploy:[REDACTED]@hooks.example.com/notify?x=1"
-
-
-def once() -> RetryPolicy:
-    return RetryPolicy(max_attempts=1, sleep=RecordingSleep())
 
 
 @tool(idempotent=True)
@@ -57,7 +52,7 @@ async def refund(order: str) -> str:
 
 
 async def run_one(body_tool: Any, **arguments: Any) -> tuple[Any, ErrorEnvelope]:
-    @subagent(name="orders", retry=once())
+    @subagent(name="orders", retry=fast_retry(attempts=1))
     async def orders(task: Task, ctx: Context) -> Any:
         return await ctx.call(body_tool, **arguments)
 

@@ -14,7 +14,6 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
-    RetryPolicy,
     Success,
     Task,
     UsageError,
@@ -24,15 +23,10 @@ from agentmesh import (
 from agentmesh.models import AnthropicModel
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI, RecordingSleep
+from tests.retrying import fast_retry
 
 API_KEY = "sk-ant-test-0123456789abcdef"
 F = FakeMessagesAPI
-
-
-def retry(sleep: RecordingSleep, attempts: int = 4) -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=attempts, initial_delay=0.1, max_delay=5.0, jitter="none", sleep=sleep
-    )
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ class TestOneOwnerOfRetries:
         """The SDK's own retries are off: agentmesh's policy makes every request."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(F.error(529), F.error(529), F.text("hello"))
-        outcome = await LLMSubagent("a", model, retry=retry(sleep)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4)).run("hi")
         assert isinstance(outcome, Success)
         assert outcome.data == "hello"
         assert fake_messages_api.request_count == 3
@@ -63,7 +57,7 @@ class TestOneOwnerOfRetries:
         """retry-after is honoured: the wait is never shorter than the server asked."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(F.error(429, retry_after=2), F.text("ok"))
-        outcome = await LLMSubagent("a", model, retry=retry(sleep)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4)).run("hi")
         assert isinstance(outcome, Success)
         assert sleep.delays == [2.0]
         assert fake_messages_api.request_count == 2
@@ -74,7 +68,7 @@ class TestOneOwnerOfRetries:
         """retry-after-ms is the more precise hint."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(F.error(529, retry_after=9, retry_after_ms=1500), F.text("ok"))
-        await LLMSubagent("a", model, retry=retry(sleep)).run("hi")
+        await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4)).run("hi")
         assert sleep.delays == [1.5]
 
     async def test_an_hour_long_retry_after_gives_up_at_once(
@@ -83,7 +77,7 @@ class TestOneOwnerOfRetries:
         """retry-after: 3600 beyond max_delay: one request, no sleep, retryAfter kept."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(F.error(429, retry_after=3600))
-        outcome = await LLMSubagent("a", model, retry=retry(sleep)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.retry_after == 3600
         assert sleep.delays == []
@@ -107,7 +101,7 @@ class TestOneOwnerOfRetries:
         """400 is validation, 401/403 permission: one request each."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(F.error(status))
-        outcome = await LLMSubagent("a", model, retry=retry(sleep)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is category
         assert outcome.is_retryable is False
@@ -119,7 +113,7 @@ class TestOneOwnerOfRetries:
         """After exactly the policy's attempts the caller gets the structured failure."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(*[F.error(529)] * 3)
-        outcome = await LLMSubagent("a", model, retry=retry(sleep, attempts=3)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=3)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is ErrorCategory.TRANSIENT
         assert outcome.error_type == "overloaded"
@@ -146,7 +140,7 @@ class TestGarbage:
         """A response that cannot be read is retried like any transient failure."""
         sleep = RecordingSleep()
         fake_messages_api.enqueue(reply, reply)
-        outcome = await LLMSubagent("a", model, retry=retry(sleep, attempts=2)).run("hi")
+        outcome = await LLMSubagent("a", model, retry=fast_retry(sleep, attempts=2)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is ErrorCategory.TRANSIENT
         assert fake_messages_api.request_count == 2
@@ -160,7 +154,9 @@ class TestGarbage:
         async with AnthropicModel(
             "claude-test", api_key=API_KEY, base_url=fake_messages_api.base_url, stream=True
         ) as streaming:
-            outcome = await LLMSubagent("a", streaming, retry=retry(sleep)).run("hi")
+            outcome = await LLMSubagent("a", streaming, retry=fast_retry(sleep, attempts=4)).run(
+                "hi"
+            )
         assert isinstance(outcome, Success)
         assert outcome.data == "full answer"
         assert fake_messages_api.request_count == 2
@@ -201,7 +197,7 @@ class TestSecrets:
         try:
             sleep = RecordingSleep()
             fake_messages_api.enqueue(F.error(401), F.error(529), F.error(529))
-            agent = LLMSubagent("a", model, retry=retry(sleep, attempts=2))
+            agent = LLMSubagent("a", model, retry=fast_retry(sleep, attempts=2))
             report = await Coordinator([agent]).run([Task(query="q1"), Task(query="q2")])
         finally:
             structlog.reset_defaults()

@@ -22,6 +22,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 
 class FakeClock:
@@ -154,7 +155,7 @@ class TestCircuitBreaker:
             calls += 1
             raise TimeoutError("slow")
 
-        @subagent(retry=RetryPolicy(max_attempts=5, initial_delay=0.1, max_delay=2, sleep=sleep))
+        @subagent(retry=fast_retry(sleep, attempts=5, max_delay=2))
         async def agent(task: Task, ctx: Context) -> None:
             await ctx.call(fetch)
 

@@ -41,6 +41,7 @@ from agentmesh.checkpoints import (
 from agentmesh.checkpoints._store import Row
 from agentmesh.policies import Decision, ToolResultEvent, post_tool_use
 from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 
 class Doc(BaseModel):
@@ -759,7 +760,7 @@ class TestLedger:
             charges.append(order_id)
             return "receipt"
 
-        @subagent(retry=RetryPolicy(max_attempts=3, initial_delay=0.1, jitter="none", sleep=sleep))
+        @subagent(retry=fast_retry(sleep))
         async def checkout(task: Task, ctx: Context) -> str:
             receipt: str = await ctx.call(charge, order_id="#1")
             if failures:

@@ -44,22 +44,11 @@ from agentmesh.policies import (
     pre_tool_use,
 )
 from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 # Every wait on something that should already have happened is bounded by this, so a
 # regression fails the test instead of hanging it.
 GUARD = 2.0
-
-
-def retrying(sleep: RecordingSleep, **overrides: Any) -> RetryPolicy:
-    options: dict[str, Any] = {
-        "max_attempts": 3,
-        "initial_delay": 0.1,
-        "max_delay": 1.0,
-        "jitter": "none",
-        "sleep": sleep,
-    }
-    options.update(overrides)
-    return RetryPolicy(**options)
 
 
 class TestTimeoutThenModifiedQuery:
@@ -76,7 +65,7 @@ class TestTimeoutThenModifiedQuery:
                 raise TimeoutError("search backend timed out")
             return [f"hit for {query}"]
 
-        @subagent(name="web", retry=retrying(sleep), alternatives=["narrow_query_by_date_range"])
+        @subagent(name="web", retry=fast_retry(sleep), alternatives=["narrow_query_by_date_range"])
         async def web(task: Task, ctx: Context) -> list[str]:
             return await ctx.call(search, query=task.query)
 
@@ -138,7 +127,7 @@ class TestTimeoutThenModifiedQuery:
         web_calls = 0
         cache_queries: list[str] = []
 
-        @subagent(name="web", retry=retrying(sleep), alternatives=["use_cached_snapshot"])
+        @subagent(name="web", retry=fast_retry(sleep), alternatives=["use_cached_snapshot"])
         async def web(task: Task, ctx: Context) -> list[str]:
             nonlocal web_calls
             web_calls += 1
@@ -194,12 +183,12 @@ class TestEmptyIsNotAFailure:
         sleep = RecordingSleep()
         calls = {"orders": 0, "crm": 0}
 
-        @subagent(name="orders", retry=retrying(sleep))
+        @subagent(name="orders", retry=fast_retry(sleep))
         async def orders(task: Task, ctx: Context) -> list[str]:
             calls["orders"] += 1
             return []
 
-        @subagent(name="crm", retry=retrying(sleep))
+        @subagent(name="crm", retry=fast_retry(sleep))
         async def crm(task: Task, ctx: Context) -> list[str]:
             calls["crm"] += 1
             raise ConnectionError("crm refused the connection")
@@ -387,7 +376,7 @@ class TestEscalation:
         runs = 0
         alternative_runs = 0
 
-        @subagent(name="hr", retry=retrying(sleep), alternatives=["use_cached_snapshot"])
+        @subagent(name="hr", retry=fast_retry(sleep), alternatives=["use_cached_snapshot"])
         async def hr(task: Task, ctx: Context) -> None:
             nonlocal runs
             runs += 1
@@ -450,7 +439,7 @@ class TestEscalation:
 
         @subagent(
             name="billing",
-            retry=retrying(sleep),
+            retry=fast_retry(sleep),
             alternatives=["manual"],
             policies=[escalate_on(impact="financial")],
         )
@@ -486,7 +475,7 @@ class TestEscalation:
         async def search(query: str) -> list[str]:
             raise TimeoutError("slow")
 
-        @subagent(name="web", retry=retrying(sleep), alternatives=["cache"])
+        @subagent(name="web", retry=fast_retry(sleep), alternatives=["cache"])
         async def web(task: Task, ctx: Context) -> list[str]:
             nonlocal runs
             runs += 1
@@ -593,7 +582,7 @@ class TestPartialSynthesis:
         sources = ["s1", "s2", "s3", "s4", "s5"]
 
         def make(name: str, *, fails: bool) -> Any:
-            @subagent(name=name, retry=retrying(sleep, max_attempts=2))
+            @subagent(name=name, retry=fast_retry(sleep, attempts=2))
             async def agent(task: Task, ctx: Context) -> list[str]:
                 ctx.record_partial(pending=sources)
                 found: list[str] = []
@@ -707,12 +696,12 @@ class TestIsolationAndConcurrency:
         """The run ends near its deadline; the hung task is a timeout with its partial kept."""
         sleep = RecordingSleep()
 
-        @subagent(name="hangs", retry=retrying(sleep))
+        @subagent(name="hangs", retry=fast_retry(sleep))
         async def hangs(task: Task, ctx: Context) -> None:
             ctx.record_partial(["found before hanging"], completed="s1", pending="s2")
             await asyncio.Event().wait()
 
-        @subagent(name="hangs_bare", retry=retrying(sleep))
+        @subagent(name="hangs_bare", retry=fast_retry(sleep))
         async def hangs_bare(task: Task, ctx: Context) -> None:
             await asyncio.Event().wait()
 
@@ -748,7 +737,7 @@ class TestIsolationAndConcurrency:
         sleep = RecordingSleep()
         calls = 0
 
-        @subagent(name="down", retry=retrying(sleep, initial_delay=30.0, max_delay=60.0))
+        @subagent(name="down", retry=fast_retry(sleep, initial_delay=30.0, max_delay=60.0))
         async def down(task: Task, ctx: Context) -> None:
             nonlocal calls
             calls += 1
@@ -853,7 +842,7 @@ class TestManyTasks:
         }
         recorded: list[str] = []
 
-        @subagent(name="worker", retry=retrying(sleep, max_attempts=2))
+        @subagent(name="worker", retry=fast_retry(sleep, attempts=2))
         async def worker(task: Task, ctx: Context) -> Any:
             kind = task.metadata["kind"]
             await asyncio.sleep(0)
@@ -1079,7 +1068,7 @@ class TestSharedRetryBudget:
         sleep = RecordingSleep()
         attempts = 0
 
-        @subagent(name="down", retry=retrying(sleep, max_attempts=5))
+        @subagent(name="down", retry=fast_retry(sleep, attempts=5))
         async def down(task: Task, ctx: Context) -> None:
             nonlocal attempts
             attempts += 1
@@ -1095,11 +1084,11 @@ class TestSharedRetryBudget:
         """`retry_budget=` is shared by every subagent of the run."""
         sleep = RecordingSleep()
 
-        @subagent(name="a", retry=retrying(sleep, max_attempts=4))
+        @subagent(name="a", retry=fast_retry(sleep, attempts=4))
         async def a(task: Task, ctx: Context) -> None:
             raise ConnectionError("down")
 
-        @subagent(name="b", retry=retrying(sleep, max_attempts=4))
+        @subagent(name="b", retry=fast_retry(sleep, attempts=4))
         async def b(task: Task, ctx: Context) -> None:
             raise ConnectionError("down")
 

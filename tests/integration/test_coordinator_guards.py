@@ -24,6 +24,10 @@ from agentmesh import (
 )
 from agentmesh.coordinator import CoverageStatus, Dispatch, Router, TaskRecord
 
+# The deadline tests here cut a call that would sleep 30 s, so a real clock is the behaviour:
+# finishing within this shows the cut, with ample room for a loaded machine.
+CUT_WITHIN = 5.0
+
 
 @subagent(name="echo")
 async def echo(task: Task, ctx: Context) -> list[str]:
@@ -59,7 +63,7 @@ class TestMisbehavingParts:
         loop = asyncio.get_running_loop()
         started = loop.time()
         report = await Coordinator([echo], synthesizer=Slow(), deadline=0.2).run(["a"])
-        assert loop.time() - started < 5
+        assert loop.time() - started < CUT_WITHIN
         assert report.coverage[0].status is CoverageStatus.COVERED
         assert "deadline" in (report.synthesis_note or "")
 
@@ -89,7 +93,7 @@ class TestMisbehavingParts:
         loop = asyncio.get_running_loop()
         started = loop.time()
         report = await Coordinator([echo], executor=Stubborn(), deadline=0.1).run(["a"])
-        assert loop.time() - started < 5
+        assert loop.time() - started < CUT_WITHIN
         entry = report.coverage[0]
         assert entry.status is CoverageStatus.GAP
         assert entry.is_retryable
@@ -127,7 +131,7 @@ class TestRetryPolicyDeadline:
         loop = asyncio.get_running_loop()
         started = loop.time()
         outcome = await agent.run("q")
-        assert loop.time() - started < 5
+        assert loop.time() - started < CUT_WITHIN
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_type == "timeout"
         assert not isinstance(outcome, Success)

@@ -17,7 +17,6 @@ from agentmesh import (
     ErrorCategory,
     ErrorEnvelope,
     Report,
-    RetryPolicy,
     Success,
     Task,
     ToolCallFailed,
@@ -31,23 +30,20 @@ from agentmesh.coordinator import CoverageStatus, RouteContext, RouteDecision, R
 from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
 from agentmesh.testing import FailTimes, RecordingSleep
+from tests.retrying import fast_retry
 
 
 class Stop(BaseException):
     """A BaseException of the user's own, neither an interrupt nor a cancellation."""
 
 
-def once(sleep: RecordingSleep | None = None, attempts: int = 1) -> RetryPolicy:
-    return RetryPolicy(max_attempts=attempts, jitter="none", sleep=sleep or RecordingSleep())
-
-
-@subagent(name="good", retry=once())
+@subagent(name="good", retry=fast_retry(attempts=1))
 async def good(task: Task, ctx: Context) -> list[str]:
     return [f"found {task.query}"]
 
 
 def failing(name: str, make_error: Any) -> Subagent:
-    @subagent(name=name, retry=once())
+    @subagent(name=name, retry=fast_retry(attempts=1))
     async def body(task: Task, ctx: Context) -> list[str]:
         raise make_error()
 
@@ -105,7 +101,7 @@ class TestStrayCancellation:
         sleep = RecordingSleep()
         flaky = FailTimes(1, asyncio.CancelledError)
 
-        @subagent(retry=once(sleep, attempts=2))
+        @subagent(retry=fast_retry(sleep, attempts=2))
         async def docs(task: Task, ctx: Context) -> str:
             flaky()
             return "ok"
@@ -131,11 +127,11 @@ class TestStrayCancellation:
     ) -> None:
         """In ctx.call a tool's stray CancelledError is the call's envelope, not a cancel."""
 
-        @tool(idempotent=True, retry=once())
+        @tool(idempotent=True, retry=fast_retry(attempts=1))
         async def lookup(query: str) -> str:
             raise asyncio.CancelledError
 
-        @subagent(retry=once())
+        @subagent(retry=fast_retry(attempts=1))
         async def docs(task: Task, ctx: Context) -> str:
             try:
                 return await ctx.call(lookup, query=task.query)
@@ -153,12 +149,12 @@ class TestStrayCancellation:
         """A tool cut by a stray cancel may have acted: a non-idempotent one is not retried."""
         calls = FailTimes(5, asyncio.CancelledError)
 
-        @tool(retry=once(attempts=3))
+        @tool(retry=fast_retry(attempts=3))
         async def charge(amount: int) -> str:
             calls()
             return "charged"
 
-        @subagent(retry=once())
+        @subagent(retry=fast_retry(attempts=1))
         async def billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge, amount=5)
 
@@ -175,7 +171,7 @@ class TestStrayCancellation:
         all_started = asyncio.Event()
         cancelled: list[str] = []
 
-        @subagent(name="slow", retry=once())
+        @subagent(name="slow", retry=fast_retry(attempts=1))
         async def slow(task: Task, ctx: Context) -> None:
             nonlocal started
             started += 1
@@ -200,7 +196,7 @@ class TestStrayCancellation:
         """A real cancellation of Subagent.run's own task propagates, not an envelope."""
         entered = asyncio.Event()
 
-        @subagent(retry=once())
+        @subagent(retry=fast_retry(attempts=1))
         async def slow(task: Task, ctx: Context) -> None:
             entered.set()
             await asyncio.Event().wait()
@@ -255,7 +251,7 @@ class TestOtherBaseExceptions:
         waiting = asyncio.Event()
         cancelled: list[str] = []
 
-        @subagent(name="waits", retry=once())
+        @subagent(name="waits", retry=fast_retry(attempts=1))
         async def waits(task: Task, ctx: Context) -> None:
             waiting.set()
             try:
@@ -264,7 +260,7 @@ class TestOtherBaseExceptions:
                 cancelled.append(task.query)
                 raise
 
-        @subagent(name="stops", retry=once())
+        @subagent(name="stops", retry=fast_retry(attempts=1))
         async def stops(task: Task, ctx: Context) -> None:
             await waiting.wait()
             raise make_error()
@@ -285,7 +281,7 @@ def strict_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def buggy_body() -> Subagent:
-    @subagent(name="buggy", retry=once())
+    @subagent(name="buggy", retry=fast_retry(attempts=1))
     async def buggy(task: Task, ctx: Context) -> str:
         return task.query.no_such_method()  # type: ignore[attr-defined, no-any-return]
 
@@ -293,7 +289,7 @@ def buggy_body() -> Subagent:
 
 
 def raising(error: Exception, classifier: Classifier) -> Subagent:
-    @subagent(retry=once(), classifier=classifier)
+    @subagent(retry=fast_retry(attempts=1), classifier=classifier)
     async def body(task: Task, ctx: Context) -> None:
         raise error
 
@@ -327,7 +323,7 @@ class TestStrictMode:
         async def add(a: int) -> int:
             return a + "1"  # type: ignore[operator, no-any-return]
 
-        @subagent(retry=once())
+        @subagent(retry=fast_retry(attempts=1))
         async def calc(task: Task, ctx: Context) -> int:
             return await ctx.call(add, a=1)
 
@@ -341,12 +337,12 @@ class TestStrictMode:
         """Coordinator.run raises the bug itself (not a group) and leaves nothing running."""
         entered = asyncio.Event()
 
-        @subagent(name="slow", retry=once())
+        @subagent(name="slow", retry=fast_retry(attempts=1))
         async def slow(task: Task, ctx: Context) -> None:
             entered.set()
             await asyncio.Event().wait()
 
-        @subagent(name="buggy", retry=once())
+        @subagent(name="buggy", retry=fast_retry(attempts=1))
         async def buggy(task: Task, ctx: Context) -> None:
             await entered.wait()
             undefined_name  # type: ignore[name-defined]  # noqa: B018, F821

@@ -31,20 +31,9 @@ from agentmesh.coordinator import (
 )
 from agentmesh.models import ModelResponse, ScriptedModel
 from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 ORDERS_COLUMNS = "columns of orders: id, total, placed_at"
-
-
-def fast(sleep: RecordingSleep, **overrides: Any) -> RetryPolicy:
-    options: dict[str, Any] = {
-        "max_attempts": 3,
-        "initial_delay": 0.1,
-        "max_delay": 1.0,
-        "jitter": "none",
-        "sleep": sleep,
-    }
-    options.update(overrides)
-    return RetryPolicy(**options)
 
 
 def propose(query: str | None, reason: str = "because") -> ModelResponse:
@@ -171,7 +160,7 @@ class TestLLMRewriter:
             return ["unaffected"]
 
         model = ScriptedModel(failures)
-        coordinator = Coordinator([sql, docs], rewriter=LLMRewriter(model, retry=fast(sleep)))
+        coordinator = Coordinator([sql, docs], rewriter=LLMRewriter(model, retry=fast_retry(sleep)))
         with capture_logs() as logs:
             report = await coordinator.run(
                 [
@@ -195,7 +184,7 @@ class TestLLMRewriter:
         """A timeout of the model call is retried by the policy and the proposal is used."""
         sleep = RecordingSleep()
         model = ScriptedModel([TimeoutError("read timed out"), propose("SELECT id FROM orders")])
-        rewriter = LLMRewriter(model, retry=fast(sleep))
+        rewriter = LLMRewriter(model, retry=fast_retry(sleep))
 
         report = await Coordinator([sql], rewriter=rewriter).run(["SELECT idd FROM orders"])
 
@@ -365,7 +354,7 @@ class TestLLMSynthesizer:
         sleep = RecordingSleep()
         model = ScriptedModel([failure() for _ in range(3)])
         with capture_logs() as logs:
-            report, baseline = await runtimes_report(LLMSynthesizer(model, retry=fast(sleep)))
+            report, baseline = await runtimes_report(LLMSynthesizer(model, retry=fast_retry(sleep)))
 
         assert len(model.requests) == 3
         assert sleep.delays == [0.1, 0.2]

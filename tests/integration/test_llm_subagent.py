@@ -23,12 +23,7 @@ from agentmesh.models import ModelRequest, ModelResponse, ScriptedModel, ToolUse
 from agentmesh.policies import Decision, ToolCallEvent, deny_after_permission_error, pre_tool_use
 from agentmesh.subagents import REPORT_FAILURE, SUBMIT_RESULT, LLMSubagent
 from agentmesh.testing import FailTimes, RecordingSleep
-
-
-def fast_retry(sleep: RecordingSleep | None = None, attempts: int = 3) -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=attempts, initial_delay=0.1, jitter="none", sleep=sleep or RecordingSleep()
-    )
+from tests.retrying import fast_retry
 
 
 def tool_results(request: ModelRequest) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from agentmesh import (
 from agentmesh.checkpoints import DEFAULT_PATH, CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.testing import RecordingSleep
 from tests.integration import pipeline_crash_worker as worker
+from tests.retrying import fast_retry
 
 
 class Doc(BaseModel):
@@ -42,17 +43,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     )
     async with instance:
         yield instance
-
-
-def no_wait(**overrides: Any) -> RetryPolicy:
-    options: dict[str, Any] = {
-        "max_attempts": 3,
-        "initial_delay": 0.1,
-        "jitter": "none",
-        "sleep": RecordingSleep(),
-    }
-    options.update(overrides)
-    return RetryPolicy(**options)
 
 
 class Research:
@@ -96,7 +86,7 @@ class TestResume:
     ) -> None:
         """Analysis fails; the rerun with the same run id resumes and Retrieval ran once."""
         research = Research()
-        pipeline = research.pipeline(store, retry=no_wait())
+        pipeline = research.pipeline(store, retry=fast_retry())
         failed = await pipeline.run("asyncio", run_id="run-1")
         assert isinstance(failed, ErrorEnvelope)
         assert failed.error_category is ErrorCategory.VALIDATION
@@ -262,7 +252,7 @@ class TestChangedDefinition:
         """Checkpoints of an older agentmesh (no shape) resume by stage name, with a warning."""
         letters = Letters()
         failing = Pipeline(
-            [letters.stage("a"), ("b", _fail), letters.stage("c")], store=store, retry=no_wait()
+            [letters.stage("a"), ("b", _fail), letters.stage("c")], store=store, retry=fast_retry()
         )
         assert isinstance(await failing.run([], run_id="run-1"), ErrorEnvelope)
         await store.delete("run-1", "pipeline", "shape")  # as an older agentmesh left it
@@ -294,7 +284,7 @@ class TestStageFailures:
                 raise failures.pop()
             return f"fetched {query}"
 
-        pipeline = Pipeline([("fetch", fetch)], store=store, retry=no_wait(sleep=sleep))
+        pipeline = Pipeline([("fetch", fetch)], store=store, retry=fast_retry(sleep))
         outcome = await pipeline.run("q", run_id="run-1")
         assert isinstance(outcome, Success)
         assert outcome.data == "fetched q"
@@ -310,7 +300,9 @@ class TestStageFailures:
             calls += 1
             raise TransientError("upstream down")
 
-        pipeline = Pipeline([("flaky", flaky, RetryPolicy.never())], store=store, retry=no_wait())
+        pipeline = Pipeline(
+            [("flaky", flaky, RetryPolicy.never())], store=store, retry=fast_retry()
+        )
         outcome = await pipeline.run("q", run_id="run-1")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.is_retryable is True
@@ -423,7 +415,7 @@ class TestLogging:
     async def test_every_decision_is_a_log_event(self, store: CheckpointStore) -> None:
         """Saved checkpoints, skipped and resumed stages and failures are logged with the run id."""
         research = Research()
-        pipeline = research.pipeline(store, retry=no_wait())
+        pipeline = research.pipeline(store, retry=fast_retry())
         with capture_logs() as first_logs:
             await pipeline.run("asyncio", run_id="run-1")
         research.analysis_error = None

@@ -32,10 +32,7 @@ from agentmesh.policies import (
     pre_tool_use,
 )
 from agentmesh.testing import RecordingSleep
-
-
-def retrying(sleep: RecordingSleep) -> RetryPolicy:
-    return RetryPolicy(max_attempts=4, initial_delay=0.1, jitter="none", sleep=sleep)
+from tests.retrying import fast_retry
 
 
 class TestPreToolUse:
@@ -152,7 +149,7 @@ class TestPostToolUse:
             calls += 1
             raise TransientError("bank timeout", error_type="timeout")
 
-        @subagent(retry=retrying(sleep), policies=[forbid_retry(tools="refund")])
+        @subagent(retry=fast_retry(sleep, attempts=4), policies=[forbid_retry(tools="refund")])
         async def support(task: Task, ctx: Context) -> str:
             return await ctx.call(refund, amount=10)
 
@@ -432,7 +429,7 @@ class TestSideEffectsAcrossRetries:
             charges.append(amount)
             return f"charged {amount}"
 
-        @subagent(retry=retrying(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def billing(task: Task, ctx: Context) -> str:
             receipt = await ctx.call(charge, amount=100)
             failure = next(failures, None)

@@ -29,18 +29,7 @@ from agentmesh.models import ModelResponse, ScriptedModel
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FailTimes, RecordingSleep
-
-
-def fast(sleep: RecordingSleep, **overrides: Any) -> RetryPolicy:
-    options: dict[str, Any] = {
-        "max_attempts": 3,
-        "initial_delay": 0.1,
-        "max_delay": 1.0,
-        "jitter": "none",
-        "sleep": sleep,
-    }
-    options.update(overrides)
-    return RetryPolicy(**options)
+from tests.retrying import fast_retry
 
 
 @subagent(name="notes", retry=RetryPolicy.never())
@@ -255,7 +244,7 @@ class TestRetriesAreVisible:
             flaky()
             return [f"hit for {query}"]
 
-        @subagent(name="docs", retry=fast(sleep))
+        @subagent(name="docs", retry=fast_retry(sleep))
         async def docs(task: Task, ctx: Context) -> list[str]:
             return await ctx.call(search, query=task.query)
 
@@ -277,7 +266,7 @@ class TestRetriesAreVisible:
         sleep = RecordingSleep()
         overloaded = TransientError("overloaded", error_type="overloaded")
         model = ScriptedModel([overloaded, ModelResponse.of_text("answer")])
-        lead = LLMSubagent("lead", model, retry=fast(sleep))
+        lead = LLMSubagent("lead", model, retry=fast_retry(sleep))
         outcome = await lead.run("q")
         assert outcome.retries == (
             RetryCount(source="lead/model", error_type="overloaded", count=1),
@@ -285,7 +274,7 @@ class TestRetriesAreVisible:
 
         down_once = FailTimes(1, lambda: ConnectionError("refused"))
 
-        @subagent(name="crm", retry=fast(sleep))
+        @subagent(name="crm", retry=fast_retry(sleep))
         async def crm(task: Task, ctx: Context) -> list[str]:
             down_once()
             return ["customer"]
@@ -364,7 +353,9 @@ class TestOneJsonConvention:
             flaky()
             return {"title": query}
 
-        @subagent(name="docs", retry=fast(sleep), policies=[refund_limit], alternatives=["cache"])
+        @subagent(
+            name="docs", retry=fast_retry(sleep), policies=[refund_limit], alternatives=["cache"]
+        )
         async def docs(task: Task, ctx: Context) -> Any:
             if task.query == "partial":
                 ctx.record_partial([{"title": "half"}], completed="a", pending="b")

@@ -23,18 +23,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.testing import FailTimes, RecordingSleep
-
-
-def policy(sleep: RecordingSleep, **overrides: Any) -> RetryPolicy:
-    options: dict[str, Any] = {
-        "max_attempts": 4,
-        "initial_delay": 0.2,
-        "max_delay": 5.0,
-        "jitter": "none",
-        "sleep": sleep,
-    }
-    options.update(overrides)
-    return RetryPolicy(**options)
+from tests.retrying import fast_retry
 
 
 class TestLocalRecovery:
@@ -45,7 +34,7 @@ class TestLocalRecovery:
         sleep = RecordingSleep()
         flaky = FailTimes(2, lambda: TimeoutError("upstream timeout"))
 
-        @subagent(name="docs", retry=policy(sleep))
+        @subagent(name="docs", retry=fast_retry(sleep, attempts=4))
         async def docs(task: Task, ctx: Context) -> list[str]:
             flaky()
             return [f"hit for {task.query}"]
@@ -54,19 +43,19 @@ class TestLocalRecovery:
         assert isinstance(outcome, Success)
         assert outcome.data == ["hit for asyncio cancellation"]
         assert outcome.attempts == 3
-        assert sleep.delays == [0.2, 0.4]
+        assert sleep.delays == [0.1, 0.2]
 
     async def test_full_jitter_stays_within_the_growing_cap(self) -> None:
         """With full jitter each wait lies between 0 and the exponential cap."""
         sleep = RecordingSleep()
         always = FailTimes(10, lambda: TimeoutError("t"))
 
-        @subagent(retry=policy(sleep, max_attempts=5, jitter="full"))
+        @subagent(retry=fast_retry(sleep, attempts=5, jitter="full"))
         async def docs(task: Task, ctx: Context) -> None:
             always()
 
         await docs.run("q")
-        caps = [0.2, 0.4, 0.8, 1.6]
+        caps = [0.1, 0.2, 0.4, 0.8]
         assert len(sleep.delays) == 4
         assert all(0 <= d <= cap for d, cap in zip(sleep.delays, caps, strict=True))
 
@@ -76,7 +65,7 @@ class TestLocalRecovery:
 
         @subagent(
             name="web",
-            retry=policy(sleep, max_attempts=3),
+            retry=fast_retry(sleep, attempts=3),
             alternatives=["narrow_query_by_date_range"],
         )
         async def web(task: Task, ctx: Context) -> list[str]:
@@ -108,7 +97,7 @@ class TestLocalRecovery:
             "use_cached_snapshot",
         ]
         assert "gave up after 3 attempts" in wire["details"]
-        assert sleep.delays == [0.2, 0.4]
+        assert sleep.delays == [0.1, 0.2]
 
     async def test_no_partial_results_key_when_nothing_was_recorded(self) -> None:
         """A hard failure does not invent partial results."""
@@ -147,7 +136,7 @@ class TestLocalRecovery:
         sleep = RecordingSleep()
         calls = 0
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def agent(task: Task, ctx: Context) -> None:
             nonlocal calls
             calls += 1
@@ -193,7 +182,7 @@ class TestEmptyResults:
         sleep = RecordingSleep()
         calls = 0
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def orders(task: Task, ctx: Context) -> Any:
             nonlocal calls
             calls += 1
@@ -218,7 +207,7 @@ class TestToolsInsideSubagents:
             flaky()
             return [query] * limit
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def docs(task: Task, ctx: Context) -> list[str]:
             nonlocal body_runs
             body_runs += 1
@@ -229,7 +218,7 @@ class TestToolsInsideSubagents:
         assert outcome.data == ["q", "q"]
         assert flaky.calls == 3
         assert body_runs == 1
-        assert sleep.delays == [0.2, 0.4]
+        assert sleep.delays == [0.1, 0.2]
 
     async def test_tool_failure_is_final_and_not_retried_again_by_the_subagent(self) -> None:
         """Retries never multiply across layers: 4 tool attempts, not 4 x 4."""
@@ -242,7 +231,9 @@ class TestToolsInsideSubagents:
             calls += 1
             raise TimeoutError("slow")
 
-        @subagent(name="docs", retry=policy(sleep), alternatives=["use_cached_snapshot"])
+        @subagent(
+            name="docs", retry=fast_retry(sleep, attempts=4), alternatives=["use_cached_snapshot"]
+        )
         async def docs(task: Task, ctx: Context) -> list[str]:
             ctx.record_partial(["cached hit"], completed="cache")
             return await ctx.call(search_docs, query=task.query)
@@ -292,7 +283,7 @@ class TestToolsInsideSubagents:
             charges += 1
             raise TimeoutError("gateway did not answer")
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge_card, amount=100)
 
@@ -316,7 +307,7 @@ class TestToolsInsideSubagents:
             flaky()
             return "charged"
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge_card, amount=100)
 
@@ -336,7 +327,7 @@ class TestToolsInsideSubagents:
                 raise TimeoutError("gateway did not answer")
             return f"charged {amount}"
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def billing(task: Task, ctx: Context) -> str:
             return await ctx.call(charge_card, amount=100)
 
@@ -381,7 +372,7 @@ class TestToolsInsideSubagents:
             started.set()
             await asyncio.Event().wait()
 
-        @subagent(retry=RetryPolicy(max_attempts=5, initial_delay=0.01))
+        @subagent(retry=fast_retry(attempts=5))
         async def agent(task: Task, ctx: Context) -> None:
             ctx.record_partial(["early"], completed="first")
             await ctx.call(hang)
@@ -403,7 +394,7 @@ class TestRetryAfter:
             1, lambda: TransientError("slow down", error_type="rate_limited", retry_after=1.5)
         )
 
-        @subagent(retry=policy(sleep))
+        @subagent(retry=fast_retry(sleep, attempts=4))
         async def agent(task: Task, ctx: Context) -> str:
             flaky()
             return "ok"
@@ -415,7 +406,7 @@ class TestRetryAfter:
         """retry-after: 3600 is not slept on; the envelope keeps retryAfter."""
         sleep = RecordingSleep()
 
-        @subagent(retry=policy(sleep, max_delay=5.0))
+        @subagent(retry=fast_retry(sleep, attempts=4, max_delay=5.0))
         async def agent(task: Task, ctx: Context) -> None:
             raise TransientError("overloaded", error_type="rate_limited", retry_after=3600)
 
@@ -431,7 +422,7 @@ class TestRetryAfter:
         """A wait that would pass the deadline is not started."""
         sleep = RecordingSleep()
 
-        @subagent(retry=policy(sleep, max_delay=60.0))
+        @subagent(retry=fast_retry(sleep, attempts=4, max_delay=60.0))
         async def agent(task: Task, ctx: Context) -> None:
             raise TransientError("later", error_type="rate_limited", retry_after=30)
 
@@ -448,7 +439,7 @@ class TestConcurrencyAndBudget:
         sleep = RecordingSleep()
         failures_left: dict[str, int] = {}
 
-        @subagent(retry=policy(sleep, max_attempts=5))
+        @subagent(retry=fast_retry(sleep, attempts=5))
         async def agent(task: Task, ctx: Context) -> int:
             left = failures_left[task.query]
             if left:
@@ -470,7 +461,7 @@ class TestConcurrencyAndBudget:
         sleep = RecordingSleep()
         attempts = 0
 
-        @subagent(retry=policy(sleep, max_attempts=5))
+        @subagent(retry=fast_retry(sleep, attempts=5))
         async def agent(task: Task, ctx: Context) -> None:
             nonlocal attempts
             attempts += 1
@@ -488,7 +479,7 @@ class TestConcurrencyAndBudget:
 
         unbudgeted = 0
 
-        @subagent(retry=policy(sleep, max_attempts=5))
+        @subagent(retry=fast_retry(sleep, attempts=5))
         async def reckless(task: Task, ctx: Context) -> None:
             nonlocal unbudgeted
             unbudgeted += 1
@@ -511,6 +502,8 @@ class TestLimitsAndDeadlines:
         first, second = await asyncio.gather(
             limited.run("a", deadline=0.2), limited.run("b", deadline=0.2)
         )
+        # A real clock: the slot frees after 30 s, so 5 s tells "cut at the deadline" apart
+        # from "waited for the slot" with ample room for a loaded machine.
         assert loop.time() - started < 5
         outcomes = sorted([first, second], key=lambda o: isinstance(o, ErrorEnvelope))
         assert isinstance(outcomes[0], Success)
@@ -525,7 +518,7 @@ class TestBudgetUnderConcurrency:
         release = asyncio.Event()
         failed_once: set[str] = set()
 
-        @subagent(retry=policy(sleep, max_attempts=2))
+        @subagent(retry=fast_retry(sleep, attempts=2))
         async def agent(task: Task, ctx: Context) -> str:
             if task.query.startswith("slow"):
                 await release.wait()

@@ -13,13 +13,12 @@ from agentmesh import (
     Context,
     Coordinator,
     PermissionDenied,
-    RetryPolicy,
     Task,
     configure_tracing,
     subagent,
     tool,
 )
-from agentmesh.testing import RecordingSleep
+from tests.retrying import fast_retry
 
 
 @pytest.fixture
@@ -53,7 +52,7 @@ class TestTracing:
 
         @subagent(
             name="docs",
-            retry=RetryPolicy(max_attempts=3, initial_delay=0.1, sleep=RecordingSleep()),
+            retry=fast_retry(),
         )
         async def docs(task: Task, ctx: Context) -> list[str]:
             if task.query == "secret":

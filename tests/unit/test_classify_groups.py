@@ -29,6 +29,7 @@ from agentmesh.classify import Classifier, default_classifier
 from agentmesh.envelope import PartialResults
 from agentmesh.errors import CallFailed, PermissionDenied
 from agentmesh.testing import FailTimes, RecordingSleep
+from tests.retrying import fast_retry
 
 
 def envelope_of(exc: BaseException, classifier: Classifier = default_classifier) -> ErrorEnvelope:
@@ -188,7 +189,7 @@ class TestExceptionGroups:
             flaky()
             return "page"
 
-        @subagent(retry=RetryPolicy(max_attempts=3, jitter="none", sleep=sleep))
+        @subagent(retry=fast_retry(sleep, attempts=3))
         async def docs(task: Task, ctx: Context) -> list[str]:
             async with asyncio.TaskGroup() as group:
                 pages = [group.create_task(fetch()) for _ in range(2)]
@@ -210,7 +211,7 @@ class TestExceptionGroups:
             calls()
             return query
 
-        @subagent(retry=RetryPolicy(max_attempts=2, jitter="none", sleep=sleep))
+        @subagent(retry=fast_retry(sleep, attempts=2))
         async def docs(task: Task, ctx: Context) -> None:
             async with asyncio.TaskGroup() as group:
                 group.create_task(ctx.call(search, query="a"))
@@ -278,7 +279,7 @@ class TestUnusableRetryAfter:
         """Subagent.run never raises for a NaN hint; the failure stays transient and retried."""
         sleep = RecordingSleep()
 
-        @subagent(retry=RetryPolicy(max_attempts=2, jitter="none", sleep=sleep))
+        @subagent(retry=fast_retry(sleep, attempts=2))
         async def docs(task: Task, ctx: Context) -> None:
             raise TransientError("busy", retry_after=math.nan)
 

@@ -203,6 +203,8 @@ class TestErrors:
                 await client.messages.create(**ASK)
         fake_messages_api.close()
 
+        # A real clock: the reply would take 30 s, so 2 s tells "not waited for" apart from
+        # "waited for", with room for a loaded machine (the timeout itself is 0.1 s).
         assert time.monotonic() - started < 2
 
     async def test_slow_reply_does_not_block_other_requests(
