@@ -356,7 +356,7 @@ class TestStrictMode:
     async def test_the_bug_keeps_its_own_cause_out_of_coordinator_run(self) -> None:
         """The exception the user raised `from` another reaches the caller with that cause."""
 
-        @subagent(name="buggy", retry=once())
+        @subagent(name="buggy", retry=fast_retry(attempts=1))
         async def buggy(task: Task, ctx: Context) -> None:
             try:
                 {}["missing"]

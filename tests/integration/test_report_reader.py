@@ -214,14 +214,14 @@ class TestPolicyRulingsAreNeverSilent:
             flaky()
             return f"order {order}"
 
-        @subagent(name="billing", policies=[refund_limit], retry=fast(sleep))
+        @subagent(name="billing", policies=[refund_limit], retry=fast_retry(sleep))
         async def billing(task: Task, ctx: Context) -> list[str]:
             found = [await ctx.call(lookup, order="A1")]
             with contextlib.suppress(ToolCallFailed):
                 found.append(await ctx.call(refund, order="A1", amount=900))
             return found
 
-        @subagent(name="lead", retry=fast(sleep))
+        @subagent(name="lead", retry=fast_retry(sleep))
         async def lead(task: Task, ctx: Context) -> list[str]:
             return [await ctx.call(billing.as_tool(), query=task.query)]
 
