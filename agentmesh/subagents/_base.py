@@ -115,8 +115,9 @@ class Subagent(abc.ABC):
 
         Args:
             task: the task, or a bare query string.
-            run_id: groups the tasks of one run (logs, stateful policies); the scope's,
-                or new, if None.
+            run_id: names the run in logs and checkpoints; the scope's, or new, if None.
+                Tasks share a run's memory (stateful policies, forbidden calls)
+                through `scope`, not through the id.
             task_id: identifies this task in logs; new if None.
             budget: the retry budget shared across the run; the scope's, or none, if None.
             deadline: seconds from now for everything this task does, waits included.
