@@ -59,7 +59,13 @@ import pydantic
 from agentmesh import _classify_sdk
 from agentmesh._logging import REDACTED, redact_text
 from agentmesh._mappers import Mapper, describe, text, timeout, unavailable
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, PolicyVerdict
+from agentmesh.envelope import (
+    ErrorCategory,
+    ErrorEnvelope,
+    ErrorType,
+    PartialResults,
+    PolicyVerdict,
+)
 from agentmesh.errors import (
     AgentError,
     CallFailed,
@@ -294,7 +300,7 @@ class Classifier:
         if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
             return any(self.may_have_taken_effect(leaf) for leaf in self._leaves(exc))
         # Cut in the middle, by a timeout or a stray cancellation: it may have acted.
-        return self.to_agent_error(exc).error_type in ("timeout", "cancelled")
+        return self.to_agent_error(exc).error_type in (ErrorType.TIMEOUT, ErrorType.CANCELLED)
 
     def classify(
         self,

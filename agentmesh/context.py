@@ -16,7 +16,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import pydantic
 import pydantic_core
@@ -32,13 +32,15 @@ from agentmesh.envelope import (
     MAX_PARTIAL_JSON_BYTES,
     ErrorCategory,
     ErrorEnvelope,
+    ErrorType,
     PartialResults,
     PolicyVerdict,
     Success,
 )
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import PolicyChain, ToolCallEvent, ToolResultEvent
-from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.retry import RetryPolicy
+from agentmesh.scope import RunScope
 from agentmesh.task import Task
 from agentmesh.tools import Tool
 
@@ -46,9 +48,6 @@ __all__ = ["Context", "PartialRecorder", "apply_verdict", "merge_partials"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_FORBIDDEN_CALLS: Final = "agentmesh.forbidden_calls"
-_NOT_IDEMPOTENT: Final = "not retried automatically"
 
 
 class PartialRecorder:
@@ -157,7 +156,7 @@ def apply_verdict(
         # A withheld result: the caller must not see the data the policy blocked.
         return ErrorEnvelope(
             error_category=ErrorCategory.PERMISSION,
-            error_type="policy_blocked",
+            error_type=ErrorType.POLICY_BLOCKED,
             is_retryable=False,
             message=f"result withheld by policy {verdict.policy}: {verdict.reason}",
             attempted_query=outcome.attempted_query,
@@ -180,6 +179,7 @@ class Context:
     """Everything a subagent's body needs for one task: tools, progress, time, identity.
 
     Created by `Subagent.run` (one per task run); subagents never build one themselves.
+    `scope` is the run's `RunScope`: what every task of the run shares.
     """
 
     def __init__(
@@ -187,12 +187,11 @@ class Context:
         *,
         task: Task,
         subagent: str,
-        run_id: str,
+        scope: RunScope,
         task_id: str,
         retry: RetryPolicy,
         policies: PolicyChain,
         classifier: Classifier,
-        budget: RetryBudget | None,
         deadline: float | None,
         state: dict[str, Any],
         log: Any,
@@ -201,12 +200,13 @@ class Context:
     ) -> None:
         self.task = task
         self.subagent = subagent
-        self.run_id = run_id
+        self.scope = scope
+        self.run_id = scope.run_id
         self.task_id = task_id
         self.retry = retry
         self.policies = policies
         self.classifier = classifier
-        self.budget = budget
+        self.budget = scope.budget
         self.deadline = deadline
         self.state = state
         self.log = log
@@ -226,6 +226,7 @@ class Context:
         self.store = store
         # Checkpoints of this task live under "<subagent>/<task id>" in the run.
         namespace = f"{subagent}/{task_id}"
+        run_id = scope.run_id
         self.ledger = None if store is None else ToolLedger(store, run_id, namespace, log)
         self._progress = (
             ProgressSaver(store, run_id, namespace, log)
@@ -405,10 +406,12 @@ class Context:
             run_id=self.run_id,
             task_id=self.task_id,
             state=self.state,
+            scope=self.scope,
         )
+        call_id = _call_id(tool.name, validated)
         denied = self.policies.before(event, log) if self.policies else None
         if denied is None:
-            denied = self._forbidden_calls().get(_call_id(tool.name, validated))
+            denied = self.scope.forbidden(call_id)
         if denied is not None:
             self._rule(denied, tool.name)
             raise self._failure(self._blocked(denied, attempted_query, source), log)
@@ -426,7 +429,7 @@ class Context:
 
         async def work(number: int) -> R:
             log.debug("tool_attempt", attempt=number)
-            async with asyncio.timeout_at(self.deadline), tool.limiter.slot():
+            async with asyncio.timeout_at(self.deadline), tool.limiter.slot(self.scope.rates):
                 data = await tool.invoke(validated, idempotency_key=key, ctx=self)
             if ledger is not None and call is not None:
                 await ledger.record(call, tool.name, validated, data)
@@ -464,7 +467,9 @@ class Context:
                 budget=self.budget,
                 deadline=self.deadline,
                 log=log,
-                adjust=lambda envelope, exc: self._unless_repeat_is_safe(tool, envelope, exc, key),
+                adjust=lambda envelope, exc: self._unless_repeat_is_safe(
+                    tool, call_id, envelope, exc, key
+                ),
                 review=review,
                 breaker=tool.breaker,
                 deposit=self.deposit_for_call,
@@ -474,37 +479,23 @@ class Context:
         if isinstance(outcome, Success):
             log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
-        self._remember_forbidden(tool, validated, outcome)
+        self._remember_forbidden(call_id, outcome)
         raise self._failure(outcome, log)
 
-    def _forbidden_calls(self) -> dict[str, PolicyVerdict]:
-        forbidden: dict[str, PolicyVerdict] = self.state.setdefault(_FORBIDDEN_CALLS, {})
-        return forbidden
-
-    def _remember_forbidden(
-        self, tool: Tool[Any, Any], validated: dict[str, Any], envelope: ErrorEnvelope
-    ) -> None:
-        """Make "no new attempt" hold for the rest of the run, whoever asks again.
+    def _remember_forbidden(self, call_id: str, envelope: ErrorEnvelope) -> None:
+        """Make a policy's "no new attempt" hold for the rest of the run, whoever asks again.
 
         A model that gets the envelope may simply call the same tool with the same
         arguments again; the local retry loop is not the only way a call gets repeated.
+        (An ambiguous failure of a non-idempotent tool is remembered where it is found,
+        in `_unless_repeat_is_safe`.)
         """
         verdict = envelope.policy
-        if verdict is not None and verdict.action == "deny" and envelope.attempts == 0:
+        if verdict is None:
+            return
+        if verdict.action == "deny" and envelope.attempts == 0:
             return  # a pre-tool deny: the same policy will deny it again by itself
-        if (
-            verdict is None
-            and not envelope.is_retryable
-            and _NOT_IDEMPOTENT in (envelope.details or "")
-        ):
-            verdict = PolicyVerdict(
-                action="forbid_retry",
-                reason=f"{tool.name} is not idempotent and an earlier identical call "
-                "may have taken effect",
-                policy="agentmesh.idempotency",
-            )
-        if verdict is not None:
-            self._forbidden_calls()[_call_id(tool.name, validated)] = verdict
+        self.scope.forbid(call_id, verdict)
 
     async def _replay(
         self,
@@ -529,29 +520,47 @@ class Context:
         return replayed
 
     def _unless_repeat_is_safe(
-        self, tool: Tool[Any, Any], envelope: ErrorEnvelope, exc: BaseException, key: str | None
+        self,
+        tool: Tool[Any, Any],
+        call_id: str,
+        envelope: ErrorEnvelope,
+        exc: BaseException,
+        key: str | None,
     ) -> ErrorEnvelope:
-        """Not retryable when a non-idempotent tool's failure may already have taken effect."""
-        if (
+        """Not retryable when a non-idempotent tool's failure may already have taken effect.
+
+        The call is then forbidden for the rest of the run, here where the ambiguity is
+        known (a post-tool policy's verdict on the same call, if any, replaces it).
+        """
+        if not (
             envelope.is_retryable
             and not tool.idempotent
             and key is None
             and self.classifier.may_have_taken_effect(exc)
         ):
-            note = (
-                f"{_NOT_IDEMPOTENT}: {tool.name} is not idempotent and this failure "
-                "may have taken effect (declare idempotent=True or accept an idempotency_key)"
-            )
-            details = f"{envelope.details}; {note}" if envelope.details else note
-            envelope = envelope.model_copy(update={"is_retryable": False, "details": details})
-        return envelope
+            return envelope
+        note = (
+            f"not retried automatically: {tool.name} is not idempotent and this failure "
+            "may have taken effect (declare idempotent=True or accept an idempotency_key)"
+        )
+        details = f"{envelope.details}; {note}" if envelope.details else note
+        self.scope.forbid(
+            call_id,
+            PolicyVerdict(
+                action="forbid_retry",
+                reason=f"{tool.name} is not idempotent and an earlier identical call "
+                "may have taken effect",
+                policy="agentmesh.idempotency",
+            ),
+        )
+        return envelope.model_copy(update={"is_retryable": False, "details": details})
 
     def _invalid(
         self, tool: Tool[Any, Any], arguments: dict[str, Any], source: str, reason: str
     ) -> ErrorEnvelope:
         return ErrorEnvelope(
             error_category=ErrorCategory.VALIDATION,
-            error_type="invalid_input",
+            error_type=ErrorType.INVALID_INPUT,
             is_retryable=False,
             message=f"invalid arguments for {tool.name}: {reason}",
             attempted_query={"tool": tool.name, "arguments": recorded(arguments)},
@@ -564,7 +573,7 @@ class Context:
     ) -> ErrorEnvelope:
         return ErrorEnvelope(
             error_category=ErrorCategory.PERMISSION,
-            error_type="policy_blocked",
+            error_type=ErrorType.POLICY_BLOCKED,
             is_retryable=False,
             message=f"call denied by policy {verdict.policy}: {verdict.reason}",
             attempted_query=attempted_query,

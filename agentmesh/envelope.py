@@ -31,6 +31,7 @@ from agentmesh._limits import recorded
 __all__ = [
     "ErrorCategory",
     "ErrorEnvelope",
+    "ErrorType",
     "Outcome",
     "PartialResults",
     "PolicyVerdict",
@@ -66,6 +67,21 @@ class ErrorCategory(enum.StrEnum):
     def retryable_by_default(self) -> bool:
         """Only transient failures can succeed when tried again unchanged."""
         return self is ErrorCategory.TRANSIENT
+
+
+class ErrorType(enum.StrEnum):
+    """The error types the framework itself gives and decides on.
+
+    `errorType` stays an open set of strings on the wire (a tool or an SDK mapping may
+    name its own); these are the ones agentmesh's own control flow compares against.
+    """
+
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    UNAVAILABLE = "unavailable"
+    POLICY_BLOCKED = "policy_blocked"
+    INVALID_INPUT = "invalid_input"
+    TOOL_NOT_CALLED = "tool_not_called"
 
 
 class _Wire(BaseModel):

@@ -37,29 +37,29 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from agentmesh.errors import UsageError
 
-__all__ = ["Limiter", "RateLimitSpec"]
+__all__ = ["Limiter", "RateLimitSpec", "RateReservations"]
 
 RateLimitSpec: TypeAlias = tuple[int, float]
 """``(n, per_seconds)``: at most n starts in any window of `per_seconds` seconds."""
 
-RateAuthority: TypeAlias = Callable[[str, int, float], Awaitable[float | None]]
-"""``authority(name, n, per_seconds)``: reserve the next start of a rate limit counted
-outside this process, and return the seconds to wait until it; None when it cannot, and
-the start is counted here after all."""
 
-# Set by an executor whose limiters must count starts across processes (RayExecutor's
-# workers: the run-state actor keeps one rate log per limiter for all of them), for the
-# tasks that run in that context only.
-RATE_AUTHORITY: ContextVar[RateAuthority | None] = ContextVar(
-    "agentmesh.rate_authority", default=None
-)
+class RateReservations(Protocol):
+    """Counts the starts of rate limits outside this process (e.g. for a whole cluster)."""
+
+    async def reserve_start(self, name: str, n: int, per_seconds: float) -> float | None:
+        """Reserve the next start of limiter `name`'s `(n, per_seconds)` limit.
+
+        Returns the seconds to wait until it; None when it cannot, and the start is
+        counted in this process after all.
+        """
+        ...
+
 
 # One shared instance: entering a nullcontext costs two method calls, which is what the
 # unlimited hot path (most tools) should pay.
@@ -161,8 +161,13 @@ class Limiter:
         """True when there is neither a rate limit nor a concurrency limit."""
         return self._rate_limit is None and self._max_concurrency is None
 
-    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+    def slot(
+        self, rates: RateReservations | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """Wait for a concurrency slot and a rate slot; hold the concurrency slot inside.
+
+        `rates` (the run scope's, `ctx.scope.rates`) reserves the rate slot when the
+        starts are counted outside this process; by default they are counted here.
 
         The concurrency slot is released on exit, also on an exception or cancellation.
         A task cancelled while waiting takes nothing: neither slot, nor a start in the
@@ -173,28 +178,27 @@ class Limiter:
         """
         if self._rate_limit is None and self._max_concurrency is None:
             return _NO_LIMIT
-        return self._limited_slot()
+        return self._limited_slot(rates)
 
     @contextlib.asynccontextmanager
-    async def _limited_slot(self) -> AsyncIterator[None]:
+    async def _limited_slot(self, rates: RateReservations | None) -> AsyncIterator[None]:
         state = self._loop_state()
         if state.semaphore is None:
-            await self._start(state)
+            await self._start(state, rates)
             yield
             return
         async with state.semaphore:
-            await self._start(state)
+            await self._start(state, rates)
             yield
 
-    async def _start(self, state: _LoopState) -> None:
+    async def _start(self, state: _LoopState, rates: RateReservations | None) -> None:
         """Take a rate slot (a no-op without a rate limit), waiting FIFO behind the gate."""
         start_log = self._start_log
         if state.gate is None or start_log is None:
             return
-        authority = RATE_AUTHORITY.get()
-        if authority is not None:
+        if rates is not None:
             # Reservations are handed out in order elsewhere: no gate, no polling here.
-            delay = await authority(self._name, start_log.n, start_log.period)
+            delay = await rates.reserve_start(self._name, start_log.n, start_log.period)
             if delay is not None:
                 if delay > 0:
                     await asyncio.sleep(delay)

@@ -40,6 +40,7 @@ from agentmesh.envelope import (
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
+from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
@@ -455,6 +456,7 @@ class Coordinator:
                 budget=run.budget,
                 state=run.state,
                 store=self.store,
+                scope=run.scope,
             )
             try:
                 # The executor is trusted to honour `dispatch.deadline`, but not blindly: a
@@ -516,6 +518,11 @@ class _Run:
     slots: asyncio.Semaphore
     log: Any
     state: dict[str, Any] = field(default_factory=dict)
+    scope: RunScope = field(init=False)
+
+    def __post_init__(self) -> None:
+        # One scope per run: what all of its tasks share (see `agentmesh.scope`).
+        self.scope = RunScope(self.run_id, budget=self.budget)
 
     def remaining(self) -> float | None:
         if self.at is None:

@@ -14,6 +14,7 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.envelope import Outcome
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
+from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
@@ -22,7 +23,13 @@ __all__ = ["Dispatch", "Executor", "LocalExecutor"]
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """How to run one task: its identity in the run, its time, and the run's shared parts."""
+    """How to run one task: its identity in the run, its time, and the run's shared parts.
+
+    `scope` is the run's `RunScope` (the coordinator's, one per run; `run_id` and
+    `budget` are its own); without one, the task gets a scope of its own. An executor
+    passes it on to `Subagent.run(scope=...)`, or builds one with the same interface
+    where the task runs (as the Ray executor does) and merges back what the task wrote.
+    """
 
     run_id: str
     task_id: str
@@ -31,6 +38,7 @@ class Dispatch:
     budget: RetryBudget | None = None
     state: dict[str, Any] = field(default_factory=dict)
     store: CheckpointStore | None = None
+    scope: RunScope | None = None
 
 
 class Executor(Protocol):
@@ -52,4 +60,5 @@ class LocalExecutor:
             policies=dispatch.policies,
             state=dispatch.state,
             store=dispatch.store,
+            scope=dispatch.scope,
         )

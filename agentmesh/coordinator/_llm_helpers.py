@@ -26,7 +26,7 @@ from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._decisions import RecordGap
 from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import UsageError
 from agentmesh.models import Model, ModelResponse
 from agentmesh.retry import RetryPolicy
@@ -91,7 +91,7 @@ async def _forced_call(
         return call.input
     return ErrorEnvelope(
         error_category=ErrorCategory.OTHER,
-        error_type=_TOOL_NOT_CALLED,
+        error_type=ErrorType.TOOL_NOT_CALLED,
         is_retryable=False,
         message=_what_instead(outcome, name),
         attempted_query=attempted_query,
@@ -99,9 +99,6 @@ async def _forced_call(
         attempts=attempted.attempts,
         details=_short(outcome.text) or None,
     )
-
-
-_TOOL_NOT_CALLED = "tool_not_called"
 
 
 def _what_instead(response: ModelResponse, name: str) -> str:
@@ -116,7 +113,7 @@ def _what_instead(response: ModelResponse, name: str) -> str:
 
 def _failure(envelope: ErrorEnvelope) -> str:
     """How a failed helper call reads in a log, a gap's reason or a report note."""
-    if envelope.error_type == _TOOL_NOT_CALLED:
+    if envelope.error_type == ErrorType.TOOL_NOT_CALLED:
         return envelope.message  # says what the model did wrong already
     return (
         f"the model call failed ({envelope.error_category.value} {envelope.error_type}: "

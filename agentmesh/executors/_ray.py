@@ -23,7 +23,9 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   shared file system); a `MemoryStore` is refused, since the memory of this process is
   not storage that workers share.
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
-  retry budget, leased in batches; stateful policies' state; the in-run ledger.
+  worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
+  calls and policy memory, the in-run ledger and the rate-limit starts; the user's
+  state is shared there too.
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class RayExecutor:
 
     async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome:
         """Run `subagent` on `task` as a Ray task and return its outcome."""
-        from agentmesh.executors._ray_worker import LOCAL_ONLY, Spec, apply_ops
+        from agentmesh.executors._ray_worker import Spec, apply_ops
 
         deadline_at = None if dispatch.deadline is None else time.time() + dispatch.deadline
         self.connect()
@@ -233,6 +235,7 @@ class RayExecutor:
         if dispatch.store is not None:
             store_box = self._ship(dispatch.store, f"store {dispatch.store!r}", check=_check_shared)
         budget = dispatch.budget
+        scope = dispatch.scope
         spec = Spec(
             subagent=subagent_box,
             policies=policies_box,
@@ -244,7 +247,8 @@ class RayExecutor:
             deadline_at=deadline_at,
             budget=None if budget is None else (budget.ratio, budget.reserve),
             budget_batch=self.budget_batch,
-            state={k: v for k, v in dispatch.state.items() if k not in LOCAL_ONLY},
+            state=dict(dispatch.state),
+            shared={} if scope is None else dict(scope.shared),
             state_refresh=self.state_refresh,
             actor=(self._actor_name, _NAMESPACE),
         )
@@ -262,14 +266,16 @@ class RayExecutor:
             if not timeout.expired():
                 raise
             await self._stop(ref, force=True)
-            partials, _ = await self._take(spec)
+            partials, _, _ = await self._take(spec)
             return _cut(subagent, task, dispatch.deadline, partials)
         except Exception as exc:
             if not _lost(exc):
                 raise _cause(exc) from None
-            partials, state = await self._take(spec)
+            partials, state, shared = await self._take(spec)
             # What the lost task wrote reached the actor, not this process: merge it in.
             apply_ops(dispatch.state, _as_defaults(state))
+            if scope is not None:
+                apply_ops(scope.shared, _as_defaults(shared))
             self._log.warning(
                 "ray_task_lost",
                 run_id=spec.run_id,
@@ -289,6 +295,8 @@ class RayExecutor:
                 self._settle(spec.run_id, (budget.ratio, budget.reserve), deposits, unused, denied)
         if result["state"]:
             apply_ops(dispatch.state, result["state"])
+        if result["shared"] and scope is not None:
+            apply_ops(scope.shared, result["shared"])
         return _OUTCOME.validate_python(result["outcome"])
 
     # -- helpers -------------------------------------------------------------------------
@@ -366,16 +374,18 @@ class RayExecutor:
             ray.cancel(ref, force=True)
             raise
 
-    async def _take(self, spec: Any) -> tuple[PartialResults | None, dict[str, Any]]:
-        """A lost task's recorded progress and the run's state, from the actor."""
+    async def _take(
+        self, spec: Any
+    ) -> tuple[PartialResults | None, dict[str, Any], dict[str, Any]]:
+        """A lost task's recorded progress, the run's state and its scope's, from the actor."""
         try:
-            taken: tuple[PartialResults | None, dict[str, Any]] = await asyncio.wait_for(
-                self._actor.take.remote(spec.run_id, spec.call), _KILL_WAIT
-            )
+            taken: tuple[
+                PartialResults | None, dict[str, Any], dict[str, Any]
+            ] = await asyncio.wait_for(self._actor.take.remote(spec.run_id, spec.call), _KILL_WAIT)
         except Exception as exc:
             # The actor went down with its node: the progress went with it.
             self._log.warning("ray_partials_lost", run_id=spec.run_id, error=repr(exc))
-            return None, {}
+            return None, {}, {}
         return taken
 
     def __repr__(self) -> str:

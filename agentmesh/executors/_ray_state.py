@@ -2,12 +2,12 @@
 
 One small actor per `RayExecutor` keeps, per run: the retry budget (handed out to
 workers in leases, so a retry costs a round trip only when a worker's lease is empty),
-the stateful policies' shared state, the in-run ledger of completed non-idempotent
-calls, and the partial results each running task has recorded (so a worker that dies
-mid-task still hands its progress to the driver). And, for all runs, the rate log of
-every rate-limited tool or subagent, so a limit holds for the cluster, not per worker.
-It runs on no CPU of its own (`num_cpus=0`) and does nothing but small dictionary
-updates.
+the user's state and the run scope's forbidden calls and policy memory, the in-run
+ledger of completed non-idempotent calls, and the partial results each running task
+has recorded (so a worker that dies mid-task still hands its progress to the driver).
+And, for all runs, the rate log of every rate-limited tool or subagent, so a limit
+holds for the cluster, not per worker. It runs on no CPU of its own (`num_cpus=0`) and
+does nothing but small dictionary updates.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class _Budget:
 class _RunState:
     budget: _Budget | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)  # the run scope's
     version: int = 0
     partials: dict[str, PartialResults] = field(default_factory=dict)
     rows: dict[tuple[str, str, str], tuple[Any, ...]] = field(default_factory=dict)
@@ -102,10 +103,12 @@ class StateActor:
     def forget(self, run_id: str, call: str) -> None:
         self._run(run_id).partials.pop(call, None)
 
-    def take(self, run_id: str, call: str) -> tuple[PartialResults | None, dict[str, Any]]:
-        """A lost task's last recorded progress, and the run's shared state."""
+    def take(
+        self, run_id: str, call: str
+    ) -> tuple[PartialResults | None, dict[str, Any], dict[str, Any]]:
+        """A lost task's last recorded progress, the run's state and its scope's dict."""
         run = self._run(run_id)
-        return run.partials.pop(call, None), run.state
+        return run.partials.pop(call, None), run.state, run.shared
 
     # -- rate limits --------------------------------------------------------------------
 
@@ -162,16 +165,22 @@ class StateActor:
 
     # -- stateful policies ------------------------------------------------------------
 
-    def write(self, run_id: str, ops: list[Op]) -> None:
+    def write(self, run_id: str, ops: list[Op], space: str = "state") -> None:
+        """Apply writes to the run's state, or (`space="scope"`) to its scope's dict."""
         run = self._run(run_id)
+        target = run.shared if space == "scope" else run.state
         for op in ops:
-            apply_op(run.state, op)
+            apply_op(target, op)
         run.version += len(ops)
 
-    def state_since(self, run_id: str, version: int) -> tuple[int, dict[str, Any] | None]:
-        """The run's state if it changed since `version`, with the new version."""
+    def state_since(
+        self, run_id: str, version: int
+    ) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
+        """The run's state and scope dict if they changed since `version`, and the version."""
         run = self._run(run_id)
-        return run.version, (run.state if run.version != version else None)
+        if run.version == version:
+            return run.version, None, None
+        return run.version, run.state, run.shared
 
     # -- the in-run ledger (rows as `StoreBase` keeps them) ----------------------------
 

@@ -1,9 +1,10 @@
 """What runs inside a Ray worker: one (subagent, task) to its outcome's wire form.
 
 The worker runs `Subagent.run` exactly as the local executor does, on its own event
-loop, with three stand-ins that make the run's shared parts cluster-wide: a retry budget
-leased from the run-state actor, a state dict whose writes reach the actor (and come
-back to the driver with the result), and a ledger kept in the actor. Every
+loop, in a `RunScope` whose parts are cluster-wide: a retry budget leased from the
+run-state actor, forbidden calls and policy memory whose writes reach the actor (and
+come back to the driver with the result), a ledger kept in the actor, and rate-limit
+starts reserved with it. The user's state dict is shared the same way. Every
 `ctx.record_partial` is acknowledged by the actor before it returns, so the progress a
 task recorded survives the worker being killed the next instant.
 """
@@ -17,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import ray
 
@@ -29,15 +30,14 @@ from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
+from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
-from agentmesh.subagents._base import _RUN_MEMORY
 from agentmesh.task import Task
-from agentmesh.throttle import RATE_AUTHORITY
 
-__all__ = ["LOCAL_ONLY", "Shipment", "Spec", "run_task", "wire"]
+__all__ = ["Shipment", "Spec", "run_task", "wire"]
 
-# State keys that never leave the process: the in-run ledger is replaced by the actor's.
-LOCAL_ONLY: Final = frozenset({_RUN_MEMORY})
+Space = Literal["state", "scope"]
+"""Which of a run's shared dicts a write goes to: the user's state or the scope's."""
 
 # How long a worker waits for the actor to acknowledge a partial result or a lease.
 _ACTOR_TIMEOUT: Final = 30.0
@@ -74,6 +74,7 @@ class Spec:
     budget: tuple[float, float] | None  # (ratio, reserve); (0, inf) means unlimited
     budget_batch: int
     state: dict[str, Any]
+    shared: dict[str, Any]  # the run scope's forbidden calls and policy memory
     state_refresh: float
     actor: tuple[str, str]  # (name, namespace)
 
@@ -96,25 +97,26 @@ def run_task(spec: Spec) -> dict[str, Any]:
     task = spec.task
     link = _Link(_actor(spec.actor), spec)
     state = SharedState(spec.state, link)
-    dict.__setitem__(state, _RUN_MEMORY, _ActorStore(link))
+    shared = SharedState(spec.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
+    scope = RunScope(
+        spec.run_id, budget=budget, ledger_store=_ActorStore(link), rates=link, shared=shared
+    )
     deadline = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
     async def main() -> Outcome:
-        RATE_AUTHORITY.set(link.rate_start)  # this task's context only
         refresher = None
         if spec.state_refresh > 0:
-            refresher = asyncio.create_task(state.refresh_every(spec.state_refresh))
+            refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
         try:
             return await _tapped(subagent, link).run(
                 task,
-                run_id=spec.run_id,
                 task_id=spec.task_id,
-                budget=budget,
                 deadline=deadline,
                 policies=policies,
                 state=state,
                 store=store,
+                scope=scope,
             )
         finally:
             if refresher is not None:
@@ -129,7 +131,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         # The driver settles with the actor for many tasks at once: first attempts not
         # deposited yet and tokens leased but not used go back in one call, not one each.
         counts = (budget.first_attempts, budget.retries, budget.denied, *_unsettled(budget))
-    return {"outcome": wire(outcome), "budget": counts, "state": state.ops}
+    return {"outcome": wire(outcome), "budget": counts, "state": state.ops, "shared": shared.ops}
 
 
 def _unsettled(budget: RetryBudget) -> tuple[int, int]:
@@ -190,9 +192,10 @@ class _Link:
                 self.warned = True
                 self.log.warning("partials_not_shared", error=f"{type(exc).__name__}: {exc}")
 
-    async def rate_start(self, name: str, n: int, per: float) -> float | None:
+    async def reserve_start(self, name: str, n: int, per_seconds: float) -> float | None:
+        """The scope's rate reservations: the actor counts every worker's starts."""
         try:
-            delay: float = await self.actor.rate_start.remote(name, n, per)
+            delay: float = await self.actor.rate_start.remote(name, n, per_seconds)
         except Exception as exc:
             # The actor is gone: the limit still holds in this worker, if not beyond it.
             if not self.warned:
@@ -201,12 +204,44 @@ class _Link:
             return None
         return delay
 
-    def write(self, op: Op) -> None:
-        self.actor.write.remote(self.spec.run_id, [op])
+    def write(self, op: Op, space: Space = "state") -> None:
+        self.actor.write.remote(self.spec.run_id, [op], space)
 
     def done(self) -> None:
         if self.recorded:
             self.actor.forget.remote(self.spec.run_id, self.spec.call)
+
+
+class _Writes:
+    """The link as one space's writer: a `SharedState` of the scope writes there."""
+
+    __slots__ = ("link", "space")
+
+    def __init__(self, link: _Link, space: Space) -> None:
+        self.link = link
+        self.space = space
+
+    def write(self, op: Op) -> None:
+        self.link.write(op, self.space)
+
+
+async def _refresh_every(
+    interval: float, link: _Link, state: SharedState, shared: SharedState
+) -> None:
+    """Merge in what other workers of the run wrote, every `interval` seconds."""
+    version = 0
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            version, state_now, shared_now = await link.actor.state_since.remote(
+                link.spec.run_id, version
+            )
+        except Exception:  # the actor is gone: keep what we know
+            return
+        if state_now is not None:
+            state.merge(state_now)
+        if shared_now is not None:
+            shared.merge(shared_now)
 
 
 def _tapped(subagent: Subagent, link: _Link) -> Subagent:
@@ -296,19 +331,20 @@ class LeasedBudget(RetryBudget):
 
 
 class SharedState(dict[str, Any]):
-    """The run's policy state in a worker: writes go to the actor and back to the driver.
+    """A run's shared dict in a worker: writes go to the actor and back to the driver.
 
-    Covers what stateful policies do with `event.state`: set or delete a key, and set or
-    delete an item of a dict stored under a key (`state.setdefault(k, {})[item] = v`).
-    Other workers' writes arrive every `state_refresh` seconds while the task runs.
+    Used for the user's state and for the run scope's forbidden calls and policy memory.
+    Covers what stateful policies do with `event.state` or their memory: set or delete a
+    key, and set or delete an item of a dict stored under a key
+    (`state.setdefault(k, {})[item] = v`). Other workers' writes arrive every
+    `state_refresh` seconds while the task runs.
     """
 
-    def __init__(self, snapshot: dict[str, Any], link: _Link) -> None:
+    def __init__(self, snapshot: dict[str, Any], link: _Link | _Writes) -> None:
         super().__init__()
         self._link = link
         self.ops: list[Op] = []
-        self.version = 0
-        self._merge(snapshot)
+        self.merge(snapshot)
 
     def _wrap(self, key: str, value: Any) -> Any:
         return _SharedMap(self, key, value) if type(value) is dict else value
@@ -319,14 +355,13 @@ class SharedState(dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(key, self._wrap(key, value))
-        if key not in LOCAL_ONLY:
-            self.emit(("set", key, dict(value) if isinstance(value, dict) else value))
+        self.emit(("set", key, dict(value) if isinstance(value, dict) else value))
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self:
             super().__setitem__(key, self._wrap(key, default))
             # An empty default needs no write: an item set in it creates it everywhere.
-            if key not in LOCAL_ONLY and not (type(default) is dict and not default):
+            if not (type(default) is dict and not default):
                 # Not a "set": another worker may have filled the key meanwhile.
                 self.emit(("default", key, dict(default) if isinstance(default, dict) else default))
         return self[key]
@@ -346,26 +381,14 @@ class SharedState(dict[str, Any]):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
-    def _merge(self, snapshot: dict[str, Any]) -> None:
+    def merge(self, snapshot: dict[str, Any]) -> None:
+        """Take in another copy's keys and items (those of dicts under a key are added)."""
         for key, value in snapshot.items():
             current = self.get(key)
             if isinstance(current, _SharedMap) and isinstance(value, dict):
                 dict.update(current, value)
             else:
                 dict.__setitem__(self, key, self._wrap(key, value))
-
-    async def refresh_every(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                version, snapshot = await self._link.actor.state_since.remote(
-                    self._link.spec.run_id, self.version
-                )
-            except Exception:  # the actor is gone: keep what we know
-                return
-            self.version = version
-            if snapshot is not None:
-                self._merge(snapshot)
 
 
 class _SharedMap(dict[Any, Any]):

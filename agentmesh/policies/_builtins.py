@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agentmesh.envelope import ErrorType
 from agentmesh.policies._core import (
     CategorySelector,
     Decision,
@@ -60,14 +61,13 @@ class _DenyAfterPermissionError(ToolPolicy):
     """Once a tool answers with a permission error, deny it for the rest of the run."""
 
     __slots__ = ("match", "name")
-    _STATE_KEY = "agentmesh.denied_after_permission_error"
 
     def __init__(self, match: Match) -> None:
         self.match = match
         self.name = "deny_after_permission_error"
 
     def before(self, event: ToolCallEvent) -> Decision | None:
-        denied: dict[str, str] = event.state.get(self._STATE_KEY, {})
+        denied: dict[str, str] = event.scope.memory_for(self)
         if event.tool in denied:
             return Decision.deny(
                 f"{event.tool} refused permission earlier in this run: {denied[event.tool]}"
@@ -78,11 +78,11 @@ class _DenyAfterPermissionError(ToolPolicy):
         envelope = event.envelope
         if (
             envelope is None
-            or envelope.error_type == "policy_blocked"
+            or envelope.error_type == ErrorType.POLICY_BLOCKED
             or not self.match.result(event)
         ):
             return None
-        event.state.setdefault(self._STATE_KEY, {})[event.tool] = envelope.message
+        event.scope.memory_for(self)[event.tool] = envelope.message
         return Decision.forbid_retry(f"{event.tool} refused permission; not retried in this run")
 
 

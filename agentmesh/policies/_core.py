@@ -5,11 +5,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, get_args, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args, overload
 
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 from agentmesh.tools import Impact, Tool
+
+if TYPE_CHECKING:
+    from agentmesh.scope import RunScope
 
 __all__ = [
     "Decision",
@@ -60,8 +63,10 @@ class Decision:
 class ToolCallEvent:
     """What a pre-tool-use policy sees: the call about to be made.
 
-    `state` is a dict shared by every call of one run (and only that run): where stateful
-    policies keep what they learned.
+    `state` is the user's dict of the run, shared by every call of it (and only that
+    run); the framework keeps nothing in it. `scope` is the run's `RunScope`: a stateful
+    policy keeps what it learned in `event.scope.memory_for(self)`, one mapping per
+    policy name and run.
     """
 
     tool: str
@@ -72,6 +77,7 @@ class ToolCallEvent:
     run_id: str
     task_id: str
     state: dict[str, Any] = field(repr=False, compare=False)
+    scope: RunScope = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +96,8 @@ class ToolPolicy:
     """A deterministic rule in the tool path; override `before` and/or `after`.
 
     Both return a `Decision` or None (no opinion). Policies are plain, synchronous and
-    side-effect free apart from `event.state`: they must hold 100% of the time, so they
-    do not wait on anything that could fail.
+    side-effect free apart from `event.state` and their memory in `event.scope`: they
+    must hold 100% of the time, so they do not wait on anything that could fail.
     """
 
     name: str = "policy"

@@ -35,8 +35,7 @@ def subagent_tool(
     async def run_subagent(query: str, ctx: Context) -> Any:
         outcome = await subagent.run(
             Task(query=query, topic=ctx.task.topic),
-            run_id=ctx.run_id,
-            budget=ctx.budget,
+            scope=ctx.scope,
             deadline=ctx.remaining(),
             # The caller's rules (the coordinator's among them) hold for the nested run.
             policies=ctx.policies.policies,

@@ -13,13 +13,14 @@ from agentmesh._limits import recorded
 from agentmesh._logging import get_logger
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.checkpoints._ledger import task_key
-from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
+from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.context import Context, merge_partials
-from agentmesh.envelope import ErrorEnvelope, Outcome, Success
+from agentmesh.envelope import ErrorEnvelope, ErrorType, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.policies import PolicyChain, ToolPolicy
 from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.scope import RunScope
 from agentmesh.subagents._as_tool import subagent_tool
 from agentmesh.task import Task
 from agentmesh.throttle import Limiter, RateLimitSpec
@@ -28,19 +29,6 @@ from agentmesh.tools import Impact, Tool
 __all__ = ["Subagent"]
 
 DEFAULT_RETRY = RetryPolicy()
-_RUN_MEMORY = "agentmesh.run_memory"
-
-
-def _run_memory(state: dict[str, Any]) -> CheckpointStore:
-    """The run's in-memory ledger, when the caller gave no durable store.
-
-    Even without checkpoints, a completed non-idempotent call is not made again within
-    the run: not by the subagent's own retry, not by a coordinator's second round.
-    """
-    memory: CheckpointStore | None = state.get(_RUN_MEMORY)
-    if memory is None:  # not setdefault: that would build a store per task to discard it
-        memory = state[_RUN_MEMORY] = MemoryStore()
-    return memory
 
 
 class Subagent(abc.ABC):
@@ -121,22 +109,29 @@ class Subagent(abc.ABC):
         policies: Sequence[ToolPolicy] = (),
         state: dict[str, Any] | None = None,
         store: CheckpointStore | None = None,
+        scope: RunScope | None = None,
     ) -> Outcome:
         """Run `task` with local retries and return its one outcome.
 
         Args:
             task: the task, or a bare query string.
-            run_id: groups the tasks of one run (logs, stateful policies); new if None.
+            run_id: names the run in logs and checkpoints; the scope's, or new, if None.
+                Tasks share a run's memory (stateful policies, forbidden calls)
+                through `scope`, not through the id.
             task_id: identifies this task in logs; new if None.
-            budget: the retry budget shared across the run; none by default.
+            budget: the retry budget shared across the run; the scope's, or none, if None.
             deadline: seconds from now for everything this task does, waits included.
             policies: more policies (e.g. the coordinator's), applied before this
                 subagent's own.
-            state: the run's shared policy state; a fresh one if None.
+            state: the user's dict of the run, shared by its policies (`event.state`);
+                a fresh one if None. The framework keeps nothing in it.
             store: checkpoints of the run: completed non-idempotent tool calls are
                 recorded there and not repeated when the same run and task run again
                 (and, with `checkpoint=True`, the partial results). Without a task id,
-                one is derived from the task's content.
+                one is derived from the task's content. Without a store, the scope's
+                in-run ledger still keeps such a call from being made twice in the run.
+            scope: the `RunScope` of the run this task belongs to (a coordinator passes
+                its own); a new one, from `run_id` and `budget`, if None.
         """
         if isinstance(task, str):
             task = Task(query=task)
@@ -146,7 +141,8 @@ class Subagent(abc.ABC):
             raise UsageError(f"{self.name}.run(deadline=) must be >= 0 seconds, got {deadline!r}")
         loop = asyncio.get_running_loop()
         at = None if deadline is None else loop.time() + deadline
-        run_id = run_id or uuid.uuid4().hex[:12]
+        scope = self._scope(scope, run_id, budget)
+        run_id = scope.run_id
         # Resuming needs the same task id in every process: derive it when none is given.
         task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
         state = {} if state is None else state
@@ -154,16 +150,15 @@ class Subagent(abc.ABC):
         ctx = Context(
             task=task,
             subagent=self.name,
-            run_id=run_id,
+            scope=scope,
             task_id=task_id,
             retry=self.retry,
             policies=PolicyChain((*policies, *self.policies)),
             classifier=self.classifier,
-            budget=budget,
             deadline=at,
             state=state,
             log=log,
-            store=store if store is not None else _run_memory(state),
+            store=store if store is not None else scope.ledger_store,
             checkpoint=self.checkpoint and store is not None,
         )
         checkpointing = ctx.checkpointing
@@ -178,11 +173,11 @@ class Subagent(abc.ABC):
             log.debug("subagent_attempt", attempt=number)
             if not bounded:
                 return await self.handle(task, ctx)
-            async with asyncio.timeout_at(at), self.limiter.slot():
+            async with asyncio.timeout_at(at), self.limiter.slot(scope.rates):
                 return await self.handle(task, ctx)
 
         def at_deadline(envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
-            if at is None or loop.time() < at or envelope.error_type != "timeout":
+            if at is None or loop.time() < at or envelope.error_type != ErrorType.TIMEOUT:
                 return envelope
             message = f"cut at the deadline ({deadline:g}s): {envelope.message}"
             return envelope.model_copy(update={"message": message})
@@ -194,7 +189,7 @@ class Subagent(abc.ABC):
                 classifier=self.classifier,
                 source=self.name,
                 attempted_query=recorded(task.query),
-                budget=budget,
+                budget=scope.budget,
                 deadline=at,
                 log=log,
                 adjust=at_deadline,
@@ -231,6 +226,26 @@ class Subagent(abc.ABC):
             attempts=outcome.attempts,
         )
         return outcome
+
+    def _scope(
+        self, scope: RunScope | None, run_id: str | None, budget: RetryBudget | None
+    ) -> RunScope:
+        """The run's scope: the one given (which `run_id` and `budget` must agree with)."""
+        if scope is None:
+            return RunScope(run_id, budget=budget)
+        if not isinstance(scope, RunScope):
+            raise UsageError(f"{self.name}.run(scope=) takes a RunScope, got {scope!r}")
+        if run_id is not None and run_id != scope.run_id:
+            raise UsageError(
+                f"{self.name}.run(run_id={run_id!r}) differs from the scope's run "
+                f"{scope.run_id!r}; give one of them"
+            )
+        if budget is not None and budget is not scope.budget:
+            raise UsageError(
+                f"{self.name}.run(budget=) is not the scope's retry budget; give the "
+                "budget to the RunScope"
+            )
+        return scope
 
     def _complete(self, envelope: ErrorEnvelope, ctx: Context) -> ErrorEnvelope:
         """Add what the subagent knows: its progress and its alternatives."""

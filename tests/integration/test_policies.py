@@ -31,6 +31,7 @@ from agentmesh.policies import (
     post_tool_use,
     pre_tool_use,
 )
+from agentmesh.scope import RunScope
 from agentmesh.testing import RecordingSleep
 from tests.retrying import fast_retry
 
@@ -235,8 +236,10 @@ class TestPostToolUse:
         async def agent(task: Task, ctx: Context) -> str:
             return await ctx.call(admin_api, op=task.query)
 
-        first = await agent.run("list", run_id="r1", state=state)
-        second = await agent.run("delete", run_id="r1", state=state)
+        # Two standalone runs are one run when they share its scope (`state` is the user's).
+        scope = RunScope("r1")
+        first = await agent.run("list", state=state, scope=scope)
+        second = await agent.run("delete", state=state, scope=scope)
         assert isinstance(first, ErrorEnvelope)
         assert first.error_type == "permission_denied"
         assert isinstance(second, ErrorEnvelope)

@@ -1,0 +1,100 @@
+"""`RunScope`: everything the tasks of one run share, in one typed object.
+
+The coordinator creates one per run (and `Subagent.run` one when it is called alone);
+`Dispatch` carries it to the executor and `Context` holds it as `ctx.scope`. It keeps
+the framework's run-wide memory out of the user's `state` dict:
+
+* the retry budget of the run;
+* the in-run ledger's store: a completed non-idempotent call is not made again within
+  the run, even without a durable store;
+* forbidden calls: "no new attempt of this call" holds for the rest of the run,
+  whichever subagent asks again;
+* policy memory: what a stateful policy learned, one mapping per policy name;
+* rate-limit reservations: who counts the starts of a rate-limited tool or subagent
+  (this process, unless an executor counts them for a whole cluster).
+
+An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
+whose parts reach its shared state; the interface stays the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
+
+if TYPE_CHECKING:
+    from agentmesh.envelope import PolicyVerdict
+    from agentmesh.retry import RetryBudget
+    from agentmesh.throttle import RateReservations
+
+__all__ = ["RunScope"]
+
+# Keys of `RunScope.shared`: the forbidden calls, and one mapping per policy name.
+_FORBIDDEN: Final = "forbidden_calls"
+_POLICY: Final = "policy:"
+
+
+class RunScope:
+    """The shared parts of one run: budget, ledger, forbidden calls, policy memory, rates.
+
+    Args:
+        run_id: the run's id; a new one if None.
+        budget: the retry budget shared by every task of the run; none by default.
+        ledger_store: where the in-run ledger keeps completed non-idempotent calls; an
+            in-memory store of this run by default (a durable `store=` given to a run
+            takes its place for the tasks that get it).
+        rates: who reserves rate-limit starts for the run's limiters; None to count
+            them in this process.
+        shared: the run's forbidden calls and policy memory, as an executor that
+            shares them elsewhere keeps them; empty by default.
+    """
+
+    __slots__ = ("_ledger_store", "budget", "rates", "run_id", "shared")
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        *,
+        budget: RetryBudget | None = None,
+        ledger_store: CheckpointStore | None = None,
+        rates: RateReservations | None = None,
+        shared: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.budget = budget
+        self.rates = rates
+        self._ledger_store = ledger_store
+        # Plain mappings under two kinds of keys, so that an executor can ship and merge
+        # them as they are (see `agentmesh.executors`).
+        self.shared: dict[str, Any] = {} if shared is None else shared
+
+    @property
+    def ledger_store(self) -> CheckpointStore:
+        """The store of the run's in-run ledger (created on first use)."""
+        if self._ledger_store is None:
+            # Lazily: most runs call no non-idempotent tool and never need one.
+            self._ledger_store = MemoryStore()
+        return self._ledger_store
+
+    def forbidden(self, call_id: str) -> PolicyVerdict | None:
+        """The verdict that forbids the call `call_id` for the rest of the run, or None."""
+        calls: dict[str, PolicyVerdict] | None = self.shared.get(_FORBIDDEN)
+        return None if calls is None else calls.get(call_id)
+
+    def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
+        """Forbid the call `call_id` for the rest of the run, as `verdict` says."""
+        self.shared.setdefault(_FORBIDDEN, {})[call_id] = verdict
+
+    def memory_for(self, policy: object) -> dict[str, Any]:
+        """The mapping a stateful policy keeps for this run (policies of one name share it).
+
+        By name, not by object: a policy shipped to another process is a copy of itself.
+        """
+        name = getattr(policy, "name", None) or type(policy).__name__
+        memory: dict[str, Any] = self.shared.setdefault(f"{_POLICY}{name}", {})
+        return memory
+
+    def __repr__(self) -> str:
+        return f"<RunScope {self.run_id}>"
