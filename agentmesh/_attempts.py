@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from agentmesh._tracing import outcome_attributes, span
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, is_strict
-from agentmesh.envelope import ErrorEnvelope, RetryCount, Success, construct_trusted, fields_set
+from agentmesh.envelope import ErrorEnvelope, RetryCount, Success
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
@@ -30,7 +30,6 @@ T = TypeVar("T")
 
 # Success[Any], the class an Outcome field holds: a report then serializes it as is.
 _SUCCESS: type[Success[Any]] = Success[Any]
-_SUCCESS_FIELDS_SET = fields_set("data", "source", "attempted_query", "attempts")
 
 
 class RetryTally:
@@ -120,18 +119,9 @@ async def attempt_call(
         outcome: Success[T] | ErrorEnvelope
         try:
             data = await work(number)
-            # Built by the framework from known-good parts: no validation on the hot path.
-            outcome = construct_trusted(
-                _SUCCESS,
-                {
-                    "is_error": False,
-                    "data": data,
-                    "source": source,
-                    "attempted_query": attempted_query,
-                    "attempts": number,
-                    "policy": None,
-                },
-                _SUCCESS_FIELDS_SET,
+            # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
+            outcome = _SUCCESS(
+                data=data, source=source, attempted_query=attempted_query, attempts=number
             )
         except CallFailed as failed:
             final = True

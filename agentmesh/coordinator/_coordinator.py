@@ -33,8 +33,6 @@ from agentmesh.envelope import (
     ErrorEnvelope,
     Outcome,
     Success,
-    construct_trusted,
-    fields_set,
 )
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
@@ -534,18 +532,8 @@ class _Job:
 
     def finish(self, decision: RouteDecision) -> TaskRecord:
         status, reason = _status(decision, self.steps)
-        # Every value was validated where it was made (tasks, outcomes) or is ours.
-        return construct_trusted(
-            TaskRecord,
-            {
-                "task_id": self.task_id,
-                "task": self.original,
-                "subagent": self.subagent.name,
-                "steps": tuple(self.steps),
-                "status": status,
-                "reason": reason,
-            },
-            _RECORD_FIELDS,
+        return TaskRecord(
+            self.task_id, self.original, self.subagent.name, tuple(self.steps), status, reason
         )
 
 
@@ -567,22 +555,16 @@ def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus,
 
 
 def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | None) -> Step:
-    return construct_trusted(
-        Step,
-        {
-            "subagent": job.current.name,
-            "query": job.task.query,
-            "outcome": outcome,
-            "decision": type(decision).__name__,
-            "reason": reason,
-            "alternative": decision.name if isinstance(decision, TryAlternative) else None,
-        },
-        _STEP_FIELDS,
+    return Step(
+        job.current.name,
+        job.task.query,
+        outcome,
+        type(decision).__name__,
+        reason,
+        decision.name if isinstance(decision, TryAlternative) else None,
     )
 
 
-_STEP_FIELDS: Final = fields_set(*Step.model_fields)
-_RECORD_FIELDS: Final = fields_set(*TaskRecord.model_fields)
 _OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
 _SUCCESS: Final = Success[Any]
 
