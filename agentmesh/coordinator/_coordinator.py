@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, cast
 
@@ -195,14 +195,14 @@ class Coordinator:
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
+        queue = enumerate(jobs)
         try:
             async with asyncio.TaskGroup() as group:
-                for index, (task_id, task, subagent) in enumerate(jobs):
-                    # A job's task starts once a slot is free for its first dispatch, which
-                    # it would otherwise wait for inside: 10,000 queued jobs are 10,000
-                    # tuples, not 10,000 asyncio Tasks parked on the semaphore.
-                    await run.slots.acquire()
-                    group.create_task(self._drive(run, slots, index, task_id, task, subagent))
+                # A pool of workers pulling jobs, not an asyncio Task per job: 10,000 queued
+                # jobs are 10,000 tuples, and a Task with its scheduling costs more than
+                # the bookkeeping of the job it runs.
+                for _ in range(min(self.max_concurrency, len(jobs))):
+                    group.create_task(self._work(run, slots, queue))
         except ExceptionGroup as escaped:
             # Only what must not become an envelope gets here (a bug in strict mode): the
             # caller gets that exception, with its traceback, not the group's wrapper.
@@ -258,6 +258,22 @@ class Coordinator:
                 f"(a list, a generator), got a {type(tasks).__name__}"
             )
         return tasks
+
+    async def _work(
+        self,
+        run: _Run,
+        records: list[TaskRecord | None],
+        queue: Iterator[tuple[int, tuple[str, Task, Subagent]]],
+    ) -> None:
+        """Take the next job once a slot is free for its first dispatch; until none is left."""
+        while True:
+            await run.slots.acquire()
+            index, job = next(queue, (-1, None))
+            if job is None:
+                run.slots.release()
+                return
+            task_id, task, subagent = job
+            await self._drive(run, records, index, task_id, task, subagent)
 
     async def _drive(
         self,
