@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from agentmesh._attempts import propagates
 from agentmesh._logging import get_logger
-from agentmesh._tracing import outcome_attributes, span
+from agentmesh._tracing import outcome_attributes, span, tracing
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._decisions import (
     Accept,
@@ -273,7 +273,9 @@ class Coordinator:
                 run.slots.release()
                 return
             task_id, task, subagent = job
-            await self._drive(run, records, index, task_id, task, subagent)
+            # Without tracing, no span to open: one coroutine less per job in flight.
+            follow = self._drive if tracing() else self._follow
+            await follow(run, records, index, task_id, task, subagent)
 
     async def _drive(
         self,
