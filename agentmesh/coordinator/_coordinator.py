@@ -334,11 +334,11 @@ class Coordinator:
             )
             if isinstance(decision, RetryWithFeedback):
                 job.rewrites += 1
-                job.tried_queries.add(decision.task.query)
+                job.tried_queries += (decision.task.query,)
                 job.task = decision.task
                 outcome = await self._execute(run, job, job.current, decision.task)
             elif isinstance(decision, TryAlternative):
-                job.tried_alternatives.add(decision.name)
+                job.tried_alternatives += (decision.name,)
                 assert isinstance(outcome, ErrorEnvelope)  # _decide allows alternatives only then
                 try:
                     alternative = await self._alternative(run, job, decision.name, outcome)
@@ -511,7 +511,7 @@ class Coordinator:
         if result.query in job.tried_queries and target is job.current:
             return None  # the same query on the same subagent again would change nothing
         job.task = result
-        job.tried_queries.add(result.query)
+        job.tried_queries += (result.query,)
         return await self._execute(run, job, target, result)
 
 
@@ -541,12 +541,13 @@ class _Job:
     current: Subagent = field(init=False)
     steps: list[Step] = field(default_factory=list)
     rewrites: int = 0
-    tried_queries: set[str] = field(default_factory=set)
-    tried_alternatives: set[str] = field(default_factory=set)
+    # Tuples, not sets: a few names at most, and an empty set is 216 bytes per job.
+    tried_queries: tuple[str, ...] = ()
+    tried_alternatives: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.current = self.subagent
-        self.tried_queries.add(self.task.query)
+        self.tried_queries = (self.task.query,)
 
     def finish(self, decision: RouteDecision) -> TaskRecord:
         status, reason = _status(decision, self.steps)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any
 
 from agentmesh._attempts import attempt_call
@@ -258,14 +258,19 @@ class _Body:
         # scope and a no-op context manager per attempt on the dispatch path.
         self.bounded = at is not None or not subagent.limiter.is_unlimited
 
-    async def attempt(self, number: int) -> Any:
-        ctx, subagent = self.ctx, self.subagent
+    def attempt(self, number: int) -> Awaitable[Any]:
+        ctx = self.ctx
         ctx.start_attempt(number)
         ctx.log.debug("subagent_attempt", attempt=number)
         if not self.bounded:
-            return await subagent.handle(self.task, ctx)
+            # The body's own coroutine, awaited by the caller at once: no frame between.
+            return self.subagent.handle(self.task, ctx)
+        return self._bounded()
+
+    async def _bounded(self) -> Any:
+        subagent = self.subagent
         async with asyncio.timeout_at(self.at), subagent.limiter.slot():
-            return await subagent.handle(self.task, ctx)
+            return await subagent.handle(self.task, self.ctx)
 
     def at_deadline(self, envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
         at = self.at
