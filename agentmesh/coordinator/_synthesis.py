@@ -119,16 +119,18 @@ def _coverage(record: TaskRecord) -> CoverageEntry:
     envelope = final if isinstance(final, ErrorEnvelope) else None
     answered_by, reason = _answered(record)
     rulings, retries = _on_the_way(record)
-    notes = [reason]
-    if rulings is not None:
-        notes.append(_rulings_note(rulings, final.policy))
-    if retries is not None:
-        notes.append(_retries_note(retries))
+    if rulings is not None or retries is not None:
+        notes = [reason]
+        if rulings is not None:
+            notes.append(_rulings_note(rulings, final.policy))
+        if retries is not None:
+            notes.append(_retries_note(retries))
+        reason = "; ".join(filter(None, notes))
     return CoverageEntry(
         topic=record.task.label,
         source=record.subagent,
         status=record.status,
-        reason="; ".join(filter(None, notes)) or None,
+        reason=reason or None,
         attempted_query=final.attempted_query,
         is_retryable=envelope.is_retryable if envelope is not None else False,
         partial=latest_partial(record) if record.status is CoverageStatus.PARTIAL else None,
@@ -162,7 +164,10 @@ def _on_the_way(
     record: TaskRecord,
 ) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None]:
     """Every policy ruling and the local retries of all the task's steps, or None."""
-    if all(step.outcome.rulings is None and step.outcome.retries is None for step in record.steps):
+    for step in record.steps:
+        if step.outcome.rulings is not None or step.outcome.retries is not None:
+            break
+    else:
         return None, None  # the common case: no dicts built per entry
     rulings: dict[PolicyVerdict, None] = {}
     retries: dict[tuple[str, str], int] = {}
