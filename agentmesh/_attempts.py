@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from agentmesh._tracing import outcome_attributes, span
+from agentmesh._tracing import outcome_attributes, span, tracing
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, is_strict
-from agentmesh.envelope import ErrorEnvelope, RetryCount, Success, construct_trusted, fields_set
+from agentmesh.envelope import ErrorEnvelope, RetryCount, Success
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
@@ -30,7 +30,6 @@ T = TypeVar("T")
 
 # Success[Any], the class an Outcome field holds: a report then serializes it as is.
 _SUCCESS: type[Success[Any]] = Success[Any]
-_SUCCESS_FIELDS_SET = fields_set("data", "source", "attempted_query", "attempts")
 
 
 class RetryTally:
@@ -97,80 +96,31 @@ async def attempt_call(
         user_code: `work` runs the user's body or tool function, so strict mode applies.
         tally: counts each retry, by `source` and the error type that caused it.
     """
-    final = False  # a CallFailed was retried where it happened: never again here
     if policy.deadline is not None:
         own = asyncio.get_running_loop().time() + policy.deadline
         deadline = own if deadline is None else min(deadline, own)
         work = _bounded(work, deadline)
-
-    async def attempt(number: int) -> Success[T] | ErrorEnvelope:
-        if breaker is not None and not breaker.try_acquire():
-            log.debug("breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3))
-            return breaker.rejection(
-                source=source, attempted_query=attempted_query, attempts=number
-            )
-        with span("attempt", source=source, attempt=number) as current:
-            outcome = await one(number)
-            if current is not None:
-                current.set_attributes(outcome_attributes(outcome))
-        return review(outcome, number) if review is not None else outcome
-
-    async def one(number: int) -> Success[T] | ErrorEnvelope:
-        nonlocal final
-        outcome: Success[T] | ErrorEnvelope
-        try:
-            data = await work(number)
-            # Built by the framework from known-good parts: no validation on the hot path.
-            outcome = construct_trusted(
-                _SUCCESS,
-                {
-                    "is_error": False,
-                    "data": data,
-                    "source": source,
-                    "attempted_query": attempted_query,
-                    "attempts": number,
-                    "policy": None,
-                },
-                _SUCCESS_FIELDS_SET,
-            )
-        except CallFailed as failed:
-            final = True
-            outcome = failed.envelope
-        except BaseException as exc:
-            if propagates(exc, classifier, user_code=user_code):
-                if breaker is not None:
-                    breaker.release()  # no verdict on the source
-                raise
-            outcome = classifier.classify(
-                exc, source=source, attempted_query=attempted_query, attempts=number
-            )
-            if adjust is not None:
-                outcome = adjust(outcome, exc)
-            # Per-attempt events are DEBUG: the caller logs one INFO outcome per call.
-            log.debug(
-                "error_classified",
-                attempt=number,
-                category=outcome.error_category.value,
-                error_type=outcome.error_type,
-                retryable=outcome.is_retryable,
-            )
-        if breaker is not None:
-            breaker.record(outcome)
-        return outcome
-
-    def on_retry(envelope: ErrorEnvelope, number: int, delay: float) -> None:
-        if tally is not None:
-            tally.add(source, envelope.error_type)
-        log.debug(
-            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
-        )
-
+    call = _Call(work, classifier, source, attempted_query, log, adjust, review, breaker)
+    call.user_code, call.tally = user_code, tally
+    if deadline is None and breaker is None and not tracing():
+        # Nothing to enter around attempt 1 (no timeout, breaker or span): it runs here,
+        # not three coroutines down in the retry loop. Most calls end with it, and every
+        # call in flight then holds fewer frames.
+        if budget is not None and (deposit is None or deposit()):
+            budget.record_first_attempt()  # before the attempt, as RetryPolicy.run does
+        first = await call.one(1)
+        if review is not None:
+            first = review(first, 1)
+        if not (isinstance(first, ErrorEnvelope) and call.retryable(first)):
+            return first
+        call.first = first
+        deposit = _deposited
     result = await policy.run(
-        attempt,
-        retryable=lambda envelope: envelope.is_retryable and not final,
+        call.attempt,
+        retryable=call.retryable,
         budget=budget,
         deadline=deadline,
-        on_retry=on_retry,
+        on_retry=call.on_retry,
         deposit=deposit,
     )
     outcome = result.result
@@ -179,6 +129,117 @@ async def attempt_call(
         details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
         outcome = outcome.model_copy(update={"details": details})
     return outcome
+
+
+class _Call(Generic[T]):
+    """One logical call's attempts: one small object, not a closure per step.
+
+    A suspended call keeps what it needs here; closures would keep a cell per variable
+    and a function per step for every call in flight.
+    """
+
+    __slots__ = (
+        "adjust",
+        "attempted_query",
+        "breaker",
+        "classifier",
+        "final",
+        "first",
+        "log",
+        "review",
+        "source",
+        "tally",
+        "user_code",
+        "work",
+    )
+
+    def __init__(
+        self,
+        work: Callable[[int], Awaitable[T]],
+        classifier: Classifier,
+        source: str,
+        attempted_query: str | dict[str, Any],
+        log: Any,
+        adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None,
+        review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None,
+        breaker: CircuitBreaker | None,
+    ) -> None:
+        self.work = work
+        self.classifier = classifier
+        self.source = source
+        self.attempted_query = attempted_query
+        self.log = log
+        self.adjust = adjust
+        self.review = review
+        self.breaker = breaker
+        self.user_code = False
+        self.tally: RetryTally | None = None
+        self.final = False  # a CallFailed was retried where it happened: never again here
+        # Attempt 1's outcome when it was made before the retry loop started.
+        self.first: Success[T] | ErrorEnvelope | None = None
+
+    def retryable(self, envelope: ErrorEnvelope) -> bool:
+        return envelope.is_retryable and not self.final
+
+    async def attempt(self, number: int) -> Success[T] | ErrorEnvelope:
+        if number == 1 and self.first is not None:
+            return self.first
+        breaker, source = self.breaker, self.source
+        if breaker is not None and not breaker.try_acquire():
+            self.log.debug(
+                "breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3)
+            )
+            return breaker.rejection(
+                source=source, attempted_query=self.attempted_query, attempts=number
+            )
+        with span("attempt", source=source, attempt=number) as current:
+            outcome = await self.one(number)
+            if current is not None:
+                current.set_attributes(outcome_attributes(outcome))
+        return self.review(outcome, number) if self.review is not None else outcome
+
+    async def one(self, number: int) -> Success[T] | ErrorEnvelope:
+        outcome: Success[T] | ErrorEnvelope
+        classifier, source, query = self.classifier, self.source, self.attempted_query
+        try:
+            data = await self.work(number)
+            # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
+            outcome = _SUCCESS(data=data, source=source, attempted_query=query, attempts=number)
+        except CallFailed as failed:
+            self.final = True
+            outcome = failed.envelope
+        except BaseException as exc:
+            if propagates(exc, classifier, user_code=self.user_code):
+                if self.breaker is not None:
+                    self.breaker.release()  # no verdict on the source
+                raise
+            outcome = classifier.classify(
+                exc, source=source, attempted_query=query, attempts=number
+            )
+            if self.adjust is not None:
+                outcome = self.adjust(outcome, exc)
+            # Per-attempt events are DEBUG: the caller logs one INFO outcome per call.
+            self.log.debug(
+                "error_classified",
+                attempt=number,
+                category=outcome.error_category.value,
+                error_type=outcome.error_type,
+                retryable=outcome.is_retryable,
+            )
+        if self.breaker is not None:
+            self.breaker.record(outcome)
+        return outcome
+
+    def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float) -> None:
+        if self.tally is not None:
+            self.tally.add(self.source, envelope.error_type)
+        self.log.debug(
+            "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
+        )
+
+
+def _deposited() -> bool:
+    return False  # the first attempt deposited already
 
 
 def propagates(exc: BaseException, classifier: Classifier, *, user_code: bool) -> bool:

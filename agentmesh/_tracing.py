@@ -14,7 +14,7 @@ from typing import Any
 from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 
-__all__ = ["configure_tracing", "outcome_attributes", "span"]
+__all__ = ["configure_tracing", "outcome_attributes", "span", "tracing"]
 
 _lock = threading.Lock()
 _tracer: Any = None  # an opentelemetry Tracer while tracing is on
@@ -47,6 +47,11 @@ def configure_tracing(enabled: bool = True, *, tracer_provider: Any = None) -> N
 
 
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()  # reusable, stateless
+
+
+def tracing() -> bool:
+    """Whether spans are emitted now (`configure_tracing()` was called)."""
+    return _tracer is not None
 
 
 def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:

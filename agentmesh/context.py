@@ -53,13 +53,14 @@ R = TypeVar("R")
 class PartialRecorder:
     """Progress of one task across all its attempts, without duplicates."""
 
-    __slots__ = ("_completed", "_findings", "_json_bytes", "_pending", "_seen")
+    __slots__ = ("_completed", "_findings", "_json_bytes", "_pending")
 
     def __init__(self) -> None:
         self._completed: dict[str, None] = {}
         self._pending: dict[str, None] = {}
-        self._findings: list[Any] = []
-        self._seen: set[bytes] = set()
+        # By dedup key, in the order recorded: one container, not a list and a set (an
+        # empty set alone is 216 bytes, kept by every task in flight).
+        self._findings: dict[bytes, Any] = {}
         self._json_bytes = 0  # of the findings, known from their dedup keys
 
     def record(
@@ -78,9 +79,8 @@ class PartialRecorder:
                 key = pydantic_core.to_json(item, fallback=repr)
             except pydantic_core.PydanticSerializationError:
                 key = repr(item).encode()
-            if key not in self._seen:
-                self._seen.add(key)
-                self._findings.append(item)
+            if key not in self._findings:
+                self._findings[key] = item
                 self._json_bytes += len(key) + 1
         for name in _as_names(pending, "pending"):
             if name not in self._completed:
@@ -100,14 +100,14 @@ class PartialRecorder:
 
     @property
     def findings(self) -> tuple[Any, ...]:
-        return tuple(self._findings)
+        return tuple(self._findings.values())
 
     def snapshot(self) -> PartialResults | None:
         """The progress so far, or None when nothing was recorded."""
         if not (self._completed or self._pending or self._findings):
             return None
         completed, pending = tuple(self._completed), tuple(self._pending)
-        findings = tuple(self._findings)
+        findings = tuple(self._findings.values())
         if self._json_bytes <= MAX_PARTIAL_JSON_BYTES:
             # Within the bound, which the dedup keys already measured: validating would
             # serialise every finding again, on every snapshot (quadratic over a run).

@@ -44,7 +44,6 @@ T = TypeVar("T")
 
 MAX_PARTIAL_JSON_BYTES: Final = 1 << 20
 """Bytes of JSON of `partialResults.findings` kept; the rest is cut with a marker."""
-M = TypeVar("M", bound=BaseModel)
 
 JSONQuery: TypeAlias = str | dict[str, Any]
 
@@ -258,66 +257,6 @@ def is_empty_value(data: object) -> bool:
     if type(data) in _SIZED_TYPES or isinstance(data, _SIZED):
         return len(data) == 0  # type: ignore[arg-type]  # one of the sized builtins above
     return False
-
-
-_set_attribute = object.__setattr__
-_REQUIRED: Final = object()
-
-
-def fields_set(*names: str) -> set[str]:
-    """A fields-set shared by every `construct_trusted` instance made at one call site."""
-    return set(names)
-
-
-# Per model: every field in declaration order with its default (or _REQUIRED), the
-# required names, and the default factories. A tuple: unpacked at once on the hot path.
-_Template: TypeAlias = tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Any], ...]]
-_TEMPLATES: dict[type[BaseModel], _Template] = {}
-
-
-def _template(cls: type[BaseModel]) -> _Template:
-    defaults: dict[str, Any] = {}
-    required: set[str] = set()
-    factories: list[tuple[str, Any]] = []
-    for name, info in cls.model_fields.items():
-        defaults[name] = _REQUIRED if info.default_factory is not None else info.default
-        if info.is_required():
-            required.add(name)
-        elif info.default_factory is not None:
-            factories.append((name, info.default_factory))
-    return defaults, frozenset(required), tuple(factories)
-
-
-def construct_trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
-    """An instance of the frozen model `cls` from values the framework built, unvalidated.
-
-    What `model_construct` does, without its per-field loop (which costs more than
-    validating a small model): fields missing from `values` take their defaults, a
-    missing required field raises `TypeError`, and `fields_set` names the fields given
-    explicitly. It is shared, not copied: pydantic changes a fields-set only when a
-    field is assigned, which a frozen model refuses (`model_copy` copies it first), and
-    one set less per object is a tenth of what a dispatched task leaves for the garbage
-    collector to walk. Used on the dispatch path only, where every value comes from an
-    already validated object; tests pin the result equal to the validated model.
-    """
-    try:
-        defaults, required, factories = _TEMPLATES[cls]
-    except KeyError:
-        defaults, required, factories = _TEMPLATES[cls] = _template(cls)
-    if not values.keys() >= required:
-        missing = sorted(required - values.keys())
-        raise TypeError(f"{cls.__name__}: no value for required fields {missing}")
-    data = defaults.copy()  # declaration order, as validation gives it
-    data.update(values)
-    for name, factory in factories:
-        if name not in values:
-            data[name] = factory()
-    model = cls.__new__(cls)
-    _set_attribute(model, "__dict__", data)
-    _set_attribute(model, "__pydantic_fields_set__", fields_set)
-    _set_attribute(model, "__pydantic_extra__", None)
-    _set_attribute(model, "__pydantic_private__", None)
-    return model
 
 
 class Success(_Wire, Generic[T]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, cast
 
@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from agentmesh._attempts import propagates
 from agentmesh._logging import get_logger
-from agentmesh._tracing import outcome_attributes, span
+from agentmesh._tracing import outcome_attributes, span, tracing
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
 from agentmesh.coordinator._decisions import (
@@ -34,8 +34,6 @@ from agentmesh.envelope import (
     ErrorEnvelope,
     Outcome,
     Success,
-    construct_trusted,
-    fields_set,
 )
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
@@ -200,14 +198,14 @@ class Coordinator:
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
         bug: BaseException | None = None
+        queue = enumerate(jobs)
         try:
             async with asyncio.TaskGroup() as group:
-                for index, (task_id, task, subagent) in enumerate(jobs):
-                    # A job's task starts once a slot is free for its first dispatch, which
-                    # it would otherwise wait for inside: 10,000 queued jobs are 10,000
-                    # tuples, not 10,000 asyncio Tasks parked on the semaphore.
-                    await run.slots.acquire()
-                    group.create_task(self._drive(run, slots, index, task_id, task, subagent))
+                # A pool of workers pulling jobs, not an asyncio Task per job: 10,000 queued
+                # jobs are 10,000 tuples, and a Task with its scheduling costs more than
+                # the bookkeeping of the job it runs.
+                for _ in range(min(self.max_concurrency, len(jobs))):
+                    group.create_task(self._work(run, slots, queue))
         except ExceptionGroup as escaped:
             # Only what must not become an envelope gets here (a bug in strict mode): the
             # caller gets that exception, with its traceback, not the group's wrapper.
@@ -267,6 +265,24 @@ class Coordinator:
             )
         return tasks
 
+    async def _work(
+        self,
+        run: _Run,
+        records: list[TaskRecord | None],
+        queue: Iterator[tuple[int, tuple[str, Task, Subagent]]],
+    ) -> None:
+        """Take the next job once a slot is free for its first dispatch; until none is left."""
+        while True:
+            await run.slots.acquire()
+            index, job = next(queue, (-1, None))
+            if job is None:
+                run.slots.release()
+                return
+            task_id, task, subagent = job
+            # Without tracing, no span to open: one coroutine less per job in flight.
+            follow = self._drive if tracing() else self._follow
+            await follow(run, records, index, task_id, task, subagent)
+
     async def _drive(
         self,
         run: _Run,
@@ -324,11 +340,11 @@ class Coordinator:
             )
             if isinstance(decision, RetryWithFeedback):
                 job.rewrites += 1
-                job.tried_queries.add(decision.task.query)
+                job.tried_queries += (decision.task.query,)
                 job.task = decision.task
                 outcome = await self._execute(run, job, job.current, decision.task)
             elif isinstance(decision, TryAlternative):
-                job.tried_alternatives.add(decision.name)
+                job.tried_alternatives += (decision.name,)
                 assert isinstance(outcome, ErrorEnvelope)  # _decide allows alternatives only then
                 try:
                     alternative = await self._alternative(run, job, decision.name, outcome)
@@ -506,7 +522,7 @@ class Coordinator:
         if result.query in job.tried_queries and target is job.current:
             return None  # the same query on the same subagent again would change nothing
         job.task = result
-        job.tried_queries.add(result.query)
+        job.tried_queries += (result.query,)
         return await self._execute(run, job, target, result)
 
 
@@ -541,27 +557,18 @@ class _Job:
     current: Subagent = field(init=False)
     steps: list[Step] = field(default_factory=list)
     rewrites: int = 0
-    tried_queries: set[str] = field(default_factory=set)
-    tried_alternatives: set[str] = field(default_factory=set)
+    # Tuples, not sets: a few names at most, and an empty set is 216 bytes per job.
+    tried_queries: tuple[str, ...] = ()
+    tried_alternatives: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.current = self.subagent
-        self.tried_queries.add(self.task.query)
+        self.tried_queries = (self.task.query,)
 
     def finish(self, decision: RouteDecision) -> TaskRecord:
         status, reason = _status(decision, self.steps)
-        # Every value was validated where it was made (tasks, outcomes) or is ours.
-        return construct_trusted(
-            TaskRecord,
-            {
-                "task_id": self.task_id,
-                "task": self.original,
-                "subagent": self.subagent.name,
-                "steps": tuple(self.steps),
-                "status": status,
-                "reason": reason,
-            },
-            _RECORD_FIELDS,
+        return TaskRecord(
+            self.task_id, self.original, self.subagent.name, tuple(self.steps), status, reason
         )
 
 
@@ -583,22 +590,16 @@ def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus,
 
 
 def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | None) -> Step:
-    return construct_trusted(
-        Step,
-        {
-            "subagent": job.current.name,
-            "query": job.task.query,
-            "outcome": outcome,
-            "decision": type(decision).__name__,
-            "reason": reason,
-            "alternative": decision.name if isinstance(decision, TryAlternative) else None,
-        },
-        _STEP_FIELDS,
+    return Step(
+        job.current.name,
+        job.task.query,
+        outcome,
+        type(decision).__name__,
+        reason,
+        decision.name if isinstance(decision, TryAlternative) else None,
     )
 
 
-_STEP_FIELDS: Final = fields_set(*Step.model_fields)
-_RECORD_FIELDS: Final = fields_set(*TaskRecord.model_fields)
 _OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
 _SUCCESS: Final = Success[Any]
 

@@ -440,6 +440,10 @@ def _content(value: Any) -> str:
     return _short(text, _MAX_CONTENT_CHARS)
 
 
+# Findings are plain dataclasses; pydantic dumps them as a model would (snake_case keys).
+_FINDINGS: pydantic.TypeAdapter[list[Finding]] = pydantic.TypeAdapter(list[Finding])
+
+
 def _citation_problem(summary: str, findings: Sequence[Finding]) -> str | None:
     """Why the summary cannot be used, or None when every citation is a finding."""
     if not summary:
@@ -458,7 +462,7 @@ def _citation_problem(summary: str, findings: Sequence[Finding]) -> str | None:
                 )
         cited = True
     evidence = json.dumps(
-        [finding.model_dump(mode="json") for finding in findings], default=str, ensure_ascii=False
+        _FINDINGS.dump_python(list(findings), mode="json"), default=str, ensure_ascii=False
     )
     for url in _URL.findall(summary):
         url = url.rstrip(".,;:!?")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Final
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer
 from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
@@ -27,15 +28,28 @@ class CoverageStatus(enum.StrEnum):
     ESCALATED = "escalated"
 
 
+# camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
+_CAMEL: Final = ConfigDict(
+    arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
+)
+
+
 class _Value(BaseModel):
-    # camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
-    model_config = ConfigDict(
-        frozen=True, arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
-    )
+    model_config = ConfigDict(frozen=True, **_CAMEL)
 
 
-class Finding(_Value):
+# The records below are plain frozen dataclasses: the framework builds several per task
+# from outcomes already validated, so validating them again would change nothing (one
+# object each, little for the garbage collector to walk). Pydantic still reads them at the
+# boundary: `Report.model_validate`, `to_dict()`, the JSON schema, through
+# `__pydantic_config__`, which gives them the report's camelCase keys.
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
     """One thing found, with where it came from and what was asked."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
 
     topic: str
     source: str
@@ -44,31 +58,35 @@ class Finding(_Value):
     preliminary: bool = False  # from the partial results of a failed attempt
 
 
-class Step(_Value):
+def _wire_form(outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
+    """The outcome in JSON as `to_dict()` writes it: absent optional fields left out."""
+    data = handler(outcome)
+    if not isinstance(data, dict):
+        return data
+    optional = _optional_keys(type(outcome))
+    return {key: value for key, value in data.items() if value is not None or key not in optional}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
     """One dispatch of a task and the decision taken on its outcome."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
 
     subagent: str
     query: str
-    outcome: Outcome
+    outcome: Annotated[Outcome, WrapSerializer(_wire_form, when_used="json")]
     decision: str
     reason: str | None = None
     # The alternative approach this step's decision tried (a `TryAlternative`).
     alternative: str | None = None
 
-    @field_serializer("outcome", mode="wrap", when_used="json")
-    def _wire_form(self, outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
-        """The outcome in JSON as `to_dict()` writes it: absent optional fields left out."""
-        data = handler(outcome)
-        if not isinstance(data, dict):
-            return data
-        optional = _optional_keys(type(outcome))
-        return {
-            key: value for key, value in data.items() if value is not None or key not in optional
-        }
 
-
-class TaskRecord(_Value):
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
     """The history of one task for one subagent: every step and the final outcome."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
 
     task_id: str
     task: Task
@@ -82,7 +100,8 @@ class TaskRecord(_Value):
         return self.steps[-1].outcome
 
 
-class CoverageEntry(_Value):
+@dataclass(frozen=True, slots=True)
+class CoverageEntry:
     """Coverage of one topic by one source, and if it is missing, why.
 
     `source` is the subagent the task was for; `answered_by` names the alternative (or
@@ -91,6 +110,8 @@ class CoverageEntry(_Value):
     on the way, which `rulings` and `retries` hold as data: an answer obtained after a
     denied call stays `covered`, but never silently.
     """
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
 
     topic: str
     source: str
@@ -140,6 +161,18 @@ class Report(_Value):
         return tuple(
             e for e in self.coverage if e.status in (CoverageStatus.GAP, CoverageStatus.PARTIAL)
         )
+
+    def __repr__(self) -> str:
+        # Short: `asyncio.run()` formats its result's repr on the way out, and a walk of
+        # every record costs microseconds per task once per run for nothing.
+        return (
+            f"Report(run_id={self.run_id!r}, findings={len(self.findings)}, "
+            f"coverage={len(self.coverage)}, escalations={len(self.escalations)}, "
+            f"records={len(self.records)}, coverage_ratio={self.coverage_ratio:.2f}, "
+            f"sufficient={self.sufficient})"
+        )
+
+    __str__ = __repr__
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; values JSON cannot hold become their `str()`.

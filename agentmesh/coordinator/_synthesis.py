@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import pydantic_core
 
@@ -20,8 +20,6 @@ from agentmesh.envelope import (
     PolicyVerdict,
     RetryCount,
     Success,
-    construct_trusted,
-    fields_set,
 )
 
 __all__ = ["DeterministicSynthesizer", "Synthesizer", "latest_partial"]
@@ -52,19 +50,13 @@ class DeterministicSynthesizer:
             findings += _findings(record)
             coverage.append(_coverage(record))
         # Built from validated records: validating 4 x N items again would change nothing.
-        return construct_trusted(
-            Report,
-            {
-                "run_id": run_id,
-                "findings": tuple(findings),
-                "coverage": tuple(coverage),
-                "escalations": tuple(e for e in coverage if e.status is CoverageStatus.ESCALATED),
-                "records": tuple(records),
-                "min_coverage": None if min_coverage is None else float(min_coverage),
-                "summary": None,
-                "synthesis_note": None,
-            },
-            _REPORT_FIELDS_SET,
+        return Report.model_construct(
+            run_id=run_id,
+            findings=tuple(findings),
+            coverage=tuple(coverage),
+            escalations=tuple(e for e in coverage if e.status is CoverageStatus.ESCALATED),
+            records=tuple(records),
+            min_coverage=None if min_coverage is None else float(min_coverage),
         )
 
 
@@ -106,25 +98,7 @@ def _findings(record: TaskRecord) -> list[Finding]:
 def _finding(
     topic: str, source: str, attempted_query: str | dict[str, Any], content: Any, preliminary: bool
 ) -> Finding:
-    values = {
-        "topic": topic,
-        "source": source,
-        "attempted_query": attempted_query,
-        "content": content,
-        "preliminary": preliminary,
-    }
-    # Finding(...) left `preliminary` unset for confirmed findings: keep fields_set the same.
-    return construct_trusted(
-        Finding, values, _PRELIMINARY_FIELDS_SET if preliminary else _CONFIRMED_FIELDS_SET
-    )
-
-
-_CONFIRMED_FIELDS_SET: Final = fields_set("topic", "source", "attempted_query", "content")
-_PRELIMINARY_FIELDS_SET: Final = fields_set(*_CONFIRMED_FIELDS_SET, "preliminary")
-_COVERAGE_FIELDS_SET: Final = fields_set(*CoverageEntry.model_fields)
-_REPORT_FIELDS_SET: Final = fields_set(
-    "run_id", "findings", "coverage", "escalations", "records", "min_coverage"
-)
+    return Finding(topic, source, attempted_query, content, preliminary)
 
 
 def _key(item: Any) -> bytes:
@@ -145,29 +119,25 @@ def _coverage(record: TaskRecord) -> CoverageEntry:
     envelope = final if isinstance(final, ErrorEnvelope) else None
     answered_by, reason = _answered(record)
     rulings, retries = _on_the_way(record)
-    notes = [reason]
-    if rulings is not None:
-        notes.append(_rulings_note(rulings, final.policy))
-    if retries is not None:
-        notes.append(_retries_note(retries))
-    return construct_trusted(
-        CoverageEntry,
-        {
-            "topic": record.task.label,
-            "source": record.subagent,
-            "status": record.status,
-            "reason": "; ".join(filter(None, notes)) or None,
-            "attempted_query": final.attempted_query,
-            "is_retryable": envelope.is_retryable if envelope is not None else False,
-            "partial": (
-                latest_partial(record) if record.status is CoverageStatus.PARTIAL else None
-            ),
-            "user_message": envelope.user_message if envelope is not None else None,
-            "answered_by": answered_by,
-            "rulings": rulings,
-            "retries": retries,
-        },
-        _COVERAGE_FIELDS_SET,
+    if rulings is not None or retries is not None:
+        notes = [reason]
+        if rulings is not None:
+            notes.append(_rulings_note(rulings, final.policy))
+        if retries is not None:
+            notes.append(_retries_note(retries))
+        reason = "; ".join(filter(None, notes))
+    return CoverageEntry(
+        topic=record.task.label,
+        source=record.subagent,
+        status=record.status,
+        reason=reason or None,
+        attempted_query=final.attempted_query,
+        is_retryable=envelope.is_retryable if envelope is not None else False,
+        partial=latest_partial(record) if record.status is CoverageStatus.PARTIAL else None,
+        user_message=envelope.user_message if envelope is not None else None,
+        answered_by=answered_by,
+        rulings=rulings,
+        retries=retries,
     )
 
 
@@ -194,7 +164,10 @@ def _on_the_way(
     record: TaskRecord,
 ) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None]:
     """Every policy ruling and the local retries of all the task's steps, or None."""
-    if all(step.outcome.rulings is None and step.outcome.retries is None for step in record.steps):
+    for step in record.steps:
+        if step.outcome.rulings is not None or step.outcome.retries is not None:
+            break
+    else:
         return None, None  # the common case: no dicts built per entry
     rulings: dict[PolicyVerdict, None] = {}
     retries: dict[tuple[str, str], int] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any
 
 from agentmesh._attempts import attempt_call
@@ -164,27 +164,10 @@ class Subagent(abc.ABC):
         checkpointing = ctx.checkpointing
         if checkpointing:
             await ctx.restore_partials()
-        # Without a deadline or limits there is nothing to enter: that saves a timeout
-        # scope and a no-op context manager per attempt on the dispatch path.
-        bounded = at is not None or not self.limiter.is_unlimited
-
-        async def work(number: int) -> Any:
-            ctx.start_attempt(number)
-            log.debug("subagent_attempt", attempt=number)
-            if not bounded:
-                return await self.handle(task, ctx)
-            async with asyncio.timeout_at(at), self.limiter.slot(scope.rates):
-                return await self.handle(task, ctx)
-
-        def at_deadline(envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
-            if at is None or loop.time() < at or envelope.error_type != ErrorType.TIMEOUT:
-                return envelope
-            message = f"cut at the deadline ({deadline:g}s): {envelope.message}"
-            return envelope.model_copy(update={"message": message})
-
+        body = _Body(self, task, ctx, at, deadline)
         try:
             outcome = await attempt_call(
-                work,
+                body.attempt,
                 policy=self.retry,
                 classifier=self.classifier,
                 source=self.name,
@@ -192,7 +175,7 @@ class Subagent(abc.ABC):
                 budget=scope.budget,
                 deadline=at,
                 log=log,
-                adjust=at_deadline,
+                adjust=body.at_deadline,
                 breaker=self.breaker,
                 user_code=True,
                 tally=ctx.retries,
@@ -271,3 +254,44 @@ class Subagent(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+class _Body:
+    """Attempts of a subagent's body for one task: a small object, not closures.
+
+    A task in flight keeps this one object instead of a cell per captured variable.
+    """
+
+    __slots__ = ("at", "bounded", "ctx", "deadline", "subagent", "task")
+
+    def __init__(
+        self, subagent: Subagent, task: Task, ctx: Context, at: float | None, deadline: float | None
+    ) -> None:
+        self.subagent, self.task, self.ctx = subagent, task, ctx
+        self.at, self.deadline = at, deadline
+        # Without a deadline or limits there is nothing to enter: that saves a timeout
+        # scope and a no-op context manager per attempt on the dispatch path.
+        self.bounded = at is not None or not subagent.limiter.is_unlimited
+
+    def attempt(self, number: int) -> Awaitable[Any]:
+        ctx = self.ctx
+        ctx.start_attempt(number)
+        ctx.log.debug("subagent_attempt", attempt=number)
+        if not self.bounded:
+            # The body's own coroutine, awaited by the caller at once: no frame between.
+            return self.subagent.handle(self.task, ctx)
+        return self._bounded()
+
+    async def _bounded(self) -> Any:
+        subagent = self.subagent
+        async with asyncio.timeout_at(self.at), subagent.limiter.slot(self.ctx.scope.rates):
+            return await subagent.handle(self.task, self.ctx)
+
+    def at_deadline(self, envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
+        at = self.at
+        if at is None or asyncio.get_running_loop().time() < at:
+            return envelope
+        if envelope.error_type != ErrorType.TIMEOUT:
+            return envelope
+        message = f"cut at the deadline ({self.deadline:g}s): {envelope.message}"
+        return envelope.model_copy(update={"message": message})
