@@ -96,9 +96,9 @@ async def attempt_call(
         user_code: `work` runs the user's body or tool function, so strict mode applies.
         tally: counts each retry, by `source` and the error type that caused it.
     """
-    if policy.deadline is not None:
-        own = asyncio.get_running_loop().time() + policy.deadline
-        deadline = own if deadline is None else min(deadline, own)
+    if policy.timeout is not None:
+        deadline = policy.deadline_within(deadline)
+        assert deadline is not None  # the policy's own timeout gives one
         work = _bounded(work, deadline)
     call = _Call(work, classifier, source, attempted_query, log, adjust, review, breaker)
     call.user_code, call.tally = user_code, tally

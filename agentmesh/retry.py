@@ -46,7 +46,7 @@ class RetryPolicy:
         max_delay: the largest single wait, in seconds.
         multiplier: growth of the backoff cap per attempt.
         jitter: "full" waits uniform(0, cap); "equal" uniform(cap/2, cap); "none" cap.
-        deadline: seconds for the whole call, attempts and waits together.
+        timeout: seconds for the whole call, attempts and waits together.
         sleep: the sleep function; tests inject one that records delays.
     """
 
@@ -55,7 +55,7 @@ class RetryPolicy:
     max_delay: float = 10.0
     multiplier: float = 2.0
     jitter: Jitter = "full"
-    deadline: float | None = None
+    timeout: float | None = None
     sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,8 +73,15 @@ class RetryPolicy:
             raise UsageError(
                 f"RetryPolicy(jitter=) must be 'full', 'equal' or 'none', got {self.jitter!r}"
             )
-        if self.deadline is not None and self.deadline <= 0:
-            raise UsageError(f"RetryPolicy(deadline=) must be > 0 seconds, got {self.deadline!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError(f"RetryPolicy(timeout=) must be > 0 seconds, got {self.timeout!r}")
+
+    def deadline_within(self, deadline: float | None) -> float | None:
+        """The earlier of `deadline` (absolute, loop time) and this policy's `timeout` from now."""
+        if self.timeout is None:
+            return deadline
+        own = asyncio.get_running_loop().time() + self.timeout
+        return own if deadline is None else min(deadline, own)
 
     @classmethod
     def never(cls) -> RetryPolicy:
@@ -114,9 +121,7 @@ class RetryPolicy:
         as a first attempt for the budget (an inner call whose outer call deposited for
         it does not).
         """
-        if self.deadline is not None:
-            own = asyncio.get_running_loop().time() + self.deadline
-            deadline = own if deadline is None else min(deadline, own)
+        deadline = self.deadline_within(deadline)
         # Deposit before the attempt: with many slow first attempts in flight, a fast
         # failure must already see their share of the budget.
         if budget is not None and (deposit is None or deposit()):

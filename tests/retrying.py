@@ -14,7 +14,7 @@ def fast_retry(
     """`attempts` attempts, waits of 0.1 s doubling without jitter, recorded by `sleep`.
 
     Without jitter the delays a test asserts are exact; pass `sleep` to read them, and any
-    other `RetryPolicy` option (`max_delay=`, `deadline=`, ...) to override the defaults.
+    other `RetryPolicy` option (`max_delay=`, `timeout=`, ...) to override the defaults.
     """
     settings: dict[str, Any] = {"initial_delay": 0.1, "jitter": "none"} | options
     return RetryPolicy(max_attempts=attempts, sleep=sleep or RecordingSleep(), **settings)

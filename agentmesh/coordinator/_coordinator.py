@@ -65,7 +65,7 @@ class Coordinator:
         alternatives: named alternative approaches served by another subagent; handlers
             can also be registered with `@coordinator.alternative(name)`.
         max_concurrency: subagent runs in flight at once.
-        deadline: seconds for a whole run; propagated into every call and backoff.
+        timeout: seconds for a whole run; its deadline bounds every call and backoff.
         max_rounds: rewrite rounds per task.
         retry_budget: shared by all subagents of a run; by default a fresh
             `RetryBudget()` per run. Pass `RetryBudget.unlimited()` to disable.
@@ -87,7 +87,7 @@ class Coordinator:
         policies: Sequence[ToolPolicy] = (),
         alternatives: Mapping[str, Subagent] | None = None,
         max_concurrency: int = 64,
-        deadline: float | None = None,
+        timeout: float | None = None,
         max_rounds: int = 3,
         retry_budget: RetryBudget | None = None,
         min_coverage: float | None = None,
@@ -108,8 +108,8 @@ class Coordinator:
             raise UsageError(f"subagent names must be unique; repeated: {duplicates}")
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise UsageError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        if deadline is not None and deadline <= 0:
-            raise UsageError(f"deadline must be > 0 seconds, got {deadline!r}")
+        if timeout is not None and timeout <= 0:
+            raise UsageError(f"Coordinator(timeout=) must be > 0 seconds, got {timeout!r}")
         if not isinstance(max_rounds, int) or max_rounds < 0:
             raise UsageError(f"max_rounds must be an int >= 0, got {max_rounds!r}")
         if router is not None and (
@@ -133,7 +133,7 @@ class Coordinator:
         self._default_success_row = getattr(type(self.router), "route", None) is Router.route
         self.policies = tuple(policies)
         self.max_concurrency = max_concurrency
-        self.deadline = deadline
+        self.timeout = timeout
         self.max_rounds = max_rounds
         self.retry_budget = retry_budget
         self.min_coverage = min_coverage
@@ -188,7 +188,7 @@ class Coordinator:
         log = get_logger(run_id=run_id)
         run = _Run(
             run_id=run_id,
-            at=None if self.deadline is None else loop.time() + self.deadline,
+            at=None if self.timeout is None else loop.time() + self.timeout,
             budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
             slots=asyncio.Semaphore(self.max_concurrency),
             log=log,
@@ -467,7 +467,7 @@ class Coordinator:
             dispatch = Dispatch(
                 run_id=run.run_id,
                 task_id=job.task_id,
-                deadline=remaining,
+                timeout=remaining,
                 policies=self.policies,
                 budget=run.budget,
                 state=run.state,
@@ -475,7 +475,7 @@ class Coordinator:
                 scope=run.scope,
             )
             try:
-                # The executor is trusted to honour `dispatch.deadline`, but not blindly: a
+                # The executor is trusted to honour `dispatch.timeout`, but not blindly: a
                 # remote engine that ignores it must not hold the run past its deadline.
                 if run.at is None:  # no deadline, no guard: a Timeout costs ~1 us per task
                     outcome = await self.executor.execute(subagent, task, dispatch)

@@ -33,7 +33,7 @@ class Dispatch:
 
     run_id: str
     task_id: str
-    deadline: float | None  # seconds from now
+    timeout: float | None = None  # seconds from now; None: no limit
     policies: Sequence[ToolPolicy] = ()
     budget: RetryBudget | None = None
     state: dict[str, Any] = field(default_factory=dict)
@@ -59,7 +59,7 @@ class LocalExecutor:
             run_id=dispatch.run_id,
             task_id=dispatch.task_id,
             budget=dispatch.budget,
-            deadline=dispatch.deadline,
+            timeout=dispatch.timeout,
             policies=dispatch.policies,
             state=dispatch.state,
             store=dispatch.store,

@@ -225,7 +225,7 @@ class RayExecutor:
         """Run `subagent` on `task` as a Ray task and return its outcome."""
         from agentmesh.executors._ray_worker import Spec, apply_ops
 
-        deadline_at = None if dispatch.deadline is None else time.time() + dispatch.deadline
+        deadline_at = None if dispatch.timeout is None else time.time() + dispatch.timeout
         self.connect()
         subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
         policies_box = None
@@ -254,7 +254,7 @@ class RayExecutor:
         )
         remote = self._remote.options(**self.task_options) if self.task_options else self._remote
         ref = remote.remote(spec)
-        wait = None if dispatch.deadline is None else dispatch.deadline + _DEADLINE_GRACE
+        wait = None if dispatch.timeout is None else dispatch.timeout + _DEADLINE_GRACE
         try:
             async with asyncio.timeout(wait) as timeout:
                 result: dict[str, Any] = await ref
@@ -267,7 +267,7 @@ class RayExecutor:
                 raise
             await self._stop(ref, force=True)
             partials, _, _ = await self._take(spec)
-            return _cut(subagent, task, dispatch.deadline, partials)
+            return _cut(subagent, task, dispatch.timeout, partials)
         except Exception as exc:
             if not _lost(exc):
                 raise _cause(exc) from None

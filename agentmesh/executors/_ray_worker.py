@@ -102,7 +102,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
     scope = RunScope(
         spec.run_id, budget=budget, ledger_store=_ActorStore(link), rates=link, shared=shared
     )
-    deadline = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
+    timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
     async def main() -> Outcome:
         refresher = None
@@ -112,7 +112,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
             return await _tapped(subagent, link).run(
                 task,
                 task_id=spec.task_id,
-                deadline=deadline,
+                timeout=timeout,
                 policies=policies,
                 state=state,
                 store=store,

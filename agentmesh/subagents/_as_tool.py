@@ -36,7 +36,7 @@ def subagent_tool(
         outcome = await subagent.run(
             Task(query=query, topic=ctx.task.topic),
             scope=ctx.scope,
-            deadline=ctx.remaining(),
+            timeout=ctx.remaining(),
             # The caller's rules (the coordinator's among them) hold for the nested run.
             policies=ctx.policies.policies,
             state=ctx.state,

@@ -105,7 +105,7 @@ class Subagent(abc.ABC):
         run_id: str | None = None,
         task_id: str | None = None,
         budget: RetryBudget | None = None,
-        deadline: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  # becomes the deadline of every step inside
         policies: Sequence[ToolPolicy] = (),
         state: dict[str, Any] | None = None,
         store: CheckpointStore | None = None,
@@ -120,7 +120,7 @@ class Subagent(abc.ABC):
                 through `scope`, not through the id.
             task_id: identifies this task in logs; new if None.
             budget: the retry budget shared across the run; the scope's, or none, if None.
-            deadline: seconds from now for everything this task does, waits included.
+            timeout: seconds for everything this task does, waits included.
             policies: more policies (e.g. the coordinator's), applied before this
                 subagent's own.
             state: the user's dict of the run, shared by its policies (`event.state`);
@@ -137,10 +137,10 @@ class Subagent(abc.ABC):
             task = Task(query=task)
         elif not isinstance(task, Task):
             raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
-        if deadline is not None and deadline < 0:
-            raise UsageError(f"{self.name}.run(deadline=) must be >= 0 seconds, got {deadline!r}")
+        if timeout is not None and timeout < 0:
+            raise UsageError(f"{self.name}.run(timeout=) must be >= 0 seconds, got {timeout!r}")
         loop = asyncio.get_running_loop()
-        at = None if deadline is None else loop.time() + deadline
+        at = None if timeout is None else loop.time() + timeout
         scope = self._scope(scope, run_id, budget)
         run_id = scope.run_id
         # Resuming needs the same task id in every process: derive it when none is given.
@@ -164,7 +164,7 @@ class Subagent(abc.ABC):
         checkpointing = ctx.checkpointing
         if checkpointing:
             await ctx.restore_partials()
-        body = _Body(self, task, ctx, at, deadline)
+        body = _Body(self, task, ctx, at, timeout)
         try:
             outcome = await attempt_call(
                 body.attempt,
@@ -262,13 +262,13 @@ class _Body:
     A task in flight keeps this one object instead of a cell per captured variable.
     """
 
-    __slots__ = ("at", "bounded", "ctx", "deadline", "subagent", "task")
+    __slots__ = ("at", "bounded", "ctx", "subagent", "task", "timeout")
 
     def __init__(
-        self, subagent: Subagent, task: Task, ctx: Context, at: float | None, deadline: float | None
+        self, subagent: Subagent, task: Task, ctx: Context, at: float | None, timeout: float | None
     ) -> None:
         self.subagent, self.task, self.ctx = subagent, task, ctx
-        self.at, self.deadline = at, deadline
+        self.at, self.timeout = at, timeout
         # Without a deadline or limits there is nothing to enter: that saves a timeout
         # scope and a no-op context manager per attempt on the dispatch path.
         self.bounded = at is not None or not subagent.limiter.is_unlimited
@@ -293,5 +293,5 @@ class _Body:
             return envelope
         if envelope.error_type != ErrorType.TIMEOUT:
             return envelope
-        message = f"cut at the deadline ({self.deadline:g}s): {envelope.message}"
+        message = f"cut at the deadline ({self.timeout:g}s): {envelope.message}"
         return envelope.model_copy(update={"message": message})

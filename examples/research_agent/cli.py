@@ -177,7 +177,7 @@ class _Session:
                 faults=FaultInjector(self.options.faults, seed=self.options.seed),
                 model=model,
                 web="web" in spec.sources,
-                deadline=self.options.deadline,
+                timeout=self.options.timeout,
                 store=self.store,
                 run_id=run_id,
                 calls=calls,

@@ -55,7 +55,7 @@ class RunSpec:
     """What a run researches, and what `--resume` keeps identical: its checkpoints
     belong to these tasks. Saved under the run id when the run starts.
 
-    Faults, seed, deadline and outputs are not part of it: they describe one attempt at
+    Faults, seed, timeout and outputs are not part of it: they describe one attempt at
     the run, and a resume is another attempt (usually without the fault).
     """
 
@@ -73,7 +73,7 @@ class Options:
     spec: RunSpec | None  # None with --resume: the run's own spec is read back
     faults: tuple[Fault, ...]
     seed: int
-    deadline: float
+    timeout: float
     json: bool
     out: Path | None
     html: Path | None
@@ -111,7 +111,12 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     )
     parser.add_argument("--seed", type=int, help="seed for injected faults (default: random)")
     parser.add_argument(
-        "--deadline", type=float, default=30.0, help="seconds for the whole run (default 30)"
+        "--timeout",
+        "--deadline",  # its name before agentmesh's "timeout means seconds" rule
+        dest="timeout",
+        type=float,
+        default=30.0,
+        help="seconds for the whole run (default 30)",
     )
     parser.add_argument(
         "--resume",
@@ -148,8 +153,8 @@ def parse_options(argv: Sequence[str] | None) -> Options:
             raise BadInput(str(exc)) from None
     if spec is not None:
         check_faults(faults, spec.sources, "(--sources)")
-    if not args.deadline > 0:
-        raise BadInput(f"--deadline must be more than 0 seconds, got {args.deadline:g}")
+    if not args.timeout > 0:
+        raise BadInput(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
     for flag, path in (("--out", args.out), ("--html", args.html)):
         if path is not None and not path.parent.is_dir():
             raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
@@ -158,7 +163,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         spec=spec,
         faults=tuple(faults),
         seed=seed,
-        deadline=args.deadline,
+        timeout=args.timeout,
         json=args.json,
         out=args.out,
         html=args.html,

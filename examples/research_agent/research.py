@@ -62,7 +62,7 @@ async def research(
     faults: FaultInjector,
     model: Model | None = None,
     web: bool = True,
-    deadline: float = 30.0,
+    timeout: float = 30.0,  # noqa: ASYNC109  # the run's, passed to the Coordinator
     store: CheckpointStore | None = None,
     run_id: str | None = None,
     calls: Counter[str] | None = None,
@@ -90,7 +90,7 @@ async def research(
         subagents,
         rewriter=rewriter,
         synthesizer=synthesizer,
-        deadline=deadline,
+        timeout=timeout,
         store=store,
         policies=[] if calls is None else [count_calls(calls)],
     )

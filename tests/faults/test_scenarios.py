@@ -137,7 +137,7 @@ class TestRetryAfterBeyondTheDeadline:
         async with AnthropicModel("claude-test", base_url=fake_messages_api.base_url) as claude:
             agent = LLMSubagent("claude", claude, retry=policy)
             start = now()
-            report = await Coordinator([agent], deadline=2).run([Task(query="hi")])
+            report = await Coordinator([agent], timeout=2).run([Task(query="hi")])
             elapsed = now() - start
         final = report.records[0].final
         captured.add(report, final)
@@ -170,7 +170,7 @@ class TestDeadline:
             return await ctx.call(never_answers, query=task.query)
 
         start = now()
-        report = await Coordinator([hangs], deadline=0.3).run([Task(query="q", topic="t")])
+        report = await Coordinator([hangs], timeout=0.3).run([Task(query="q", topic="t")])
         late = now() - (start + 0.3)
         captured.add(report)
         figure("late_s", round(late, 4))
@@ -195,7 +195,7 @@ class TestDeadline:
                 await asyncio.sleep(0.005)
 
         start = now()
-        report = await Coordinator([streamer], deadline=0.3).run([Task(query="q", topic="t")])
+        report = await Coordinator([streamer], timeout=0.3).run([Task(query="q", topic="t")])
         late = now() - (start + 0.3)
         figure("late_s", round(late, 4))
         figure("chunks_kept", len(chunks))
@@ -218,7 +218,7 @@ class TestDeadline:
         async def flaky(task: Task, ctx: Context) -> str:
             return await ctx.call(refuses, query=task.query)
 
-        coordinator = Coordinator([flaky], deadline=0.3, retry_budget=RetryBudget.unlimited())
+        coordinator = Coordinator([flaky], timeout=0.3, retry_budget=RetryBudget.unlimited())
         start = now()
         report = await coordinator.run([Task(query="q")])
         deadline = start + 0.3
@@ -238,7 +238,7 @@ class TestDeadline:
         fake_messages_api.handler = lambda request: F.slow(3600, F.text("too late"))
         async with AnthropicModel("claude-test", base_url=fake_messages_api.base_url) as claude:
             start = now()
-            report = await Coordinator([LLMSubagent("claude", claude)], deadline=0.3).run(["hi"])
+            report = await Coordinator([LLMSubagent("claude", claude)], timeout=0.3).run(["hi"])
             late = now() - (start + 0.3)
         figure("late_s", round(late, 4))
         assert late < DEADLINE_SLACK
@@ -393,7 +393,7 @@ class TestGracefulDegradation:
             await asyncio.sleep(0.01)
             raise TimeoutError("read timed out")
 
-        coordinator = Coordinator([web, docs, wiki, papers, forum], deadline=0.5, min_coverage=0.8)
+        coordinator = Coordinator([web, docs, wiki, papers, forum], timeout=0.5, min_coverage=0.8)
         start = now()
         report = await coordinator.run([Task(query="asyncio", topic="asyncio")])
         elapsed = now() - start

@@ -709,7 +709,7 @@ class TestIsolationAndConcurrency:
         async def quick(task: Task, ctx: Context) -> list[str]:
             return ["quick answer"]
 
-        coordinator = Coordinator([hangs, hangs_bare, quick], deadline=0.2)
+        coordinator = Coordinator([hangs, hangs_bare, quick], timeout=0.2)
         started = time.monotonic()
         async with asyncio.timeout(GUARD):
             report = await coordinator.run([Task(query="q", topic="t")])
@@ -743,7 +743,7 @@ class TestIsolationAndConcurrency:
             calls += 1
             raise ConnectionError("down")
 
-        report = await Coordinator([down], deadline=5.0).run(["q"])
+        report = await Coordinator([down], timeout=5.0).run(["q"])
         assert calls == 1
         assert sleep.delays == []
         final = report.records[0].final
@@ -767,7 +767,7 @@ class TestIsolationAndConcurrency:
             await asyncio.Event().wait()
             return "never"
 
-        coordinator = Coordinator([sql, other], rewriter=hangs, deadline=0.1)
+        coordinator = Coordinator([sql, other], rewriter=hangs, timeout=0.1)
         async with asyncio.timeout(GUARD):
             report = await coordinator.run(["q"])
         by_source = {entry.source: entry for entry in report.coverage}
@@ -784,7 +784,7 @@ class TestIsolationAndConcurrency:
             ctx.record_partial(["early hit"], completed="s1")
             raise TimeoutError("slow")
 
-        coordinator = Coordinator([web], deadline=0.1)
+        coordinator = Coordinator([web], timeout=0.1)
 
         @coordinator.alternative("narrow")
         async def narrow(task: Task, envelope: ErrorEnvelope) -> Task:

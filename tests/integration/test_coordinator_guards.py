@@ -62,7 +62,7 @@ class TestMisbehavingParts:
 
         loop = asyncio.get_running_loop()
         started = loop.time()
-        report = await Coordinator([echo], synthesizer=Slow(), deadline=0.2).run(["a"])
+        report = await Coordinator([echo], synthesizer=Slow(), timeout=0.2).run(["a"])
         assert loop.time() - started < CUT_WITHIN
         assert report.coverage[0].status is CoverageStatus.COVERED
         assert "deadline" in (report.synthesis_note or "")
@@ -92,7 +92,7 @@ class TestMisbehavingParts:
 
         loop = asyncio.get_running_loop()
         started = loop.time()
-        report = await Coordinator([echo], executor=Stubborn(), deadline=0.1).run(["a"])
+        report = await Coordinator([echo], executor=Stubborn(), timeout=0.1).run(["a"])
         assert loop.time() - started < CUT_WITHIN
         entry = report.coverage[0]
         assert entry.status is CoverageStatus.GAP
@@ -118,13 +118,13 @@ class TestCoordinatorArguments:
 
 class TestRetryPolicyDeadline:
     async def test_the_policy_deadline_bounds_an_attempt_in_flight(self) -> None:
-        """RetryPolicy(deadline=) cuts a hanging call, not only the waits between calls."""
+        """RetryPolicy(timeout=) cuts a hanging call, not only the waits between calls."""
 
         @tool(idempotent=True)
         async def hang() -> None:
             await asyncio.sleep(30)
 
-        @subagent(retry=RetryPolicy(max_attempts=3, initial_delay=0.01, deadline=0.2))
+        @subagent(retry=RetryPolicy(max_attempts=3, initial_delay=0.01, timeout=0.2))
         async def agent(task: Task, ctx: Context) -> None:
             await ctx.call(hang)
 

@@ -377,7 +377,7 @@ class TestToolsInsideSubagents:
             ctx.record_partial(["early"], completed="first")
             await ctx.call(hang)
 
-        outcome = await agent.run("q", deadline=0.05)
+        outcome = await agent.run("q", timeout=0.05)
         assert started.is_set()
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_type == "timeout"
@@ -426,7 +426,7 @@ class TestRetryAfter:
         async def agent(task: Task, ctx: Context) -> None:
             raise TransientError("later", error_type="rate_limited", retry_after=30)
 
-        outcome = await agent.run("q", deadline=2.0)
+        outcome = await agent.run("q", timeout=2.0)
         assert isinstance(outcome, ErrorEnvelope)
         assert sleep.delays == []
         assert outcome.details is not None
@@ -500,7 +500,7 @@ class TestLimitsAndDeadlines:
         loop = asyncio.get_running_loop()
         started = loop.time()
         first, second = await asyncio.gather(
-            limited.run("a", deadline=0.2), limited.run("b", deadline=0.2)
+            limited.run("a", timeout=0.2), limited.run("b", timeout=0.2)
         )
         # A real clock: the slot frees after 30 s, so 5 s tells "cut at the deadline" apart
         # from "waited for the slot" with ample room for a loaded machine.

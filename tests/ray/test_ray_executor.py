@@ -97,8 +97,8 @@ async def written(path: Path, expected: set[str]) -> None:
             await asyncio.sleep(0.05)
 
 
-def dispatch(deadline: float | None = None) -> Dispatch:
-    return Dispatch(run_id="run", task_id="task", deadline=deadline)
+def dispatch(timeout: float | None = None) -> Dispatch:
+    return Dispatch(run_id="run", task_id="task", timeout=timeout)
 
 
 class TestMixedOutcomes:
@@ -198,7 +198,7 @@ class TestDeadline:
             return ["late"]
 
         started = time.monotonic()
-        report = await Coordinator([slow], executor=ray_executor, deadline=1.0).run(["q"])
+        report = await Coordinator([slow], executor=ray_executor, timeout=1.0).run(["q"])
         elapsed = time.monotonic() - started
 
         assert elapsed < 2.0
@@ -226,7 +226,7 @@ class TestDeadline:
             return ["late"]
 
         started = time.monotonic()
-        outcome = await ray_executor.execute(stuck, Task(query="q"), dispatch(deadline=0.5))
+        outcome = await ray_executor.execute(stuck, Task(query="q"), dispatch(timeout=0.5))
         elapsed = time.monotonic() - started
 
         assert elapsed < 2.0
@@ -378,7 +378,7 @@ class TestStoreShipping:
             await ray_executor.execute(
                 plain,
                 Task(query="q"),
-                Dispatch(run_id="r", task_id="t", deadline=None, store=MemoryStore()),
+                Dispatch(run_id="r", task_id="t", store=MemoryStore()),
             )
 
         message = str(caught.value)

@@ -37,7 +37,7 @@ class TestRetryPolicy:
             ({"max_delay": -1}, "max_delay"),
             ({"multiplier": 0.5}, "multiplier"),
             ({"jitter": "some"}, "jitter"),
-            ({"deadline": 0}, "deadline"),
+            ({"timeout": 0}, "timeout"),
         ],
     )
     def test_bad_values_name_the_argument(self, options: dict[str, Any], argument: str) -> None:
