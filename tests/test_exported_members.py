@@ -74,6 +74,11 @@ def test_checkpoints_exports_exactly_the_stores() -> None:
 
 
 def test_executors_exports_exactly_the_executors() -> None:
-    """`agentmesh.executors` exports the two executors; the local one is the coordinator's."""
-    assert set(agentmesh.executors.__all__) == {"LocalExecutor", "RayExecutor"}
-    assert agentmesh.executors.LocalExecutor is agentmesh.coordinator.LocalExecutor
+    """`agentmesh.executors` exports the seam (`Executor`, `Dispatch`) and both executors."""
+    assert set(agentmesh.executors.__all__) == {
+        "Dispatch",
+        "Executor",
+        "LocalExecutor",
+        "RayExecutor",
+    }
+    assert not {"Dispatch", "Executor", "LocalExecutor"} & set(agentmesh.coordinator.__all__)

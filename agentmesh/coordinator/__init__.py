@@ -10,7 +10,6 @@ from agentmesh.coordinator._decisions import (
     RouteDecision,
     TryAlternative,
 )
-from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
 from agentmesh.coordinator._report import (
     CoverageEntry,
@@ -31,13 +30,10 @@ __all__ = [
     "CoverageEntry",
     "CoverageStatus",
     "DeterministicSynthesizer",
-    "Dispatch",
     "Escalate",
-    "Executor",
     "Finding",
     "LLMRewriter",
     "LLMSynthesizer",
-    "LocalExecutor",
     "RecordGap",
     "Report",
     "RetryWithFeedback",

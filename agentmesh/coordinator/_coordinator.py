@@ -25,7 +25,6 @@ from agentmesh.coordinator._decisions import (
     RouteDecision,
     TryAlternative,
 )
-from agentmesh.coordinator._executor import Dispatch, Executor, LocalExecutor
 from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
@@ -36,6 +35,7 @@ from agentmesh.envelope import (
     Success,
 )
 from agentmesh.errors import UsageError
+from agentmesh.executors._local import Dispatch, Executor, LocalExecutor
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope

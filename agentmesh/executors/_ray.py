@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any, Final, Self
 from pydantic import TypeAdapter
 
 from agentmesh._logging import get_logger
-from agentmesh.coordinator import Dispatch
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
+from agentmesh.executors._local import Dispatch
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 

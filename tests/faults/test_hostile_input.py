@@ -26,7 +26,8 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.coordinator import CoverageStatus, Dispatch
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.executors import Dispatch
 from agentmesh.models import (
     AnthropicModel,
     ModelRequest,

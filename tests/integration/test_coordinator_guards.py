@@ -22,7 +22,8 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.coordinator import CoverageStatus, Dispatch, Router, TaskRecord
+from agentmesh.coordinator import CoverageStatus, Router, TaskRecord
+from agentmesh.executors import Dispatch
 
 # The deadline tests here cut a call that would sleep 30 s, so a real clock is the behaviour:
 # finishing within this shows the cut, with ample room for a loaded machine.

@@ -34,8 +34,8 @@ from agentmesh import (
     tool,
 )
 from agentmesh.checkpoints import MemoryStore
-from agentmesh.coordinator import CoverageStatus, Dispatch
-from agentmesh.executors import LocalExecutor, RayExecutor
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.executors import Dispatch, LocalExecutor, RayExecutor
 from agentmesh.policies import deny_after_permission_error
 
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0, jitter="none")

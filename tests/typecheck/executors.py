@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from agentmesh import Coordinator, Report, Task, subagent
 from agentmesh.context import Context
-from agentmesh.coordinator import Executor
-from agentmesh.executors import LocalExecutor, RayExecutor
+from agentmesh.executors import Executor, LocalExecutor, RayExecutor
 
 
 @subagent(name="docs")

@@ -22,8 +22,8 @@ from agentmesh import (
     subagent,
 )
 from agentmesh.coordinator import CoverageStatus, Finding, Report, Step
-from agentmesh.coordinator._executor import Dispatch
 from agentmesh.envelope import is_empty_value
+from agentmesh.executors import Dispatch
 from agentmesh.subagents import Subagent
 
 
