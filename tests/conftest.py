@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+
+from agentmesh.checkpoints import CheckpointStore, MemoryStore, PostgresStore, SQLiteStore
 
 POSTGRES_DSN_VARIABLE = "AGENTMESH_TEST_POSTGRES_DSN"
 
@@ -47,3 +50,18 @@ def postgres_schema(postgres_dsn: str) -> Iterator[str]:
     yield name
     with connect(postgres_dsn, autocommit=True) as connection:
         connection.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
+    """Each store in turn (PostgreSQL only with a test server): they must not differ."""
+    instance: SQLiteStore | PostgresStore | MemoryStore
+    if request.param == "sqlite":
+        instance = SQLiteStore(tmp_path / "checkpoints.sqlite")
+    elif request.param == "postgres":
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        instance = PostgresStore(dsn, schema=request.getfixturevalue("postgres_schema"))
+    else:
+        instance = MemoryStore()
+    async with instance:
+        yield instance

@@ -9,11 +9,8 @@ twice; what it reads back has its secrets masked.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agentmesh import (
     Context,
@@ -27,26 +24,11 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.checkpoints import CheckpointStore, MemoryStore, PostgresStore, SQLiteStore
+from agentmesh.checkpoints import CheckpointStore
 
 from .conftest import PLANTED_KEY, PLANTED_PASSWORD, PLANTED_TOKEN, leaks
 
 DSN = f"postgresql://bob:{PLANTED_PASSWORD}@db.internal/crm"
-
-
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
-    """Every store keeps the same masked values."""
-    instance: SQLiteStore | PostgresStore | MemoryStore
-    if request.param == "sqlite":
-        instance = SQLiteStore(tmp_path / "checkpoints.sqlite")
-    elif request.param == "postgres":
-        dsn: str = request.getfixturevalue("postgres_dsn")
-        instance = PostgresStore(dsn, schema=request.getfixturevalue("postgres_schema"))
-    else:
-        instance = MemoryStore()
-    async with instance:
-        yield instance
 
 
 async def at_rest(store: CheckpointStore, run_id: str, tmp_path: Path) -> str:

@@ -54,21 +54,6 @@ class Receipt(BaseModel):
     amount: int
 
 
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
-    """Every behaviour is checked against every store: they must not differ."""
-    instance: SQLiteStore | PostgresStore | MemoryStore
-    if request.param == "sqlite":
-        instance = SQLiteStore(tmp_path / "checkpoints.sqlite")
-    elif request.param == "postgres":
-        dsn: str = request.getfixturevalue("postgres_dsn")
-        instance = PostgresStore(dsn, schema=request.getfixturevalue("postgres_schema"))
-    else:
-        instance = MemoryStore()
-    async with instance:
-        yield instance
-
-
 def store_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("agentmesh-checkpoints")]
 
