@@ -47,9 +47,11 @@ MAX_PARTIAL_JSON_BYTES: Final = 1 << 20
 
 JSONQuery: TypeAlias = str | dict[str, Any]
 
-# What an outcome records of a query travels into logs, reports and model prompts: every
-# outcome built with validation masks its secrets and bounds its size here, in one place,
-# whoever built it (the framework from a task's raw query, or a model's report).
+# What an envelope records of a query travels into logs, reports and model prompts: every
+# envelope built with validation masks its secrets and bounds its size here, in one place,
+# whoever built it (the framework from a task's raw query, or a model's report). A
+# success is built on the hot path from queries the framework has already recorded
+# (masked once, where the call is made), so it does not pay for it again.
 MaskedQuery: TypeAlias = Annotated[JSONQuery, AfterValidator(recorded)]
 
 
@@ -268,7 +270,7 @@ class Success(_Wire, Generic[T]):
     is_error: Literal[False] = False
     data: T
     source: str
-    attempted_query: MaskedQuery
+    attempted_query: JSONQuery
     attempts: int = Field(default=1, ge=0)
     # A policy's `escalate` on a result that was obtained: the data stands, and a human
     # must still look at it.
