@@ -1,0 +1,108 @@
+"""Policy verdicts applied: to one outcome, and collected over one task's calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmesh._attempts import RetryTally
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
+
+__all__ = ["TaskRulings", "apply_verdict", "blocked"]
+
+
+def apply_verdict(
+    outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict
+) -> Success[Any] | ErrorEnvelope:
+    """The outcome as a policy ruled it: never retryable again, the policy named in it.
+
+    On a result, only `deny` withholds it; `escalate` keeps the data (the side effect
+    happened: dropping its evidence would help no one) and flags it; `forbid_retry` has
+    nothing to stop.
+    """
+    note = f"{verdict.action} by policy {verdict.policy}: {verdict.reason}"
+    if isinstance(outcome, Success) and verdict.action == "forbid_retry":
+        return outcome
+    if isinstance(outcome, Success) and verdict.action == "escalate":
+        return outcome.model_copy(update={"policy": verdict})
+    if isinstance(outcome, Success):
+        # A withheld result: the caller must not see the data the policy blocked.
+        return ErrorEnvelope(
+            error_category=ErrorCategory.PERMISSION,
+            error_type=ErrorType.POLICY_BLOCKED,
+            is_retryable=False,
+            message=f"result withheld by policy {verdict.policy}: {verdict.reason}",
+            attempted_query=outcome.attempted_query,
+            source=outcome.source,
+            attempts=outcome.attempts,
+            details=note,
+            policy=verdict,
+        )
+    details = f"{outcome.details}; {note}" if outcome.details else note
+    return outcome.model_copy(update={"is_retryable": False, "details": details, "policy": verdict})
+
+
+def blocked(verdict: PolicyVerdict, attempted_query: dict[str, Any], source: str) -> ErrorEnvelope:
+    """The envelope of a call a verdict stopped before it was made."""
+    return ErrorEnvelope(
+        error_category=ErrorCategory.PERMISSION,
+        error_type=ErrorType.POLICY_BLOCKED,
+        is_retryable=False,
+        message=f"call denied by policy {verdict.policy}: {verdict.reason}",
+        attempted_query=attempted_query,
+        source=source,
+        attempts=0,
+        policy=verdict,
+    )
+
+
+class TaskRulings:
+    """What one task's outcome must carry even when its body recovers or says "Done.".
+
+    Every policy ruling on the task's calls (in order, each once), the escalations a
+    post-tool policy called for, and every local retry.
+    """
+
+    __slots__ = ("_rulings", "escalations", "retries")
+
+    def __init__(self) -> None:
+        self._rulings: dict[PolicyVerdict, None] | None = None
+        self.escalations: list[PolicyVerdict] = []
+        self.retries = RetryTally()
+
+    @property
+    def rulings(self) -> tuple[PolicyVerdict, ...]:
+        return tuple(self._rulings or ())
+
+    def rule(self, verdict: PolicyVerdict, tool: str) -> None:
+        """Remember a verdict on a call of `tool`."""
+        if self._rulings is None:
+            self._rulings = {}
+        self._rulings[verdict.model_copy(update={"tool": tool})] = None
+
+    def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
+        """The outcome carrying the rulings and local retries.
+
+        Counts already on the outcome (a nested subagent's, passed on) are kept and added.
+        """
+        if self._rulings is None and self.retries.counts() is None:
+            return outcome
+        update: dict[str, Any] = {}
+        if self._rulings is not None:
+            update["rulings"] = tuple(dict.fromkeys((*(outcome.rulings or ()), *self._rulings)))
+        if outcome.retries:
+            self.retries.merge(outcome.retries)
+        retries = self.retries.counts()
+        if retries is not None:
+            update["retries"] = retries
+        return outcome.model_copy(update=update)
+
+    def adopt(self, outcome: Success[Any] | ErrorEnvelope) -> None:
+        """Take in what a nested run reported: its rulings, its retries, an escalation."""
+        for verdict in outcome.rulings or ():
+            if self._rulings is None:
+                self._rulings = {}
+            self._rulings[verdict] = None
+        if outcome.retries:
+            self.retries.merge(outcome.retries)
+        if isinstance(outcome, Success) and outcome.policy is not None:
+            self.escalations.append(outcome.policy)

@@ -1,0 +1,41 @@
+"""A task's checkpoints: its side-effect ledger, and its progress saved and restored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmesh._partials import PartialRecorder
+from agentmesh.checkpoints._ledger import ProgressSaver, ToolLedger
+from agentmesh.checkpoints._store import CheckpointStore
+
+__all__ = ["open_checkpoints", "restore_partials"]
+
+
+def open_checkpoints(
+    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any, *, save: bool
+) -> tuple[ToolLedger | None, ProgressSaver | None]:
+    """The task's ledger (with a store) and progress saver (with a store and `save`)."""
+    if store is None:
+        return None, None
+    # Checkpoints of this task live under "<subagent>/<task id>" in the run.
+    namespace = f"{subagent}/{task_id}"
+    ledger = ToolLedger(store, run_id, namespace, log)
+    return ledger, ProgressSaver(store, run_id, namespace, log) if save else None
+
+
+async def restore_partials(saver: ProgressSaver, partials: PartialRecorder, log: Any) -> bool:
+    """Load into `partials` the progress a previous run saved; True when there was some.
+
+    A store that cannot be read is logged and the task starts over: redoing work is
+    safe, the ledger still refuses to repeat a side effect it cannot rule out.
+    """
+    try:
+        saved = await saver.load()
+    except Exception as exc:
+        log.warning("partials_not_restored", error=f"{type(exc).__name__}: {exc}")
+        return False
+    if saved is None:
+        return False
+    partials.record(saved.findings, completed=saved.completed, pending=saved.pending)
+    log.info("partials_restored", completed=saved.completed, pending=saved.pending)
+    return True
