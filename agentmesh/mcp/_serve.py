@@ -7,10 +7,8 @@ and policies, plus the server's), in a `RunScope` of its own, so what one call l
 call. The retry budget is fresh per call unless the server is given one to share, which
 then bounds retries across every call it serves, as a coordinator's does across runs.
 
-The outcome crosses whole: a `Success` as `structuredContent` (its camelCase JSON, with
-`isEmpty`, so "searched, nothing found" stays distinguishable from a failure), an
-`ErrorEnvelope` with `isError: true` and its camelCase JSON; both with a short text for
-clients that only read text.
+The outcome crosses whole (`agentmesh.mcp._serve_result`); arguments that fail the
+tool's schema and unknown tool names get validation envelopes, never a bare error text.
 """
 
 from __future__ import annotations
@@ -20,11 +18,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final
 
-import pydantic_core
-from pydantic import Field
+from pydantic import BaseModel, Field
+from pydantic import ValidationError as PydanticValidationError
 
 from agentmesh._logging import get_logger
-from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
@@ -33,22 +30,27 @@ from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 try:
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as SDKServer
-    from mcp.types import CallToolResult, TextContent
+    from mcp.types import CallToolResult, InputRequiredResult
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "agentmesh.mcp needs the official MCP SDK: pip install 'agentmesh[mcp]'"
     ) from exc
 
-__all__ = ["outcome_result", "serve"]
+from agentmesh.mcp._serve_result import invalid_arguments, outcome_result, unknown_tool
+
+__all__ = ["serve"]
 
 # The MCP tool-name rule (SEP-986); checked here so a bad name fails at `serve`, not
 # as a warning in the server's log.
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-# Longer results are cut in the text block only; `structuredContent` always has them whole.
-TEXT_LIMIT: Final = 2_000
-RUN_ID_META: Final = "agentmesh/runId"
-"""The `_meta` key of a result naming the server-side run (to find its log events)."""
+INSTRUCTIONS: Final = (
+    "Each tool is an agentmesh subagent: give it a `query` (and the `topic` it covers). "
+    "A result is a Success: `data`, and `isEmpty` when it searched and found nothing. "
+    "An `isError` result is an ErrorEnvelope: `errorCategory`, `isRetryable`, `message`, "
+    "and when known `partialResults`, `alternativeApproaches` and `retryAfter`."
+)
 
 
 def serve(
@@ -82,11 +84,11 @@ def serve(
     for policy in policies:
         if not isinstance(policy, ToolPolicy):
             raise UsageError(f"serve(policies=): {policy!r} is not a policy")
-    server: SDKServer = SDKServer(name)
-    for agent in agents:
-        served = _ServedSubagent(agent, timeout, retry_budget, tuple(policies))
-        server.add_tool(served.call, name=agent.name, description=_description(agent))
-    return server
+    served = {
+        agent.name: _ServedSubagent(agent, timeout, retry_budget, tuple(policies))
+        for agent in agents
+    }
+    return _SubagentServer(name, served)
 
 
 def _subagents(subagents: Subagent | Iterable[Subagent]) -> tuple[Subagent, ...]:
@@ -119,6 +121,39 @@ def _description(agent: Subagent) -> str:
     return agent.description or (inspect.cleandoc(own) if own else f"The {agent.name} subagent.")
 
 
+class _SubagentServer(SDKServer[Any]):
+    """The SDK's server, whose subagent tools answer every call with an outcome.
+
+    The SDK would answer arguments that fail its validation, and an unknown tool, with
+    a bare error text; here they are validation envelopes too, so a client can decide
+    on `structuredContent` alone for every `isError` result of a subagent tool.
+    """
+
+    def __init__(self, name: str, served: dict[str, _ServedSubagent]) -> None:
+        super().__init__(name, instructions=INSTRUCTIONS)
+        self._served = served
+        for tool_name, one in served.items():
+            self.add_tool(one.call, name=tool_name, description=_description(one.agent))
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        served = self._served.get(name)
+        if served is not None:
+            return await served.answer(arguments)
+        if name not in {tool.name for tool in await self.list_tools()}:
+            get_logger(tool=name).info("mcp_unknown_tool")
+            return outcome_result(unknown_tool(name, arguments, sorted(self._served)))
+        return await super().call_tool(name, arguments, context)  # a tool the user added
+
+
+class _Arguments(BaseModel):
+    """A subagent tool's arguments, as its listed input schema says."""
+
+    query: str
+    topic: str | None = None
+
+
 class _ServedSubagent:
     """One subagent behind one MCP tool: a call is one run of it."""
 
@@ -132,6 +167,15 @@ class _ServedSubagent:
         policies: tuple[ToolPolicy, ...],
     ) -> None:
         self.agent, self.timeout, self.budget, self.policies = agent, timeout, budget, policies
+
+    async def answer(self, arguments: dict[str, Any]) -> CallToolResult:
+        """The outcome of one call, or a validation envelope naming the bad arguments."""
+        try:
+            valid = _Arguments.model_validate(arguments)
+        except PydanticValidationError as exc:
+            get_logger(subagent=self.agent.name).info("mcp_invalid_arguments")
+            return outcome_result(invalid_arguments(self.agent.name, arguments, exc))
+        return await self.call(valid.query, valid.topic)
 
     # The SDK derives the tool's input schema from this signature.
     async def call(
@@ -154,44 +198,3 @@ class _ServedSubagent:
         result = outcome_result(outcome, run_id=scope.run_id)
         log.info("mcp_tool_result", is_error=result.is_error)
         return result
-
-
-def outcome_result(outcome: Outcome, *, run_id: str | None = None) -> CallToolResult:
-    """An outcome as an MCP tool result: its whole camelCase JSON in `structuredContent`."""
-    meta = None if run_id is None else {RUN_ID_META: run_id}
-    if isinstance(outcome, ErrorEnvelope):
-        return CallToolResult(
-            content=[TextContent(text=_envelope_text(outcome))],
-            structured_content=outcome.to_dict(),
-            is_error=True,
-            _meta=meta,
-        )
-    # Any data a subagent returns crosses, as the model's tool results do (`str` fallback).
-    data = pydantic_core.to_jsonable_python(outcome.data, fallback=str)
-    return CallToolResult(
-        content=[TextContent(text=_success_text(outcome))],
-        structured_content=outcome.model_copy(update={"data": data}).to_dict(),
-        is_error=False,
-        _meta=meta,
-    )
-
-
-def _envelope_text(envelope: ErrorEnvelope) -> str:
-    retry = "retryable" if envelope.is_retryable else "not retryable"
-    return (
-        f"{envelope.source} failed ({envelope.error_category.value}/{envelope.error_type}, "
-        f"{retry}, {_attempts(envelope.attempts)}): {envelope.message}"
-    )
-
-
-def _attempts(count: int) -> str:
-    return "1 attempt" if count == 1 else f"{count} attempts"
-
-
-def _success_text(success: Success[Any]) -> str:
-    if success.is_empty:
-        return f"{success.source} searched and found nothing (an empty result, not a failure)."
-    text = success.data_json()
-    if len(text) <= TEXT_LIMIT:
-        return text
-    return text[:TEXT_LIMIT] + "… (cut here; structuredContent has the whole result)"

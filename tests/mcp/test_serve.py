@@ -24,10 +24,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
-from agentmesh import ErrorEnvelope, Success, UsageError, subagent
+from agentmesh import ErrorEnvelope, RetryBudget, Success, UsageError, subagent
 from agentmesh.mcp import serve
 from agentmesh.mcp._cli import main
-from agentmesh.mcp._serve import RUN_ID_META
+from agentmesh.mcp._serve_result import RUN_ID_META
+from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 from tests.mcp.fixtures import served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +59,9 @@ async def _talk(
             for name in (*CALLS, "whoami")
         }
         again = await client.call_tool("docs", {"query": "again"})
+        results["no query"] = await client.call_tool("docs", {"topic": "t"})
+        results["number query"] = await client.call_tool("docs", {"query": 7})
+        results["unknown"] = await client.call_tool("nosuch", {"query": "q"})
     first, second = results["docs"].meta or {}, again.meta or {}
     return {t.name: t for t in listed.tools}, results, (first[RUN_ID_META], second[RUN_ID_META])
 
@@ -244,12 +248,63 @@ class TestEnvelopes:
         )
 
 
+class TestRefusedCalls:
+    def test_missing_arguments_are_a_validation_envelope(self, session: Session) -> None:
+        """A call without `query` is refused with an envelope naming the field; nothing ran."""
+        envelope = _envelope(session.results["no query"])
+        assert (envelope.error_category, envelope.error_type) == ("validation", "invalid_input")
+        assert envelope.message == "invalid arguments for docs: query: Field required"
+        assert envelope.attempts == 0
+
+    def test_wrongly_typed_arguments_are_a_validation_envelope(self, session: Session) -> None:
+        """A `query` that is not a string is refused the same way, with what was sent."""
+        envelope = _envelope(session.results["number query"])
+        assert envelope.error_type == "invalid_input"
+        assert envelope.attempted_query == {"tool": "docs", "arguments": {"query": 7}}
+
+    def test_an_unknown_tool_is_a_validation_envelope(self, session: Session) -> None:
+        """A tool name the server does not have is refused as `unknown_tool`, naming the tools."""
+        envelope = _envelope(session.results["unknown"])
+        assert (envelope.error_category, envelope.error_type) == ("validation", "unknown_tool")
+        assert "no tool named 'nosuch'" in envelope.message
+        assert "docs" in envelope.message
+
+
 class TestRunScope:
     def test_each_call_is_a_run_of_its_own(self, session: Session) -> None:
         """Two calls of one tool get two run ids (named in `_meta`) and separate retries."""
         first, second = session.run_ids
         assert first != second
         assert _success(session.results["docs"]).attempts == 2
+
+
+class TestServeOptions:
+    async def test_a_shared_retry_budget_bounds_retries_across_calls(self) -> None:
+        """With `retry_budget=`, retries spent by one call are gone for the next."""
+        server = serve([served.flaky], retry_budget=RetryBudget(ratio=0, reserve=1))
+        async with Client(server) as client:
+            first = _envelope(await client.call_tool("flaky", {"query": "a"}))
+            second = _envelope(await client.call_tool("flaky", {"query": "b"}))
+        assert (first.attempts, second.attempts) == (2, 1)
+
+    async def test_without_a_budget_each_call_gets_a_fresh_one(self) -> None:
+        """By default every call retries as a run of its own would."""
+        server = serve([served.flaky])
+        async with Client(server) as client:
+            results = [await client.call_tool("flaky", {"query": q}) for q in "ab"]
+        assert [_envelope(result).attempts for result in results] == [3, 3]
+
+    async def test_server_policies_apply_before_the_subagents_own(self) -> None:
+        """`policies=` rules every call's tool calls, ahead of the subagent's policies."""
+
+        @pre_tool_use
+        def house_rule(event: ToolCallEvent) -> Decision:
+            return Decision.deny("no tools on this server")
+
+        async with Client(serve([served.vault], policies=[house_rule])) as client:
+            envelope = _envelope(await client.call_tool("vault", {"query": "q"}))
+        assert envelope.policy is not None
+        assert envelope.policy.policy == "house_rule"
 
 
 class TestProcesses:
