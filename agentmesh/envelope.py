@@ -239,15 +239,24 @@ class ErrorEnvelope(_Wire):
         }
 
     def to_mcp_result(self) -> dict[str, Any]:
-        """An MCP `CallToolResult`-shaped dict with `isError: true`."""
+        """An MCP `CallToolResult`-shaped dict: `isError: true`, the envelope's JSON whole in
+        `structuredContent`, one line of text for clients that read only text."""
+        retry = "retryable" if self.is_retryable else "not retryable"
+        attempts = "1 attempt" if self.attempts == 1 else f"{self.attempts} attempts"
+        text = (
+            f"{self.source} failed ({self.error_category.value}/{self.error_type}, "
+            f"{retry}, {attempts}): {self.message}"
+        )
         return {
             "isError": True,
-            "content": [{"type": "text", "text": self.to_json()}],
+            "content": [{"type": "text", "text": text}],
             "structuredContent": self.to_dict(),
         }
 
 
 _SIZED: Final = (str, list, tuple, dict, set, frozenset)
+# Longer results are cut in an MCP result's text block only; `structuredContent` has them whole.
+MCP_TEXT_LIMIT: Final = 2_000
 _SIZED_TYPES: Final = frozenset(_SIZED)
 
 
@@ -292,13 +301,21 @@ class Success(_Wire, Generic[T]):
         return {"type": "tool_result", "tool_use_id": tool_use_id, "content": self.data_json()}
 
     def to_mcp_result(self) -> dict[str, Any]:
-        """An MCP `CallToolResult`-shaped dict with `isError: false`."""
+        """An MCP `CallToolResult`-shaped dict: `isError: false`, the success's JSON whole in
+        `structuredContent` (with `isEmpty`: "searched, nothing found" is not a failure), and
+        its data as text, cut at `MCP_TEXT_LIMIT` characters."""
+        # Any data a subagent returns crosses, as the model's tool results do (`str` fallback).
         data = pydantic_core.to_jsonable_python(self.data, fallback=str)
-        structured = data if isinstance(data, dict) else {"result": data}
+        if self.is_empty:
+            text = f"{self.source} searched and found nothing (an empty result, not a failure)."
+        else:
+            text = self.data_json()
+            if len(text) > MCP_TEXT_LIMIT:
+                text = text[:MCP_TEXT_LIMIT] + "… (cut here; structuredContent has it whole)"
         return {
             "isError": False,
-            "content": [{"type": "text", "text": self.data_json()}],
-            "structuredContent": structured,
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": self.model_copy(update={"data": data}).to_dict(),
         }
 
 

@@ -108,16 +108,18 @@ class TestToolResults:
         assert json.loads(block["content"]) == data
 
     def test_mcp_shapes(self) -> None:
-        """Both outcomes map onto MCP's CallToolResult with isError and structuredContent."""
+        """Both outcomes cross to MCP whole: isError and the outcome's JSON in structuredContent."""
         error = make_envelope().to_mcp_result()
         assert error["isError"] is True
-        assert error["structuredContent"]["errorCategory"] == "transient"
-        assert json.loads(error["content"][0]["text"])["source"] == "docs"
-        success = Success(data={"orders": []}, source="db", attempted_query="q").to_mcp_result()
+        assert error["structuredContent"] == make_envelope().to_dict()
+        assert "transient" in error["content"][0]["text"]
+        success = Success(data={"orders": [1]}, source="db", attempted_query="q").to_mcp_result()
         assert success["isError"] is False
-        assert success["structuredContent"] == {"orders": []}
-        listed = Success(data=[1, 2], source="db", attempted_query="q").to_mcp_result()
-        assert listed["structuredContent"] == {"result": [1, 2]}
+        assert success["structuredContent"]["data"] == {"orders": [1]}
+        assert json.loads(success["content"][0]["text"]) == {"orders": [1]}
+        empty = Success(data=[], source="db", attempted_query="q").to_mcp_result()
+        assert empty["structuredContent"]["isEmpty"] is True
+        assert "found nothing" in empty["content"][0]["text"]
 
 
 class TestSuccess:
