@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentmesh._attempts import RetryTally
 from agentmesh._partials import PartialRecorder, merge_partials
@@ -20,6 +20,7 @@ from agentmesh._rulings import TaskRulings, apply_verdict
 from agentmesh._task_checkpoints import open_checkpoints, restore_partials
 from agentmesh._tool_call import call_tool
 from agentmesh._tracing import outcome_attributes, span
+from agentmesh._usage import UsageTally
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success
@@ -29,6 +30,9 @@ from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
 from agentmesh.tools import Tool
+
+if TYPE_CHECKING:
+    from agentmesh.models import Model, ModelResponse
 
 __all__ = ["Context", "PartialRecorder", "apply_verdict", "merge_partials"]
 
@@ -77,6 +81,8 @@ class Context:
         self._deposit_covered = True
         self.partials = PartialRecorder()
         self._verdicts = TaskRulings()
+        # What this task's model calls used, across all its attempts (`ctx.call_model`).
+        self.usage = UsageTally()
         self.store = store
         self.ledger, self._progress = open_checkpoints(
             store, scope.run_id, subagent, task_id, log, save=checkpoint
@@ -129,11 +135,16 @@ class Context:
             await self._progress.flush()
 
     def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
-        """The task's outcome carrying its rulings and local retries (called by `Subagent.run`).
+        """The task's outcome carrying its rulings, local retries and model usage.
 
-        Counts already on the outcome (a nested subagent's, passed on) are kept and added.
+        Called by `Subagent.run`. Counts already on the outcome (a nested subagent's,
+        passed on) are kept and added.
         """
-        return self._verdicts.annotate(outcome)
+        outcome = self._verdicts.annotate(outcome)
+        # Usage is not merged from the outcome: a nested run's was adopted already
+        # (`adopt`), and the envelope it failed with may be this very outcome.
+        usage = self.usage.summary()
+        return outcome if usage is None else outcome.model_copy(update={"usage": usage})
 
     def adopt(self, outcome: Success[Any] | ErrorEnvelope) -> None:
         """Take in what a nested run reported: its rulings, its retries, an escalation.
@@ -142,6 +153,7 @@ class Context:
         recovers (or simply answers "Done.") would drop what the nested run was told.
         """
         self._verdicts.adopt(outcome)
+        self.usage.merge(outcome.usage)
 
     def deposit_for_call(self) -> bool:
         """Whether a source call now deposits into the retry budget (see `__init__`)."""
@@ -174,6 +186,17 @@ class Context:
         self.log.debug("partial_recorded", completed=completed, pending=pending)
         if self._progress is not None:
             self._progress.schedule(self.partials.snapshot())
+
+    async def call_model(self, model: Model, **request: Any) -> ModelResponse:
+        """One model turn, as `ctx.call` makes a tool call: see `agentmesh.models._calls`.
+
+        Keyword arguments: `messages`, `system`, `tools`, `tool_choice`, `max_tokens` as
+        for `Model.create`; `retry` (each model's local retries, the subagent's policy by
+        default) and `usage_limits` (the caller's own). Raises `CallFailed` when it failed.
+        """
+        from agentmesh.models._calls import call_model
+
+        return await call_model(self, model, **request)
 
     async def call(self, tool: Tool[..., R], /, *args: Any, **kwargs: Any) -> R:
         """Call `tool` through policies, validation, limits and local retry.

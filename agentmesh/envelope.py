@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentmesh._limits import recorded
+from agentmesh._usage import UsageSummary
 
 __all__ = [
     "ErrorCategory",
@@ -83,6 +84,7 @@ class ErrorType(enum.StrEnum):
     POLICY_BLOCKED = "policy_blocked"
     INVALID_INPUT = "invalid_input"
     TOOL_NOT_CALLED = "tool_not_called"
+    USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"
 
 
 class _Wire(BaseModel):
@@ -217,6 +219,9 @@ class ErrorEnvelope(_Wire):
     # and error type: what happened on the way, not only how it ended.
     rulings: tuple[PolicyVerdict, ...] | None = None
     retries: tuple[RetryCount, ...] | None = None
+    # What the task's model calls used (retried and failed-over ones included); absent
+    # when no model was called.
+    usage: UsageSummary | None = None
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
@@ -287,6 +292,9 @@ class Success(_Wire, Generic[T]):
     # As on an envelope: a result obtained after a denied call or after retries says so.
     rulings: tuple[PolicyVerdict, ...] | None = None
     retries: tuple[RetryCount, ...] | None = None
+    # What the task's model calls used (retried and failed-over ones included); absent
+    # when no model was called.
+    usage: UsageSummary | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

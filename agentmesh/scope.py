@@ -11,7 +11,9 @@ the framework's run-wide memory out of the user's `state` dict:
   whichever subagent asks again;
 * policy memory: what a stateful policy learned, one mapping per policy name;
 * rate-limit reservations: who counts the starts of a rate-limited tool or subagent
-  (this process, unless an executor counts them for a whole cluster).
+  (this process, unless an executor counts them for a whole cluster);
+* model usage and its limits: every model call of the run is admitted and counted by
+  its `UsageMeter` (in this process: the Ray executor's workers count their own).
 
 An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
 whose parts reach its shared state; the interface stays the same.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 
 if TYPE_CHECKING:
@@ -49,9 +52,10 @@ class RunScope:
             them in this process.
         shared: the run's forbidden calls and policy memory, as an executor that
             shares them elsewhere keeps them; empty by default.
+        usage: the run's model usage and its limits; a meter without limits by default.
     """
 
-    __slots__ = ("_ledger_store", "budget", "rates", "run_id", "shared")
+    __slots__ = ("_ledger_store", "budget", "rates", "run_id", "shared", "usage")
 
     def __init__(
         self,
@@ -61,11 +65,13 @@ class RunScope:
         ledger_store: CheckpointStore | None = None,
         rates: RateReservations | None = None,
         shared: dict[str, Any] | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.budget = budget
         self.rates = rates
         self._ledger_store = ledger_store
+        self.usage = usage if usage is not None else UsageMeter()
         # Plain mappings under two kinds of keys, so that an executor can ship and merge
         # them as they are (see `agentmesh.executors`).
         self.shared: dict[str, Any] = {} if shared is None else shared

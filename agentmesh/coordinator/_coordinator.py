@@ -13,7 +13,9 @@ from pydantic import TypeAdapter
 
 from agentmesh._attempts import propagates
 from agentmesh._logging import get_logger
+from agentmesh._prices import ModelPrice, PriceTable
 from agentmesh._tracing import outcome_attributes, span, tracing
+from agentmesh._usage_meter import UsageLimits, UsageMeter
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
 from agentmesh.coordinator._decisions import (
@@ -31,11 +33,13 @@ from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesiz
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
+    ErrorType,
     Outcome,
     Success,
 )
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch, Executor, LocalExecutor
+from agentmesh.models._calls import usage_limit_envelope
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
@@ -75,6 +79,11 @@ class Coordinator:
         store: checkpoints for the subagents' runs: a rerun with the same `run_id` does not
             repeat completed non-idempotent tool calls, and subagents declared with
             `checkpoint=True` continue from their recorded progress.
+        usage_limits: `UsageLimits` on what the run's model calls may use together; once
+            one is reached no model call starts, and tasks not yet started end with a
+            `usage_limit_exceeded` envelope (a gap that says so).
+        prices: model name -> `ModelPrice`, overriding or extending `DEFAULT_PRICES`
+            for the run's costs (or a `PriceTable`).
     """
 
     def __init__(
@@ -93,6 +102,8 @@ class Coordinator:
         min_coverage: float | None = None,
         executor: Executor | None = None,
         store: CheckpointStore | None = None,
+        usage_limits: UsageLimits | None = None,
+        prices: PriceTable | Mapping[str, ModelPrice] | None = None,
     ) -> None:
         if isinstance(subagents, Subagent) or not isinstance(subagents, Sequence | Iterable):
             raise UsageError(f"Coordinator takes a list of subagents, got {subagents!r}")
@@ -139,6 +150,10 @@ class Coordinator:
         self.min_coverage = min_coverage
         self.executor: Executor = executor or LocalExecutor()
         self.store = store
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise UsageError(f"Coordinator(usage_limits=) takes UsageLimits, got {usage_limits!r}")
+        self.usage_limits = usage_limits
+        self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
         self._alternative_names = frozenset(self._alternative_subagents)
@@ -192,6 +207,7 @@ class Coordinator:
             budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
             slots=asyncio.Semaphore(self.max_concurrency),
             log=log,
+            usage=UsageMeter(self.usage_limits, self.prices),
         )
         log.info("run_started", tasks=len(jobs), subagents=list(self.subagents))
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
@@ -367,6 +383,13 @@ class Coordinator:
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
         """The router's decision, within what no router may change."""
+        if (
+            isinstance(outcome, ErrorEnvelope)
+            and outcome.error_type == ErrorType.USAGE_LIMIT_EXCEEDED
+        ):
+            # The run's limit stopped it, whatever a router wants: a gap that says so, not
+            # an escalation per task nor a new attempt that the limit would stop again.
+            return RecordGap(outcome.message)
         if outcome.policy is not None:
             verdict = outcome.policy
             if verdict.action == "escalate":
@@ -464,6 +487,12 @@ class Coordinator:
             remaining = run.remaining()
             if remaining == 0:
                 return _not_started(subagent, task)
+            exhausted = run.scope.usage.exhausted()
+            if exhausted is not None:
+                run.log.info("usage_limit_not_started", task_id=job.task_id, reason=exhausted)
+                return usage_limit_envelope(
+                    f"{exhausted}; this task did not start", source=subagent.name
+                )
             dispatch = Dispatch(
                 run_id=run.run_id,
                 task_id=job.task_id,
@@ -533,12 +562,13 @@ class _Run:
     budget: RetryBudget
     slots: asyncio.Semaphore
     log: Any
+    usage: UsageMeter | None = None
     state: dict[str, Any] = field(default_factory=dict)
     scope: RunScope = field(init=False)
 
     def __post_init__(self) -> None:
         # One scope per run: what all of its tasks share (see `agentmesh.scope`).
-        self.scope = RunScope(self.run_id, budget=self.budget)
+        self.scope = RunScope(self.run_id, budget=self.budget, usage=self.usage)
 
     def remaining(self) -> float | None:
         if self.at is None:

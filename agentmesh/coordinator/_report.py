@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
+from agentmesh._usage import ModelUsage, UsageSummary, summed
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
@@ -157,6 +158,27 @@ class Report(_Value):
         return self.min_coverage is None or self.coverage_ratio >= self.min_coverage
 
     @property
+    def usage(self) -> UsageSummary | None:
+        """What the run's model calls used, every step of every task; None without any."""
+        return summed(step.outcome.usage for record in self.records for step in record.steps)
+
+    @property
+    def usage_by_subagent(self) -> dict[str, UsageSummary]:
+        """The run's model usage by the subagent that made the calls (alternatives too)."""
+        by: dict[str, list[UsageSummary | None]] = {}
+        for record in self.records:
+            for step in record.steps:
+                if step.outcome.usage is not None:
+                    by.setdefault(step.subagent, []).append(step.outcome.usage)
+        return {name: summary for name, items in by.items() if (summary := summed(items))}
+
+    @property
+    def usage_by_model(self) -> tuple[ModelUsage, ...]:
+        """The run's model usage by model, in the order first used."""
+        usage = self.usage
+        return () if usage is None else usage.by_model
+
+    @property
     def gaps(self) -> tuple[CoverageEntry, ...]:
         return tuple(
             e for e in self.coverage if e.status in (CoverageStatus.GAP, CoverageStatus.PARTIAL)
@@ -185,6 +207,15 @@ class Report(_Value):
         data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=True, fallback=str)
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
+        usage = self.usage
+        if usage is not None:
+            data["usage"] = {
+                **usage.model_dump(mode="json", by_alias=True),
+                "bySubagent": {
+                    name: summary.model_dump(mode="json", by_alias=True)
+                    for name, summary in self.usage_by_subagent.items()
+                },
+            }
         # A report leaves the process: secrets pasted into a question are masked here too.
         return redact(data)  # type: ignore[no-any-return]
 
@@ -253,7 +284,50 @@ class Report(_Value):
             for entry in self.escalations:
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
+        lines += _usage_lines(self)
         return redact_text("\n".join(lines))
+
+
+def _usage_lines(report: Report) -> list[str]:
+    """The Usage section: by model and by subagent, then the run's total and fail-overs."""
+    usage = report.usage
+    if usage is None:
+        return []
+    header = [
+        "| {} | model calls | input | output | cache write | cache read | cost |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines = ["## Usage", "", header[0].format("model"), header[1]]
+    lines += [_usage_row(line.model, line) for line in usage.by_model]
+    lines += ["", header[0].format("subagent"), header[1]]
+    lines += [_usage_row(name, summary) for name, summary in report.usage_by_subagent.items()]
+    lines += [
+        "",
+        f"Total: {usage.model_calls} model calls, {usage.total_tokens} tokens, "
+        f"{format_cost(usage.cost_usd)}.",
+        "",
+    ]
+    for failover in usage.failovers:
+        lines.append(
+            f"- failed over: {failover.model} ({failover.error_type} after "
+            f"{failover.attempts} attempts) → {failover.fallback}"
+        )
+    if usage.failovers:
+        lines.append("")
+    return lines
+
+
+def _usage_row(name: str, usage: ModelUsage | UsageSummary) -> str:
+    return (
+        f"| {_cell(name)} | {usage.model_calls} | {usage.input_tokens} | {usage.output_tokens} "
+        f"| {usage.cache_creation_tokens} | {usage.cache_read_tokens} "
+        f"| {format_cost(usage.cost_usd)} |"
+    )
+
+
+def format_cost(cost: float | None) -> str:
+    """A cost in US dollars as a report shows it; "unknown" when a price is missing."""
+    return "unknown (no price for a model used)" if cost is None else f"${cost:.4f}"
 
 
 def _text(value: Any) -> str:

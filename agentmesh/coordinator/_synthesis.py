@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import pydantic_core
 
+from agentmesh._usage import UsageSummary
 from agentmesh.coordinator._report import (
     CoverageEntry,
     CoverageStatus,
@@ -126,6 +127,8 @@ def _coverage(record: TaskRecord) -> CoverageEntry:
         if retries is not None:
             notes.append(_retries_note(retries))
         reason = "; ".join(filter(None, notes))
+    if final.usage is not None and final.usage.failovers:
+        reason = "; ".join(filter(None, [reason, _failover_note(final.usage)]))
     return CoverageEntry(
         topic=record.task.label,
         source=record.subagent,
@@ -195,6 +198,17 @@ def _rulings_note(rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | Non
         if (ruling.action, ruling.policy, ruling.reason) != told
     ]
     return f"policy rulings: {'; '.join(shown)}" if shown else None
+
+
+def _failover_note(usage: UsageSummary) -> str:
+    """Which models of a fallback chain failed, why, and which answered (if one did)."""
+    failed = ", ".join(
+        f"{item.model} {item.error_type} after {item.attempts} attempts" for item in usage.failovers
+    )
+    answered = usage.answered_by
+    return f"models failed over: {failed}" + (
+        f"; answered by model {answered[-1]}" if answered else ""
+    )
 
 
 def _retries_note(retries: tuple[RetryCount, ...]) -> str:

@@ -1,5 +1,13 @@
-"""Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline)."""
+"""Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline).
 
+Also what a run's model calls may use and did use: `FallbackModel` chains, `UsageLimits`,
+the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
+prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`).
+"""
+
+from agentmesh._prices import DEFAULT_PRICES, ModelPrice, PriceTable
+from agentmesh._usage import ModelFailover, ModelUsage, UsageSummary
+from agentmesh._usage_meter import UsageLimits
 from agentmesh.models._anthropic import MODEL_ENV, AnthropicModel
 from agentmesh.models._base import (
     ContentBlock,
@@ -11,18 +19,28 @@ from agentmesh.models._base import (
     ToolUseBlock,
     Usage,
 )
+from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
 from agentmesh.models._scripted import ScriptedModel
 
 __all__ = [
+    "DEFAULT_FAILOVER_ON",
+    "DEFAULT_PRICES",
     "MODEL_ENV",
     "AnthropicModel",
     "ContentBlock",
+    "FallbackModel",
     "Model",
+    "ModelFailover",
+    "ModelPrice",
     "ModelRequest",
     "ModelResponse",
+    "ModelUsage",
     "OtherBlock",
+    "PriceTable",
     "ScriptedModel",
     "TextBlock",
     "ToolUseBlock",
     "Usage",
+    "UsageLimits",
+    "UsageSummary",
 ]

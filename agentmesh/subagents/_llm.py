@@ -15,14 +15,15 @@ from typing import Any
 
 import pydantic
 
-from agentmesh._attempts import attempt_call
 from agentmesh._limits import recorded
+from agentmesh._usage_meter import UsageLimits
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
+from agentmesh.models._calls import call_model
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryPolicy
 from agentmesh.subagents._base import Subagent
@@ -67,6 +68,8 @@ class LLMSubagent(Subagent):
         tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`).
         max_turns: model turns before the model is made to report a failure.
         max_tokens: per model turn.
+        usage_limits: limits on what this subagent's model calls use in a run (all its
+            tasks together), on top of the run's own (`Coordinator(usage_limits=)`).
         Other arguments as for `Subagent`; `retry` also governs the model calls.
     """
 
@@ -87,6 +90,7 @@ class LLMSubagent(Subagent):
         classifier: Classifier | None = None,
         checkpoint: bool = False,
         breaker: CircuitBreaker | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -99,6 +103,11 @@ class LLMSubagent(Subagent):
             checkpoint=checkpoint,
             breaker=breaker,
         )
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise UsageError(
+                f"LLMSubagent {name}: usage_limits= takes UsageLimits, got {usage_limits!r}"
+            )
+        self.usage_limits = usage_limits
         if max_turns < 1:
             raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")
         tools = list(tools)
@@ -175,36 +184,20 @@ class LLMSubagent(Subagent):
         turn: int,
         tool_choice: dict[str, Any] | None = None,
     ) -> ModelResponse:
-        """One model call, retried locally like any transient failure."""
-        log = ctx.log.bind(model=self.model.name, turn=turn)
-        attempted_query = {"model": self.model.name, "turn": turn, "task": ctx.task.query}
-
-        async def work(number: int) -> ModelResponse:
-            log.debug("model_call", attempt=number)
-            async with asyncio.timeout_at(ctx.deadline):
-                return await self.model.create(
-                    messages=messages,
-                    system=self.system or None,
-                    tools=self._tool_definitions,
-                    tool_choice=tool_choice,
-                    max_tokens=self.max_tokens,
-                )
-
-        outcome = await attempt_call(
-            work,
-            policy=self.retry,
-            classifier=ctx.classifier,
-            source=f"{self.name}/model",
-            attempted_query=attempted_query,
-            budget=ctx.budget,
-            deadline=ctx.deadline,
-            log=log,
-            deposit=ctx.deposit_for_call,
-            tally=ctx.retries,
+        """One model call, retried locally, failed over, counted and limited (`call_model`)."""
+        response = await call_model(
+            ctx,
+            self.model,
+            messages=messages,
+            system=self.system or None,
+            tools=self._tool_definitions,
+            tool_choice=tool_choice,
+            max_tokens=self.max_tokens,
+            retry=self.retry,
+            usage_limits=self.usage_limits,
+            attempted_query={"turn": turn, "task": ctx.task.query},
         )
-        if isinstance(outcome, ErrorEnvelope):
-            raise CallFailed(outcome)
-        response = outcome.data
+        log = ctx.log.bind(model=self.model.name, turn=turn)
         log.debug("model_turn", stop_reason=response.stop_reason, tool_uses=len(response.tool_uses))
         return response
 

@@ -1,0 +1,109 @@
+"""Model prices: what a token costs, so that usage has a cost in US dollars.
+
+`DEFAULT_PRICES` holds Anthropic's list prices per million tokens (cache writes at the
+5-minute rate) at the time of writing; check them against
+https://docs.anthropic.com/en/docs/about-claude/pricing and give a run your own with
+`Coordinator(prices=...)`, which override or extend these. A model is priced by its
+exact name, or as a dated snapshot of a name in the table (`claude-sonnet-4-5-20250929`
+is `claude-sonnet-4-5`). Any other model has no price: its cost
+is None, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from agentmesh.errors import UsageError
+
+__all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable"]
+
+_SNAPSHOT: Final = re.compile(r"(.+)-\d{8}")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """US dollars per million tokens of each kind."""
+
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cache_write", "cache_read"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise UsageError(f"ModelPrice({name}=) must be a finite number >= 0, got {value!r}")
+
+    def cost(
+        self, input_tokens: int, output_tokens: int, cache_creation: int, cache_read: int
+    ) -> float:
+        """The cost in US dollars of these tokens."""
+        return (
+            input_tokens * self.input
+            + output_tokens * self.output
+            + cache_creation * self.cache_write
+            + cache_read * self.cache_read
+        ) / 1_000_000
+
+
+_OPUS_4 = ModelPrice(input=15.0, output=75.0, cache_write=18.75, cache_read=1.5)
+_OPUS_4_5 = ModelPrice(input=5.0, output=25.0, cache_write=6.25, cache_read=0.5)
+_SONNET = ModelPrice(input=3.0, output=15.0, cache_write=3.75, cache_read=0.3)
+_HAIKU_4_5 = ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1)
+_HAIKU_3_5 = ModelPrice(input=0.8, output=4.0, cache_write=1.0, cache_read=0.08)
+_HAIKU_3 = ModelPrice(input=0.25, output=1.25, cache_write=0.3, cache_read=0.03)
+
+DEFAULT_PRICES: Final[Mapping[str, ModelPrice]] = MappingProxyType(
+    {
+        "claude-opus-4-5": _OPUS_4_5,
+        "claude-opus-4-1": _OPUS_4,
+        "claude-opus-4": _OPUS_4,
+        "claude-sonnet-4-5": _SONNET,
+        "claude-sonnet-4": _SONNET,
+        "claude-3-7-sonnet": _SONNET,
+        "claude-haiku-4-5": _HAIKU_4_5,
+        "claude-3-5-haiku": _HAIKU_3_5,
+        "claude-3-haiku": _HAIKU_3,
+    }
+)
+"""Anthropic's list prices, per million tokens, by model name (see the module docstring)."""
+
+
+class PriceTable:
+    """The prices of a run: `DEFAULT_PRICES` with the user's own on top.
+
+    Args:
+        prices: model name -> `ModelPrice`; these override or extend the defaults.
+        defaults: whether the defaults apply at all (False: only `prices`).
+    """
+
+    __slots__ = ("_prices",)
+
+    def __init__(
+        self, prices: Mapping[str, ModelPrice] | None = None, *, defaults: bool = True
+    ) -> None:
+        table = dict(DEFAULT_PRICES) if defaults else {}
+        for name, price in (prices or {}).items():
+            if not isinstance(name, str) or not isinstance(price, ModelPrice):
+                raise UsageError(
+                    f"prices= maps model names to ModelPrice values, got {name!r}: {price!r}"
+                )
+            table[name] = price
+        self._prices = table
+
+    def price_of(self, model: str) -> ModelPrice | None:
+        """The model's price, by exact name or dated snapshot; None when unknown."""
+        price = self._prices.get(model)
+        if price is not None:
+            return price
+        # Only a dated snapshot of a known model: `claude-opus-4-6` is not `claude-opus-4`.
+        snapshot = _SNAPSHOT.fullmatch(model)
+        return None if snapshot is None else self._prices.get(snapshot.group(1))
+
+    def __repr__(self) -> str:
+        return f"<PriceTable of {len(self._prices)} models>"

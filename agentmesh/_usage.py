@@ -1,0 +1,189 @@
+"""What model calls used: the `usage` an outcome carries and the report sums.
+
+`UsageSummary` is the wire value (`usage` in an outcome's JSON, absent when no model
+was called): tokens by kind, model calls, the cost where every price is known, one
+`ModelUsage` per model and the fail-overs of a `FallbackModel` on the way. `UsageTally`
+adds one task's calls up as they happen, as `RetryTally` does its retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = ["ModelFailover", "ModelUsage", "UsageSummary", "UsageTally", "summed"]
+
+# The envelope's wire convention (camelCase keys), without importing the envelope: it
+# imports this module for its `usage` field.
+_WIRE = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ModelUsage(BaseModel):
+    """What one model used: tokens by kind, calls made, and their cost if its price is known.
+
+    `model_calls` counts every request started, failed ones included (a 529 uses no
+    tokens, but it is a call). `cost_usd` is None when tokens were used at a price
+    nobody told agentmesh: never a guess.
+    """
+
+    model_config = _WIRE
+
+    model: str
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_creation_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    model_calls: int = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+        )
+
+    def __add__(self, other: ModelUsage) -> ModelUsage:
+        cost = (
+            None
+            if self.cost_usd is None or other.cost_usd is None
+            else (self.cost_usd + other.cost_usd)
+        )
+        return ModelUsage(
+            model=self.model,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            model_calls=self.model_calls + other.model_calls,
+            cost_usd=cost,
+        )
+
+
+class ModelFailover(BaseModel):
+    """A model of a fallback chain that failed for good, and the model asked next."""
+
+    model_config = _WIRE
+
+    model: str
+    error_type: str
+    attempts: int = Field(ge=0)
+    fallback: str
+
+
+class UsageSummary(BaseModel):
+    """Model usage of a task, a subagent or a run: totals, by model, and fail-overs.
+
+    `cost_usd` is the sum of the models' costs, or None when any model's is unknown
+    (`by_model` still shows what each known one cost).
+    """
+
+    model_config = _WIRE
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    model_calls: int = 0
+    cost_usd: float | None = 0.0
+    by_model: tuple[ModelUsage, ...] = ()
+    failovers: tuple[ModelFailover, ...] = ()
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+        )
+
+    @property
+    def answered_by(self) -> tuple[str, ...]:
+        """The models that answered (used tokens), in the order first used."""
+        return tuple(item.model for item in self.by_model if item.total_tokens)
+
+    @classmethod
+    def of(
+        cls, models: Iterable[ModelUsage], failovers: Iterable[ModelFailover] = ()
+    ) -> UsageSummary:
+        """The summary of these per-model lines (one line per model, in order)."""
+        merged: dict[str, ModelUsage] = {}
+        for item in models:
+            known = merged.get(item.model)
+            merged[item.model] = item if known is None else known + item
+        lines = tuple(merged.values())
+        costs = [item.cost_usd for item in lines]
+        return cls(
+            input_tokens=sum(item.input_tokens for item in lines),
+            output_tokens=sum(item.output_tokens for item in lines),
+            cache_creation_tokens=sum(item.cache_creation_tokens for item in lines),
+            cache_read_tokens=sum(item.cache_read_tokens for item in lines),
+            model_calls=sum(item.model_calls for item in lines),
+            cost_usd=None if None in costs else sum(c for c in costs if c is not None),
+            by_model=lines,
+            failovers=tuple(failovers),
+        )
+
+    def __add__(self, other: UsageSummary) -> UsageSummary:
+        return UsageSummary.of(
+            (*self.by_model, *other.by_model), (*self.failovers, *other.failovers)
+        )
+
+
+def summed(summaries: Iterable[UsageSummary | None]) -> UsageSummary | None:
+    """The sum of the summaries given; None when none of them is a summary."""
+    present = [item for item in summaries if item is not None]
+    if not present:
+        return None
+    return UsageSummary.of(
+        (line for item in present for line in item.by_model),
+        (failover for item in present for failover in item.failovers),
+    )
+
+
+class UsageTally:
+    """The model usage of one task (its `Context`), added up call by call.
+
+    Nothing is kept until a model is called, so a task that calls none pays nothing.
+    """
+
+    __slots__ = ("_failovers", "_lines")
+
+    def __init__(self) -> None:
+        self._lines: list[ModelUsage] | None = None
+        self._failovers: list[ModelFailover] | None = None
+
+    def add(self, line: ModelUsage) -> None:
+        if self._lines is None:
+            self._lines = []
+        self._lines.append(line)
+
+    def failed_over(self, failover: ModelFailover) -> None:
+        if self._failovers is None:
+            self._failovers = []
+        self._failovers.append(failover)
+
+    def merge(self, summary: UsageSummary | None) -> None:
+        """Add usage already on an outcome (a nested subagent's)."""
+        if summary is None:
+            return
+        for line in summary.by_model:
+            self.add(line)
+        for failover in summary.failovers:
+            self.failed_over(failover)
+
+    def summary(self) -> UsageSummary | None:
+        """The task's usage so far; None when no model was called."""
+        if self._lines is None and self._failovers is None:
+            return None
+        return UsageSummary.of(self._lines or (), self._failovers or ())
+
+    def __repr__(self) -> str:
+        summary: Any = self.summary()
+        return f"<UsageTally {summary!r}>"

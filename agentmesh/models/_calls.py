@@ -1,0 +1,179 @@
+"""One model turn through the framework: usage limits, local retries, fail-over, usage.
+
+`ctx.call_model(model, ...)` is to a model what `ctx.call(tool, ...)` is to a tool; an
+`LLMSubagent` makes every turn this way. For each model of the chain (a `FallbackModel`'s,
+or the one model given):
+
+    admit (the run's and the subagent's usage limits) -> model.create -> count its usage
+    -> retried locally while transient -> fail over on the chain's error types
+
+It returns the response, or raises `CallFailed` with the final envelope: that is final
+where it is raised (no layer above retries it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentmesh._attempts import attempt_call
+from agentmesh._usage import ModelFailover
+from agentmesh._usage_meter import UsageLimits
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
+from agentmesh.errors import CallFailed, UsageError
+from agentmesh.models._base import Model, ModelResponse
+from agentmesh.models._fallback import FallbackModel
+from agentmesh.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from agentmesh.context import Context
+
+__all__ = ["call_model"]
+
+
+async def call_model(
+    ctx: Context,
+    model: Model,
+    *,
+    messages: Sequence[Mapping[str, Any]],
+    system: str | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    tool_choice: Mapping[str, Any] | None = None,
+    max_tokens: int = 1024,
+    retry: RetryPolicy | None = None,
+    usage_limits: UsageLimits | None = None,
+    attempted_query: Mapping[str, Any] | None = None,
+) -> ModelResponse:
+    """One model turn for the task of `ctx`; raises `CallFailed` when it failed for good.
+
+    Args:
+        retry: each model's local retries; the subagent's policy by default.
+        usage_limits: the calling subagent's own limits, on top of the run's.
+        attempted_query: what the envelope says was tried, besides the model's name.
+    """
+    if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+        raise UsageError(f"call_model(usage_limits=) takes UsageLimits, got {usage_limits!r}")
+    request: dict[str, Any] = {
+        "messages": messages,
+        "system": system,
+        "tools": tools,
+        "tool_choice": tool_choice,
+        "max_tokens": max_tokens,
+    }
+    chain = model.models if isinstance(model, FallbackModel) else (model,)
+    tried: list[tuple[str, ErrorEnvelope]] = []
+    for index, member in enumerate(chain):
+        turn = _Turn(ctx, member, request, usage_limits)
+        outcome = await attempt_call(
+            turn.attempt,
+            policy=retry or ctx.retry,
+            classifier=ctx.classifier,
+            source=f"{ctx.subagent}/model",
+            attempted_query={"model": member.name, **(attempted_query or {})},
+            budget=ctx.budget,
+            deadline=ctx.deadline,
+            log=turn.log,
+            deposit=ctx.deposit_for_call,
+            tally=ctx.retries,
+        )
+        if isinstance(outcome, Success):
+            if tried:
+                turn.log.info("model_answered", after_failover=[name for name, _ in tried])
+            return outcome.data
+        tried.append((member.name, outcome))
+        if index == len(chain) - 1 or not (
+            isinstance(model, FallbackModel) and model.fails_over(outcome)
+        ):
+            raise CallFailed(_with_models_tried(outcome, tried))
+        fallback = chain[index + 1].name
+        ctx.usage.failed_over(
+            ModelFailover(
+                model=member.name,
+                error_type=outcome.error_type,
+                attempts=outcome.attempts,
+                fallback=fallback,
+            )
+        )
+        turn.log.info(
+            "model_failover",
+            error_type=outcome.error_type,
+            attempts=outcome.attempts,
+            fallback=fallback,
+        )
+    raise AssertionError("unreachable: the last model returns or raises")
+
+
+class _Turn:
+    """The attempts of one model for one turn: admitted, made, counted."""
+
+    __slots__ = ("ctx", "limits", "log", "model", "request")
+
+    def __init__(
+        self, ctx: Context, model: Model, request: dict[str, Any], limits: UsageLimits | None
+    ) -> None:
+        self.ctx, self.model, self.request, self.limits = ctx, model, request, limits
+        self.log = ctx.log.bind(model=model.name)
+
+    async def attempt(self, number: int) -> ModelResponse:
+        ctx, name = self.ctx, self.model.name
+        meter = ctx.scope.usage
+        refused = meter.admit(name, ctx.subagent, self.limits)
+        if refused is not None:
+            self.log.info("usage_limit_refused", attempt=number, reason=refused)
+            raise CallFailed(
+                usage_limit_envelope(refused, source=f"{ctx.subagent}/model", model=name)
+            )
+        self.log.debug("model_call", attempt=number)
+        response: ModelResponse | None = None
+        try:
+            async with asyncio.timeout_at(ctx.deadline):
+                response = await self.model.create(**self.request)
+        finally:
+            # Counted whatever happened: a failed or cut call was a call, and its
+            # tokens (when an answer came) were spent.
+            ctx.usage.add(meter.settle(name, ctx.subagent, **_tokens(response)))
+        return response
+
+
+def _tokens(response: ModelResponse | None) -> dict[str, int]:
+    if response is None:
+        return {}
+    usage = response.usage
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        # Read by name: per-response cache counts are parsed where a model gives them.
+        "cache_creation_tokens": getattr(usage, "cache_creation_input_tokens", 0) or 0,
+        "cache_read_tokens": getattr(usage, "cache_read_input_tokens", 0) or 0,
+    }
+
+
+def usage_limit_envelope(reason: str, *, source: str, model: str | None = None) -> ErrorEnvelope:
+    """The envelope of a call or task a usage limit stopped: business, never retried."""
+    return ErrorEnvelope(
+        error_category=ErrorCategory.BUSINESS,
+        error_type=ErrorType.USAGE_LIMIT_EXCEEDED,
+        is_retryable=False,
+        message=f"usage limit reached, no model call started: {reason}",
+        attempted_query={"model": model} if model is not None else reason,
+        source=source,
+        attempts=0,
+        user_message="The usage limit of this run was reached before the task was done.",
+    )
+
+
+def _with_models_tried(
+    envelope: ErrorEnvelope, tried: list[tuple[str, ErrorEnvelope]]
+) -> ErrorEnvelope:
+    """The final envelope, saying which models of a chain failed and why."""
+    if len(tried) < 2:
+        return envelope
+    shown = ", ".join(
+        f"{name} ({failed.error_type} after {failed.attempts} attempt"
+        f"{'' if failed.attempts == 1 else 's'})"
+        for name, failed in tried
+    )
+    note = f"models tried: {shown}"
+    details = f"{envelope.details}; {note}" if envelope.details else note
+    return envelope.model_copy(update={"details": details})
