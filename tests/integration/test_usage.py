@@ -1,0 +1,230 @@
+"""Usage and cost: on every outcome, summed by the report, through the real anthropic SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from agentmesh import Context, Coordinator, ErrorEnvelope, Report, Success, Task, UsageError, tool
+from agentmesh.models import (
+    DEFAULT_PRICES,
+    AnthropicModel,
+    ModelPrice,
+    ModelUsage,
+    PriceTable,
+    UsageSummary,
+)
+from agentmesh.subagents import LLMSubagent, subagent
+from agentmesh.testing import FakeMessagesAPI, RecordedRequest, Reply
+from tests.retrying import fast_retry
+
+API_KEY = "sk-ant-test-0123456789abcdef"
+F = FakeMessagesAPI
+SONNET = "claude-sonnet-4-5"  # priced by the default table: $3 in, $15 out per million
+
+
+@pytest.fixture
+def claude(fake_messages_api: FakeMessagesAPI) -> Callable[[str], AnthropicModel]:
+    def build(name: str = SONNET) -> AnthropicModel:
+        return AnthropicModel(name, api_key=API_KEY, base_url=fake_messages_api.base_url)
+
+    return build
+
+
+@pytest.fixture
+async def sonnet(claude: Callable[[str], AnthropicModel]) -> AsyncIterator[AnthropicModel]:
+    async with claude(SONNET) as model:
+        yield model
+
+
+def tokens(input_tokens: int, output_tokens: int) -> Callable[[RecordedRequest], Reply]:
+    return lambda request: F.text("answer", input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+@tool(idempotent=True)
+async def lookup(query: str) -> list[str]:
+    """Look a query up."""
+    return [f"found {query}"]
+
+
+class TestUsageOnOutcomes:
+    async def test_a_success_carries_tokens_calls_and_cost(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """Tokens as the API reported them, one call, and the cost at the table's price."""
+        fake_messages_api.handler = tokens(1000, 200)
+        outcome = await LLMSubagent("a", sonnet).run("hi")
+        assert isinstance(outcome, Success)
+        usage = outcome.usage
+        assert usage is not None
+        assert (usage.input_tokens, usage.output_tokens, usage.model_calls) == (1000, 200, 1)
+        assert usage.cost_usd == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
+        assert usage.by_model[0].model == SONNET
+        assert outcome.to_dict()["usage"]["inputTokens"] == 1000
+
+    async def test_an_unknown_model_has_no_cost_never_a_guess(
+        self, fake_messages_api: FakeMessagesAPI, claude: Callable[[str], AnthropicModel]
+    ) -> None:
+        """A model the price table does not know costs null in JSON, its tokens still counted."""
+        fake_messages_api.handler = tokens(50, 5)
+        async with claude("claude-opus-4-6") as model:  # not `claude-opus-4`'s price
+            outcome = await LLMSubagent("a", model).run("hi")
+        assert outcome.usage is not None
+        assert outcome.usage.cost_usd is None
+        assert outcome.usage.input_tokens == 50
+        assert outcome.to_dict()["usage"]["costUsd"] is None
+
+    async def test_a_failed_task_carries_what_its_turns_used(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """A turn that answered then a turn that failed: the envelope counts both calls."""
+        fake_messages_api.enqueue(
+            F.tool_use("lookup", {"query": "x"}), F.error(400, message="bad request")
+        )
+        outcome = await LLMSubagent("a", sonnet, tools=[lookup]).run("hi")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.usage is not None
+        assert outcome.usage.model_calls == 2
+        assert outcome.usage.input_tokens == 10  # the answered turn's; the 400 used none
+
+    async def test_retried_calls_count(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """Every request of a retried turn is a model call."""
+        fake_messages_api.enqueue(F.error(529), F.error(529), F.text("ok"))
+        outcome = await LLMSubagent("a", sonnet, retry=fast_retry(attempts=3)).run("hi")
+        assert outcome.usage is not None
+        assert outcome.usage.model_calls == 3
+        assert outcome.usage.total_tokens == 20
+
+    async def test_no_model_no_usage_key(self) -> None:
+        """An outcome no model took part in has no `usage` in its JSON (pinned: absent)."""
+
+        @subagent(name="plain")
+        async def plain(task: Task, ctx: Context) -> str:
+            return "done"
+
+        outcome = await plain.run("hi")
+        assert outcome.usage is None
+        assert "usage" not in outcome.to_dict()
+
+    async def test_a_direct_model_call_in_a_subagent_counts_too(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """`ctx.call_model` from a function subagent is counted like an LLMSubagent's turn."""
+        fake_messages_api.handler = tokens(7, 3)
+
+        @subagent(name="direct")
+        async def direct(task: Task, ctx: Context) -> str:
+            response = await ctx.call_model(sonnet, messages=[{"role": "user", "content": "x"}])
+            return response.text
+
+        outcome = await direct.run("hi")
+        assert isinstance(outcome, Success)
+        assert outcome.usage is not None
+        assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (7, 3)
+
+
+class TestReportUsage:
+    async def _report(
+        self, fake_messages_api: FakeMessagesAPI, claude: Callable[[str], AnthropicModel]
+    ) -> Report:
+        fake_messages_api.handler = tokens(100, 10)
+        async with claude(SONNET) as sonnet, claude("claude-haiku-4-5") as haiku:
+            agents = [LLMSubagent("deep", sonnet), LLMSubagent("quick", haiku)]
+            return await Coordinator(agents).run([Task(query="q1"), Task(query="q2")])
+
+    async def test_the_report_sums_per_subagent_per_model_and_for_the_run(
+        self, fake_messages_api: FakeMessagesAPI, claude: Callable[[str], AnthropicModel]
+    ) -> None:
+        """Two tasks fanned out to two subagents on two models: four calls, summed three ways."""
+        report = await self._report(fake_messages_api, claude)
+        assert report.usage is not None
+        assert report.usage.model_calls == 4
+        assert report.usage.input_tokens == 400
+        by_subagent = report.usage_by_subagent
+        assert {name: item.model_calls for name, item in by_subagent.items()} == {
+            "deep": 2,
+            "quick": 2,
+        }
+        assert [(line.model, line.model_calls) for line in report.usage_by_model] == [
+            (SONNET, 2),
+            ("claude-haiku-4-5", 2),
+        ]
+        sonnet_cost = 2 * (100 * 3 + 10 * 15) / 1e6
+        haiku_cost = 2 * (100 * 1 + 10 * 5) / 1e6
+        assert report.usage.cost_usd == pytest.approx(sonnet_cost + haiku_cost)
+
+    async def test_markdown_and_json_print_the_usage(
+        self, fake_messages_api: FakeMessagesAPI, claude: Callable[[str], AnthropicModel]
+    ) -> None:
+        """Markdown has a Usage section; JSON a `usage` object with `bySubagent`, read back."""
+        report = await self._report(fake_messages_api, claude)
+        markdown = report.to_markdown()
+        assert "## Usage" in markdown
+        assert f"| {SONNET} | 2 | 200 | 20 | 0 | 0 | $0.0009 |" in markdown
+        assert "| quick | 2 | 200 | 20 | 0 | 0 | $0.0003 |" in markdown
+        assert "Total: 4 model calls, 440 tokens, $0.0012." in markdown
+        data = json.loads(report.to_json())
+        assert data["usage"]["modelCalls"] == 4
+        assert data["usage"]["bySubagent"]["deep"]["inputTokens"] == 200
+        again = Report.model_validate(data)
+        assert again.usage == report.usage
+
+    async def test_a_run_without_models_prints_no_usage(self) -> None:
+        """No model call, no Usage section and no `usage` key."""
+
+        @subagent(name="plain")
+        async def plain(task: Task, ctx: Context) -> str:
+            return "done"
+
+        report = await Coordinator([plain]).run(["q"])
+        assert report.usage is None
+        assert "## Usage" not in report.to_markdown()
+        assert "usage" not in report.to_dict()
+
+    async def test_the_run_prices_override_the_table(
+        self, fake_messages_api: FakeMessagesAPI, claude: Callable[[str], AnthropicModel]
+    ) -> None:
+        """`Coordinator(prices=...)` prices a model of the user's own and overrides a default."""
+        fake_messages_api.handler = tokens(1_000_000, 0)
+        own = ModelPrice(input=2.0, output=0.0, cache_write=0.0, cache_read=0.0)
+        async with claude("my-model") as mine:
+            coordinator = Coordinator([LLMSubagent("a", mine)], prices={"my-model": own})
+            report = await coordinator.run(["q"])
+        assert report.usage is not None
+        assert report.usage.cost_usd == pytest.approx(2.0)
+
+
+class TestPrices:
+    def test_a_dated_snapshot_has_its_models_price(self) -> None:
+        """`claude-sonnet-4-5-20250929` is priced as `claude-sonnet-4-5`."""
+        table = PriceTable()
+        assert table.price_of("claude-sonnet-4-5-20250929") == DEFAULT_PRICES["claude-sonnet-4-5"]
+
+    def test_an_unknown_model_has_no_price(self) -> None:
+        """Neither a newer version nor another vendor's model is priced by resemblance."""
+        table = PriceTable()
+        assert table.price_of("claude-opus-4-6") is None
+        assert table.price_of("gpt-x") is None
+
+    def test_defaults_can_be_left_out(self) -> None:
+        """`defaults=False` prices only the models given."""
+        assert PriceTable(defaults=False).price_of("claude-sonnet-4-5") is None
+
+    def test_a_price_must_be_a_model_price(self) -> None:
+        """A bare number is refused, naming the argument."""
+        with pytest.raises(UsageError, match="prices="):
+            PriceTable({"m": 3.0})  # type: ignore[dict-item]
+
+    def test_summaries_add_up_by_model(self) -> None:
+        """Adding summaries merges lines of the same model; one unknown cost makes it unknown."""
+        known = UsageSummary.of([ModelUsage(model="a", input_tokens=1, model_calls=1)])
+        unknown = UsageSummary.of(
+            [ModelUsage(model="b", input_tokens=2, model_calls=1, cost_usd=None)]
+        )
+        total = known + known + unknown
+        assert [(line.model, line.input_tokens) for line in total.by_model] == [("a", 2), ("b", 2)]
+        assert total.cost_usd is None
