@@ -21,12 +21,12 @@ from rich.console import Console
 
 from agentmesh import Report, configure_logging
 from agentmesh.checkpoints import CheckpointError, SQLiteStore
-from agentmesh.models import AnthropicModel
+from agentmesh.models import Model, UsageSummary
 
 from .injection import FaultInjector
-from .online import plan_with_model
+from .online import claude, plan_with_model
 from .options import BadInput, Options, RunSpec, check_faults
-from .rendering import RunInfo, to_html, to_json, to_markdown
+from .rendering import RunInfo, to_html, to_json, to_markdown, usage_line
 from .research import build_tasks, research
 from .resume import load_spec, new_run_id, save_spec
 from .sources import SOURCES, Corpus, load_corpus
@@ -51,6 +51,9 @@ def run(options: Options) -> int:
         topics = [s.title for s in spec.plan.subtopics]
         session.console.print(coverage_grid(report, topics, spec.sources))
         session.say(f"tool calls: {', '.join(f'{s} {n}' for s, n in info.tool_calls.items())}")
+        usage = usage_line(report, info)
+        if usage is not None:
+            session.say(usage)
         written = [str(p) for p in (options.out, options.html) if p is not None]
         where = f"; written to {', '.join(written)}" if written else ""
         session.say(f"done: run {report.run_id}, seed {options.seed}{where}")
@@ -75,11 +78,12 @@ class _Session:
         options = self.options
         try:
             spec, run_id = await self._open()
-            model = None if spec.model is None else AnthropicModel(spec.model)
+            model, clients = (None, ()) if spec.model is None else claude(spec.model, spec.fallback)
+            planning: UsageSummary | None = None
             try:
                 notes: tuple[str, ...] = ()
                 if options.resume is None:
-                    spec, notes = await self._start(spec, run_id, model)
+                    spec, notes, planning = await self._start(spec, run_id, model)
                 else:
                     self.say(
                         f"resuming run {run_id} from {options.checkpoints}: {spec.plan.question}"
@@ -88,8 +92,8 @@ class _Session:
                 calls: Counter[str] = Counter()
                 report = await self._search(spec, run_id, model, calls)
             finally:
-                if model is not None:
-                    await model.aclose()
+                for client in clients:
+                    await client.aclose()
         finally:
             await self.store.close()
         info = RunInfo(
@@ -101,6 +105,7 @@ class _Session:
             notes=notes,
             resumed=options.resume is not None,
             tool_calls={source: calls[source] for source in spec.sources},
+            planning_usage=planning,
         )
         return spec, report, info
 
@@ -129,13 +134,16 @@ class _Session:
         return spec, run_id
 
     async def _start(
-        self, spec: RunSpec, run_id: str, model: AnthropicModel | None
-    ) -> tuple[RunSpec, tuple[str, ...]]:
+        self, spec: RunSpec, run_id: str, model: Model | None
+    ) -> tuple[RunSpec, tuple[str, ...], UsageSummary | None]:
         """Plan a new run (with Claude when online) and save its spec under its id."""
         notes: tuple[str, ...] = ()
+        usage = None
         if model is not None:
-            planned, fallback = await plan_with_model(model, spec.plan.question, spec.plan)
-            spec = RunSpec(plan=planned, sources=spec.sources, model=spec.model)
+            planned, fallback, usage = await plan_with_model(model, spec.plan.question, spec.plan)
+            spec = RunSpec(
+                plan=planned, sources=spec.sources, model=spec.model, fallback=spec.fallback
+            )
             notes = () if fallback is None else (fallback,)
             for line in notes:
                 self.say(line)
@@ -145,10 +153,10 @@ class _Session:
             raise BadInput(f"--checkpoints {self.options.checkpoints}: {exc}") from None
         self.say(f"run {run_id}: checkpoints in {self.options.checkpoints}")
         self.say(f"resume it with: --resume {run_id}")
-        return spec, notes
+        return spec, notes, usage
 
     async def _search(
-        self, spec: RunSpec, run_id: str, model: AnthropicModel | None, calls: Counter[str]
+        self, spec: RunSpec, run_id: str, model: Model | None, calls: Counter[str]
     ) -> Report:
         """Index the local sources, then research with live progress."""
         corpora: dict[str, Corpus] = {}

@@ -2,11 +2,14 @@
 `web` source searches the web with Anthropic's server-side web search tool.
 
 It is on when `ANTHROPIC_API_KEY` is set (or `--model` is given) and `--offline` is not.
-The offline sources stay. Every model call goes through the framework like any other
-call that can fail: the planner is a subagent (its failure falls back to the offline
-planner, and the report says so), the passage selection is a tool inside each search
-subagent (its failure leaves a `partial` entry with every passage read kept as
-preliminary), and `LLMRewriter` and `LLMSynthesizer` never let a model failure escape.
+The offline sources stay. Claude is a fallback chain (`--model`, then `--fallback-model`,
+claude-haiku-4-5 by default): a model that stays overloaded after its retries hands the
+same request to the next. Every model call goes through the framework like any other
+call that can fail (`ctx.call_model`, so its tokens and cost are counted): the planner
+is a subagent (its failure falls back to the offline planner, and the report says so),
+the passage selection is a tool inside each search subagent (its failure leaves a
+`partial` entry with every passage read kept as preliminary), and `LLMRewriter` and
+`LLMSynthesizer` never let a model failure escape.
 """
 
 from __future__ import annotations
@@ -26,14 +29,28 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.models import Model, ModelResponse, OtherBlock
+from agentmesh.models import (
+    AnthropicModel,
+    FallbackModel,
+    Model,
+    ModelResponse,
+    OtherBlock,
+    UsageSummary,
+)
 
 from .agents import Analyse
 from .injection import FaultInjector
 from .planner import Plan, Subtopic
 from .sources import Passage
 
-__all__ = ["DEFAULT_MODEL", "MODEL_RETRY", "model_analysis", "plan_with_model", "web_agent"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODEL_RETRY",
+    "claude",
+    "model_analysis",
+    "plan_with_model",
+    "web_agent",
+]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 # The SDK's own retries are off (AnthropicModel); these are the only ones.
@@ -92,6 +109,15 @@ _WEB_SEARCH_TOOL: dict[str, Any] = {
 }
 
 
+def claude(model: str, fallback: str | None) -> tuple[Model, tuple[AnthropicModel, ...]]:
+    """The run's Claude: `model`, failing over to `fallback` (if any); and what to close."""
+    primary = AnthropicModel(model)
+    if fallback is None or fallback == model:
+        return primary, (primary,)
+    backup = AnthropicModel(fallback)
+    return FallbackModel(primary, backup), (primary, backup)
+
+
 def _forced(name: str) -> dict[str, str]:
     return {"type": "tool", "name": name}
 
@@ -114,12 +140,14 @@ def planner_agent(model: Model) -> Subagent:
 
     @subagent(name="planner", retry=MODEL_RETRY)
     async def planner(task: Task, ctx: Context) -> list[Subtopic]:
-        response = await model.create(
+        response = await ctx.call_model(
+            model,
             messages=[{"role": "user", "content": task.query}],
             system=_PLAN_SYSTEM,
             tools=[_PLAN_TOOL],
             tool_choice=_forced("plan_research"),
             max_tokens=1024,
+            retry=MODEL_RETRY,
         )
         items = _tool_input(response, "plan_research").get("subtopics")
         if not isinstance(items, list) or not 2 <= len(items) <= 5:
@@ -136,16 +164,19 @@ def planner_agent(model: Model) -> Subagent:
     return planner
 
 
-async def plan_with_model(model: Model, question: str, fallback: Plan) -> tuple[Plan, str | None]:
-    """Claude's plan, or `fallback` and a note saying why Claude's could not be used."""
+async def plan_with_model(
+    model: Model, question: str, fallback: Plan
+) -> tuple[Plan, str | None, UsageSummary | None]:
+    """Claude's plan, or `fallback` and a note saying why Claude's could not be used;
+    and what planning used of the models."""
     outcome = await planner_agent(model).run(Task(query=question, topic="plan"))
     if isinstance(outcome, ErrorEnvelope):
         note = (
             f"Claude could not plan ({outcome.error_category.value} {outcome.error_type}: "
             f"{outcome.message}); the offline planner's plan was used."
         )
-        return fallback, note
-    return Plan(question=question, subtopics=tuple(outcome.data)), None
+        return fallback, note, outcome.usage
+    return Plan(question=question, subtopics=tuple(outcome.data)), None, outcome.usage
 
 
 # --- analysis ---------------------------------------------------------------------------
@@ -155,15 +186,17 @@ def model_analysis(model: Model, *, keep: int = 4) -> Analyse:
     """Analysis by Claude, as a tool inside the search subagent (retried, classified)."""
 
     @tool(name="keep_passages", idempotent=True, retry=MODEL_RETRY)
-    async def keep_passages(query: str, passages: list[str]) -> list[int]:
+    async def keep_passages(query: str, passages: list[str], ctx: Context) -> list[int]:
         """Ask the model which numbered passages help answer `query`."""
         numbered = "\n\n".join(f"[{n}] {text}" for n, text in enumerate(passages))
-        response = await model.create(
+        response = await ctx.call_model(
+            model,
             messages=[{"role": "user", "content": f"Query: {query}\n\nPassages:\n{numbered}"}],
             system="Keep only the passages that help answer the query. Call keep_passages.",
             tools=[_SELECT_TOOL],
             tool_choice=_forced("keep_passages"),
             max_tokens=256,
+            retry=MODEL_RETRY,
         )
         chosen = _tool_input(response, "keep_passages").get("keep")
         if not isinstance(chosen, list):
@@ -197,16 +230,18 @@ def web_agent(model: Model, faults: FaultInjector) -> Subagent:
     by title and URL (their page text stays encrypted in the API's answer)."""
 
     @tool(name="search_web", idempotent=True, retry=MODEL_RETRY)
-    async def search_web(query: str) -> list[Passage]:
+    async def search_web(query: str, ctx: Context) -> list[Passage]:
         """Search the web through Claude's server-side web_search tool."""
         plain = " ".join(query.replace('"', " ").split())
         if await faults.strike("web", f"search {plain}", plain_query=True):
             return []
-        response = await model.create(
+        response = await ctx.call_model(
+            model,
             messages=[{"role": "user", "content": f"Search the web for: {plain}"}],
             system="Search the web once for the user's query, then answer in one sentence.",
             tools=[_WEB_SEARCH_TOOL],
             max_tokens=1024,
+            retry=MODEL_RETRY,
         )
         return _web_passages(response)
 

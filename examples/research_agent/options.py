@@ -22,6 +22,8 @@ from .sources import SOURCES
 
 ONLINE_SOURCES = (*SOURCES, "web")
 DEFAULT_MODEL = "claude-sonnet-4-5"
+# Asked when the model stays overloaded: another model's capacity, at a lower price.
+DEFAULT_FALLBACK_MODEL = "claude-haiku-4-5"
 
 __all__ = [
     "DEFAULT_CHECKPOINTS",
@@ -62,6 +64,7 @@ class RunSpec:
     plan: Plan
     sources: tuple[str, ...]
     model: str | None = None  # None: offline
+    fallback: str | None = None  # the model asked when `model` stays overloaded
 
     @property
     def mode(self) -> str:
@@ -99,6 +102,11 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         "--model",
         help="go online with this Claude model (default when ANTHROPIC_API_KEY is set: "
         f"$AGENTMESH_MODEL or {DEFAULT_MODEL})",
+    )
+    parser.add_argument(
+        "--fallback-model",
+        help="online, the model asked when --model stays overloaded or unavailable "
+        f"(default {DEFAULT_FALLBACK_MODEL}; 'none' for no fallback)",
     )
     parser.add_argument("--offline", action="store_true", help="stay offline, key or not")
     parser.add_argument(
@@ -203,7 +211,10 @@ def _new_run(args: argparse.Namespace) -> RunSpec:
         named = ", ".join(unknown) or "(none)"
         online = " (web needs ANTHROPIC_API_KEY)" if "web" in unknown else ""
         raise BadInput(f"--sources: unknown source {named}; known: {', '.join(known)}{online}")
-    return RunSpec(plan=the_plan, sources=sources, model=model)
+    fallback = None
+    if model is not None and args.fallback_model != "none":
+        fallback = args.fallback_model or DEFAULT_FALLBACK_MODEL
+    return RunSpec(plan=the_plan, sources=sources, model=model, fallback=fallback)
 
 
 def _check_resume(args: argparse.Namespace) -> None:
@@ -216,6 +227,7 @@ def _check_resume(args: argparse.Namespace) -> None:
             ("QUESTION", args.question),
             ("--sources", args.sources),
             ("--model", args.model),
+            ("--fallback-model", args.fallback_model),
             ("--offline", args.offline or None),
         )
         if value is not None

@@ -15,10 +15,11 @@ from typing import Any
 
 from agentmesh import Report
 from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
+from agentmesh.models import UsageSummary
 
 from .planner import Plan
 
-__all__ = ["RunInfo", "to_html", "to_json", "to_markdown"]
+__all__ = ["RunInfo", "run_usage", "to_html", "to_json", "to_markdown", "usage_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class RunInfo:
     resumed: bool = False  # --resume: the run went on from its checkpoints
     # Each source's tool calls in this invocation: a resume repeats none it restored.
     tool_calls: dict[str, int] = field(default_factory=dict)
+    # What Claude's planning used: it runs before the coordinator, outside its report.
+    planning_usage: UsageSummary | None = None
 
     def line(self, run_id: str) -> str:
         parts = [
@@ -65,6 +68,8 @@ def to_json(report: Report, info: RunInfo) -> str:
         "toolCalls": info.tool_calls,
         **report.to_dict(),
     }
+    if info.planning_usage is not None:
+        data["planningUsage"] = info.planning_usage.model_dump(mode="json", by_alias=True)
     return json.dumps(data, indent=2, default=str, ensure_ascii=False)
 
 
@@ -124,7 +129,52 @@ def to_markdown(report: Report, info: RunInfo) -> str:
         lines += ["## Escalations", ""]
         lines += [f"- {e.topic} × {e.source}: {e.reason}" for e in report.escalations]
         lines.append("")
+    usage = run_usage(report, info)
+    if usage is not None:
+        lines += [
+            "## Usage",
+            "",
+            "| model | calls | input | output | cost |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {line.model} | {line.model_calls} | {line.input_tokens} | {line.output_tokens} "
+            f"| {_cost(line.cost_usd)} |"
+            for line in usage.by_model
+        ]
+        lines += ["", f"{usage_line(report, info)}", ""]
+        lines += [
+            f"- {f.model} failed over ({f.error_type} after {f.attempts} attempts) to {f.fallback}"
+            for f in usage.failovers
+        ]
     return "\n".join(lines)
+
+
+def run_usage(report: Report, info: RunInfo) -> UsageSummary | None:
+    """What the run's model calls used: planning and research together; None offline."""
+    parts = [part for part in (info.planning_usage, report.usage) if part is not None]
+    if not parts:
+        return None
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def usage_line(report: Report, info: RunInfo) -> str | None:
+    """One line: the run's model calls, tokens and cost (None when no model was used)."""
+    usage = run_usage(report, info)
+    if usage is None:
+        return None
+    unpriced = [line.model for line in usage.by_model if line.cost_usd is None]
+    cost = _cost(usage.cost_usd)
+    if unpriced:
+        cost += f" (no price for {', '.join(unpriced)})"
+    return f"usage: {usage.model_calls} model calls, {usage.total_tokens} tokens, cost {cost}"
+
+
+def _cost(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def citation(finding: Finding) -> tuple[list[str], str]:
@@ -262,8 +312,28 @@ def to_html(report: Report, info: RunInfo) -> str:
         out.append(
             '<tr><td colspan="5">None: every subtopic was answered by every source.</td></tr>'
         )
-    out.append("</tbody></table></body></html>")
+    out.append("</tbody></table>")
+    out += _usage_html(report, info)
+    out.append("</body></html>")
     return "\n".join(out)
+
+
+def _usage_html(report: Report, info: RunInfo) -> list[str]:
+    usage = run_usage(report, info)
+    if usage is None:
+        return []
+    e = html.escape
+    rows = [
+        f"<tr><td>{e(line.model)}</td><td>{line.model_calls}</td><td>{line.input_tokens}</td>"
+        f"<td>{line.output_tokens}</td><td>{_cost(line.cost_usd)}</td></tr>"
+        for line in usage.by_model
+    ]
+    return [
+        '<h2>Usage</h2><table id="usage"><thead><tr><th>model</th><th>calls</th>'
+        "<th>input</th><th>output</th><th>cost</th></tr></thead><tbody>",
+        *rows,
+        f"</tbody></table><p>{e(usage_line(report, info) or '')}</p>",
+    ]
 
 
 def _summary_html(summary: str) -> str:

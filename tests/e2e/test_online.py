@@ -178,3 +178,81 @@ class TestDegraded:
         run, _ = degraded
         assert run.report["synthesisNote"].startswith("Summary unavailable")
         assert run.report["summary"].startswith("Extractive summary")
+
+
+def primary_overloaded(request: RecordedRequest) -> Reply:
+    """`claude-fake` overloaded for the next minute; its fallback, claude-haiku-4-5, well."""
+    if request.model == "claude-fake":
+        return FakeMessagesAPI.error(529, retry_after=60)
+    return claude(request)
+
+
+@pytest.fixture(scope="module")
+def failed_over(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, list[RecordedRequest]]:
+    page = tmp_path_factory.mktemp("failover") / "report.html"
+    with FakeMessagesAPI(handler=primary_overloaded) as api:
+        run = run_agent(
+            QUESTION,
+            "--json",
+            "--seed",
+            "1",
+            "--model",
+            "claude-fake",
+            "--html",
+            str(page),
+            env={"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": api.base_url},
+        )
+        return run, list(api.requests)
+
+
+class TestFallbackChain:
+    def test_the_fallback_model_answers_every_call(
+        self, failed_over: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """The overloaded primary is not waited for: each request goes on to the fallback."""
+        run, requests = failed_over
+        assert run.returncode == 0, run.stderr
+        assert [s["topic"] for s in run.report["plan"]] == [
+            "with statement semantics",
+            "contextlib helpers",
+        ]
+        assert run.report["notes"] == []
+        assert run.report["summary"] == "`__exit__` runs even when the block raises [1]."
+        assert {r.model for r in requests} == {"claude-fake", "claude-haiku-4-5"}
+        assert all(e["status"] == "covered" for e in run.coverage("web"))
+
+    def test_the_report_says_which_model_failed_and_which_answered(
+        self, failed_over: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """Each search entry names the failed-over primary and the model that answered."""
+        run, _ = failed_over
+        for entry in run.coverage("pydoc"):
+            assert "models failed over: claude-fake overloaded" in entry["reason"]
+            assert "answered by model claude-haiku-4-5" in entry["reason"]
+        failovers = run.report["usage"]["failovers"]
+        assert failovers
+        assert {f["model"] for f in failovers} == {"claude-fake"}
+        assert {f["fallback"] for f in failovers} == {"claude-haiku-4-5"}
+
+    def test_the_run_prints_its_usage_and_cost(
+        self, failed_over: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """Calls, tokens and cost of planning and research, on stderr, in JSON and in HTML."""
+        run, requests = failed_over
+        by_model = {line["model"]: line for line in run.report["usage"]["byModel"]}
+        haiku = by_model["claude-haiku-4-5"]
+        assert haiku["inputTokens"] > 0
+        assert haiku["costUsd"] > 0  # priced by the default table
+        assert by_model["claude-fake"]["inputTokens"] == 0
+        assert by_model["claude-fake"]["costUsd"] == 0  # a 529 costs nothing
+        planning = run.report["planningUsage"]
+        assert planning["modelCalls"] == 2  # the primary's 529, then the fallback's plan
+        research_calls = run.report["usage"]["modelCalls"]
+        # LLMSynthesizer's and LLMRewriter's calls are made outside any task: not counted.
+        assert planning["modelCalls"] + research_calls < len(requests)
+        assert "usage: " in run.stderr
+        assert "model calls" in run.stderr
+        assert "cost $" in run.stderr
+        page = run.html.read_text(encoding="utf-8")
+        assert '<table id="usage">' in page
+        assert "claude-haiku-4-5" in page
