@@ -87,3 +87,29 @@ def develop() -> bool:
     with strict():
         on: bool = is_strict()
     return on
+
+
+async def spend() -> None:
+    from agentmesh import Coordinator
+    from agentmesh.models import (
+        FallbackModel,
+        Model,
+        ModelPrice,
+        ScriptedModel,
+        UsageLimits,
+        UsageSummary,
+    )
+    from agentmesh.subagents import LLMSubagent
+
+    chain: Model = FallbackModel(ScriptedModel([]), ScriptedModel([]), on={"overloaded"})
+    lead = LLMSubagent("lead", chain, usage_limits=UsageLimits(max_model_calls=10))
+    coordinator = Coordinator(
+        [lead],
+        usage_limits=UsageLimits(max_total_tokens=100_000, max_cost_usd=1.5),
+        prices={"my-model": ModelPrice(input=1, output=2, cache_write=1.25, cache_read=0.1)},
+    )
+    report = await coordinator.run(["q"])
+    usage: UsageSummary | None = report.usage
+    if usage is not None:
+        cost: float | None = usage.cost_usd
+        print(cost, usage.total_tokens, report.usage_by_subagent["lead"].model_calls)
