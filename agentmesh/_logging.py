@@ -16,6 +16,9 @@ per event):
   level filtering, timestamps, redaction and a JSON or console renderer.
 
 `structlog.reset_defaults()` returns to the quiet default for loggers made afterwards.
+
+structlog itself is imported by the first logger or `configure_logging`, not by
+``import agentmesh``: its package imports `rich` when that is installed (about 0.16 s).
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final, TextIO, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
-import structlog
-from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
+if TYPE_CHECKING:
+    # At run time `_load_structlog` binds this name, at the first logger.
+    import structlog
+    from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 __all__ = [
     "LOGGER_NAME",
@@ -248,7 +254,7 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
     Returns:
         The event, with every secret replaced.
     """
-    return cast(EventDict, _redact_mapping(event_dict, 0))
+    return cast("EventDict", _redact_mapping(event_dict, 0))
 
 
 def _redact_rendered(logger: WrappedLogger, method_name: str, rendered: Any) -> Any:
@@ -280,34 +286,79 @@ class _RedactFirst:
         return f"_RedactFirst({self._chain!r})"
 
 
-_QUIET_WRAPPER: Final = structlog.make_filtering_bound_logger(logging.WARNING)
-_QUIET_PROCESSORS: Final[tuple[Processor, ...]] = (
-    structlog.processors.add_log_level,
-    structlog.processors.TimeStamper(fmt="iso", utc=True),
-    structlog.processors.StackInfoRenderer(),
-    # Formatting tracebacks to text before redaction keeps secrets in exception
-    # messages out, and keeps rich's locals-showing tracebacks out of our output.
-    structlog.processors.format_exc_info,
-    redact_secrets,
-    structlog.dev.ConsoleRenderer(colors=False),
-    _redact_rendered,
-)
+_Defaults = tuple[Any, Any, tuple[Any, ...]]
+"""structlog's builtin logger factory, wrapper class and processors."""
 
 
-def _builtin_defaults() -> tuple[Any, Any, tuple[Any, ...]] | None:
-    """structlog's builtin defaults, read through `get_config()` while nobody configured it.
+@dataclass(frozen=True, slots=True)
+class _Quiet:
+    """What agentmesh reads from and builds with structlog, once per process."""
 
-    structlog keeps them private; seen through the public API at import, they are the
-    objects that `reset_defaults()` restores. None when the application had configured
-    structlog before importing agentmesh: its choice stands.
-    """
-    if structlog.is_configured():
-        return None
+    wrapper: type[FilteringBoundLogger]
+    processors: tuple[Processor, ...]
+    # None when the application had configured structlog before agentmesh saw it.
+    builtin_defaults: _Defaults | None
+
+
+_quiet: _Quiet | None = None
+
+
+def _load_structlog() -> _Quiet:
+    """Import structlog, read its builtin defaults and build the quiet default logger."""
+    global _quiet, structlog
+    import structlog  # deliberately late: see the module docstring
+
+    if _quiet is None:
+        _quiet = _Quiet(
+            wrapper=structlog.make_filtering_bound_logger(logging.WARNING),
+            processors=_quiet_processors(),
+            builtin_defaults=_builtin_defaults(),
+        )
+    return _quiet
+
+
+def _quiet_processors() -> tuple[Processor, ...]:
+    return (
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        # Formatting tracebacks to text before redaction keeps secrets in exception
+        # messages out, and keeps rich's locals-showing tracebacks out of our output.
+        structlog.processors.format_exc_info,
+        redact_secrets,
+        structlog.dev.ConsoleRenderer(colors=False),
+        _redact_rendered,
+    )
+
+
+def _read_defaults() -> _Defaults:
     config = structlog.get_config()
     return (config["logger_factory"], config["wrapper_class"], tuple(config["processors"]))
 
 
-_BUILTIN_DEFAULTS: Final = _builtin_defaults()
+def _builtin_defaults() -> _Defaults | None:
+    """structlog's builtin defaults, read through its public API.
+
+    structlog keeps them private. When agentmesh is imported after structlog, they are
+    read then, as the objects `reset_defaults()` restores, or None when the application
+    had already configured structlog: its choice stands. Otherwise nobody could have
+    configured structlog before agentmesh, and they are read at the first logger.
+    """
+    if not structlog.is_configured():
+        return _read_defaults()
+    if _IMPORTED_AFTER_STRUCTLOG:
+        return None
+    # structlog was imported and configured after agentmesh, before its first logger
+    # (say a test's `capture_logs` block): what `reset_defaults()` restores are the
+    # builtins. The configuration is put back as it was, the same processor list
+    # included, so loggers bound to it and `capture_logs` still see it. This runs once
+    # per process; like `capture_logs` itself, it is not safe against a thread logging
+    # at that instant.
+    configured = structlog.get_config()
+    structlog.reset_defaults()
+    defaults = _read_defaults()
+    structlog.configure(**configured)
+    return defaults
 
 
 def _follows_user_config() -> bool:
@@ -317,12 +368,13 @@ def _follows_user_config() -> bool:
     defaults restored, which print every level to stdout; that state counts as
     unconfigured.
     """
+    builtin_defaults = (_quiet or _load_structlog()).builtin_defaults
     if not structlog.is_configured():
         return False
-    if _BUILTIN_DEFAULTS is None:
+    if builtin_defaults is None:
         return True
+    factory, wrapper_class, processors = builtin_defaults
     config = structlog.get_config()
-    factory, wrapper_class, processors = _BUILTIN_DEFAULTS
     return not (
         config["logger_factory"] is factory
         and config["wrapper_class"] is wrapper_class
@@ -349,17 +401,18 @@ def get_logger(**bindings: Any) -> FilteringBoundLogger:
         and ``bind``.
     """
     context = {"logger": LOGGER_NAME, **bindings}
+    quiet = _quiet or _load_structlog()
     if _follows_user_config():
         proxy = structlog.wrap_logger(
             None,
             processors=_RedactFirst(structlog.get_config()["processors"]),
             logger_factory_args=(LOGGER_NAME,),
         )
-        return cast(FilteringBoundLogger, proxy.bind(**context))
+        return cast("FilteringBoundLogger", proxy.bind(**context))
     # The quiet default, built directly: this runs once per task, and structlog's lazy
     # proxy plus a new WriteLogger cost about 3 us more than the bound logger itself.
     # FilteringBoundLogger is a Protocol without __init__; the class is BoundLoggerBase's.
-    return _QUIET_WRAPPER(_stderr_logger(), _QUIET_PROCESSORS, context)  # type: ignore[call-arg]
+    return quiet.wrapper(_stderr_logger(), quiet.processors, context)  # type: ignore[call-arg]
 
 
 # A cache, not state: (stream, its WriteLogger). A race between threads builds one twice.
@@ -428,6 +481,7 @@ def configure_logging(
         ValueError: If `level` is not a standard logging level.
     """
     number = _level_number(level)
+    _load_structlog()
     out = sys.stderr if stream is None else stream
     renderer: Processor = (
         structlog.processors.JSONRenderer()
@@ -450,3 +504,10 @@ def configure_logging(
         logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+
+
+# structlog already imported: read its state now, as before it became lazy, so a
+# configuration the application made before importing agentmesh keeps counting as its own.
+_IMPORTED_AFTER_STRUCTLOG: Final = "structlog" in sys.modules
+if _IMPORTED_AFTER_STRUCTLOG:
+    _load_structlog()

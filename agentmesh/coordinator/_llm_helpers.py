@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
-from structlog.typing import FilteringBoundLogger
 
 from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
@@ -31,6 +30,9 @@ from agentmesh.errors import UsageError
 from agentmesh.models import Model, ModelResponse
 from agentmesh.retry import RetryPolicy
 from agentmesh.task import Task
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
 
 __all__ = ["PROPOSE_QUERY", "WRITE_SUMMARY", "LLMRewriter", "LLMSynthesizer"]
 

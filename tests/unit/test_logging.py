@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -395,3 +396,67 @@ class TestImport:
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         )
         assert (result.stdout, result.stderr) == ("False", "")
+
+    def test_structlog_is_imported_by_the_first_logger_not_by_agentmesh(self) -> None:
+        """`import agentmesh` leaves structlog (and rich, which it pulls in) unimported."""
+        stdout, stderr = run_python(
+            """
+            import sys, agentmesh
+            print("structlog" in sys.modules, "rich" in sys.modules, end=" ")
+            agentmesh._logging.get_logger().warning("hello")
+            print("structlog" in sys.modules, end="")
+            """
+        )
+        assert (stdout, stderr.split()[1:]) == (
+            "False False True",
+            ["[warning", "]", "hello", "[agentmesh]"],
+        )
+
+    def test_configuration_made_before_importing_agentmesh_is_followed(self) -> None:
+        """A structlog configured before agentmesh's import carries agentmesh's events."""
+        stdout, _ = run_python(
+            """
+            import structlog
+            structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+            import agentmesh._logging
+            agentmesh._logging.get_logger(run_id="r").debug("seen")
+            """
+        )
+        assert stdout == "logger='agentmesh' run_id='r' event='seen'\n"
+
+    def test_configuration_made_after_importing_agentmesh_is_followed(self) -> None:
+        """A structlog imported and configured after agentmesh carries its events."""
+        stdout, _ = run_python(
+            """
+            import agentmesh._logging, structlog
+            structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+            agentmesh._logging.get_logger(run_id="r").debug("seen")
+            """
+        )
+        assert stdout == "logger='agentmesh' run_id='r' event='seen'\n"
+
+    def test_capture_logs_before_the_first_logger_leaves_agentmesh_quiet(self) -> None:
+        """Defaults that a capture_logs block left behind before agentmesh's first logger
+        still count as unconfigured, and reading them leaves structlog's state as it was."""
+        stdout, stderr = run_python(
+            """
+            import agentmesh._logging, structlog, structlog.testing
+            with structlog.testing.capture_logs():
+                pass
+            chain = structlog.get_config()["processors"]
+            agentmesh._logging.get_logger().info("hidden")
+            with structlog.testing.capture_logs() as logs:
+                structlog.get_logger().info("mine")
+            print(structlog.is_configured(), structlog.get_config()["processors"] is chain, end=" ")
+            print([entry["event"] for entry in logs], end="")
+            """
+        )
+        assert (stdout, stderr) == ("True True ['mine']", "")
+
+
+def run_python(code: str) -> tuple[str, str]:
+    """stdout and stderr of `code` run in a fresh interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True
+    )
+    return result.stdout, result.stderr
