@@ -93,6 +93,8 @@ class _Wire(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
+        # Schemas are built at first use, not by `import agentmesh` (issue 18).
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ class Task(BaseModel):
     can see what went wrong.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     query: str
     topic: str | None = None

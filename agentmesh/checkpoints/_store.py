@@ -34,7 +34,7 @@ Row: TypeAlias = tuple[str, str, str, int, str, float]
 class Checkpoint(BaseModel):
     """One stored value and where it belongs."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     stage: str

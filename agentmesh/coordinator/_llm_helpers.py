@@ -173,7 +173,7 @@ and a made-up query would only hide the gap.
 
 
 class _Proposal(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True, defer_build=True)
 
     query: str | None
     reason: str = ""
@@ -314,7 +314,7 @@ what they would have found. The coverage table is appended to the report verbati
 
 
 class _Summary(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True, defer_build=True)
 
     summary: str
 
@@ -443,7 +443,9 @@ def _content(value: Any) -> str:
 
 
 # Findings are plain dataclasses; pydantic dumps them as a model would (snake_case keys).
-_FINDINGS: pydantic.TypeAdapter[list[Finding]] = pydantic.TypeAdapter(list[Finding])
+_FINDINGS: pydantic.TypeAdapter[list[Finding]] = pydantic.TypeAdapter(
+    list[Finding], config=pydantic.ConfigDict(defer_build=True)
+)
 
 
 def _citation_problem(summary: str, findings: Sequence[Finding]) -> str | None:

@@ -36,7 +36,8 @@ _CAMEL: Final = ConfigDict(
 
 
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, **_CAMEL)
+    # A report is validated once per run at most: its schema is built then, not at import.
+    model_config = ConfigDict(frozen=True, defer_build=True, **_CAMEL)
 
 
 # The records below are plain frozen dataclasses: the framework builds several per task

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from agentmesh._logging import get_logger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RayExecutor"]
 
-_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
+_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome, config=ConfigDict(defer_build=True))
 # How long past the deadline a worker may take to hand back its cut outcome; shorter
 # than the coordinator's own guard, so the executor cuts first and keeps the partials.
 _DEADLINE_GRACE: Final = 0.25

@@ -20,7 +20,7 @@ __all__ = [
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     def to_param(self) -> dict[str, Any]:
         """The block as the Messages API expects it back in an assistant message."""
@@ -42,7 +42,7 @@ class ToolUseBlock(_Block):
 class OtherBlock(_Block):
     """A block agentmesh does not interpret (thinking, server tool use, ...), kept verbatim."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
     type: str
 
     def to_param(self) -> dict[str, Any]:
@@ -63,7 +63,7 @@ ContentBlock: TypeAlias = Annotated[
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -71,7 +71,7 @@ class Usage(BaseModel):
 class ModelResponse(BaseModel):
     """One model turn: content blocks, why it stopped, and what it cost."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     content: tuple[ContentBlock, ...]
     stop_reason: str | None = None
@@ -110,7 +110,7 @@ class ModelResponse(BaseModel):
 class ModelRequest(BaseModel):
     """What was asked of a model in one call (recorded by `ScriptedModel`)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     messages: tuple[dict[str, Any], ...]
     system: str | None = None

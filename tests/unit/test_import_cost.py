@@ -1,0 +1,45 @@
+"""What `import agentmesh` costs: modules loaded, objects the garbage collector tracks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+
+def after_import(code: str) -> Any:
+    """The JSON printed by `code`, run in a fresh interpreter right after `import agentmesh`."""
+    source = "import gc, json, sys\nimport agentmesh\n" + textwrap.dedent(code)
+    result = subprocess.run(
+        [sys.executable, "-c", source], capture_output=True, text=True, check=True
+    )
+    return json.loads(result.stdout)
+
+
+class TestImportCost:
+    def test_at_most_40k_objects_are_tracked_after_the_import(self) -> None:
+        """Every full collection of a run walks what the import left behind: at most 40k."""
+        assert after_import("print(len(gc.get_objects()))") <= 40_000
+
+    def test_structlog_and_rich_wait_for_the_first_logger(self) -> None:
+        """structlog, and rich which it imports, are not loaded by the import."""
+        loaded = after_import(
+            "print(json.dumps([m in sys.modules for m in ('structlog', 'rich')]))"
+        )
+        assert loaded == [False, False]
+
+    def test_rarely_validated_models_are_built_at_first_use(self) -> None:
+        """Report, Task, Checkpoint and the model messages build their schemas when used."""
+        complete = after_import(
+            """
+            from agentmesh.checkpoints import Checkpoint
+            from agentmesh.models import ModelRequest, ModelResponse
+            models = (agentmesh.Report, agentmesh.Task, Checkpoint, ModelRequest, ModelResponse)
+            before = [model.__pydantic_complete__ for model in models]
+            agentmesh.Task(query="q", topic="t")
+            print(json.dumps([before, agentmesh.Task.__pydantic_complete__]))
+            """
+        )
+        assert complete == [[False] * 5, True]
