@@ -238,7 +238,7 @@ async def ask_person(
         decision_id = _call_decision_id(ctx, book, tool.name, validated, current.policy)
         answer = book.answer(decision_id)
         if answer is None:
-            return await _pend(ctx, book, decision_id, tool, arguments, current, source)
+            return await _pend(ctx, book, decision_id, tool, validated, current, source)
         attempted = {"tool": tool.name, "arguments": recorded(arguments)}
         ctx.log.info("decision_applied", decision=decision_id, answer=type(answer).__name__)
         if isinstance(answer, Reject):
@@ -273,11 +273,12 @@ async def _pend(
     book: DecisionBook,
     decision_id: str,
     tool: Tool[Any, Any],
-    arguments: dict[str, Any],
+    validated: dict[str, Any],
     verdict: PolicyVerdict,
     source: str,
 ) -> ErrorEnvelope:
-    masked = recorded(arguments)
+    # The values the tool would get (defaults included): what the person decides about.
+    masked = recorded(validated)
     pending = PendingDecision(
         id=decision_id,
         kind=DecisionKind.TOOL_CALL,
