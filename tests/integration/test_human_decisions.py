@@ -163,6 +163,17 @@ class TestPendingDecision:
         assert data["pendingDecisions"][0]["taskId"] == "task-0"
         assert Report.model_validate(data).pending_decisions == report.pending_decisions
 
+    async def test_the_html_report_shows_the_pending_decision(self, store: CheckpointStore) -> None:
+        """The research agent's HTML page has a Pending decisions table, secrets masked."""
+        from examples.research_agent.rendering import pending_html
+
+        report = await Desk().coordinator(store).run([BIG], run_id="r1")
+        page = "\n".join(pending_html(report))
+        assert '<table id="pending">' in page
+        assert f"<code>{only(report).id}</code>" in page
+        assert "refund of 900 is over the limit of 100" in page
+        assert "tok-4242" not in page
+
     async def test_a_deny_wins_over_an_ask(self, store: CheckpointStore) -> None:
         """Nobody is asked about a call another policy forbids; the denial is escalated."""
         big = BIG.model_copy(update={"metadata": {"order": "B-2", "amount": 9000}})
