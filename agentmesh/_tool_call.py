@@ -18,6 +18,7 @@ import pydantic
 import pydantic_core
 
 from agentmesh._attempts import attempt_call
+from agentmesh._human import AskWithoutStore, Go, ask_person
 from agentmesh._limits import recorded
 from agentmesh._rulings import apply_verdict, blocked
 from agentmesh.checkpoints._codec import declared_output_type
@@ -72,6 +73,12 @@ async def call_tool(
     )
     call_id = _call_id(tool.name, validated)
     denied = ctx.policies.before(event, log) if ctx.policies else None
+    if denied is not None and denied.action == "ask":
+        went = await _ask(ctx, tool, arguments, validated, denied, event, log)
+        arguments, validated, denied = went.arguments, went.validated, went.verdict
+        attempted_query = {"tool": tool.name, "arguments": recorded(arguments)}
+        event = dataclasses.replace(event, arguments=MappingProxyType(validated))
+        call_id = _call_id(tool.name, validated)
     if denied is None:
         denied = ctx.scope.forbidden(call_id)
     if denied is not None:
@@ -253,3 +260,30 @@ def _failure(envelope: ErrorEnvelope, log: Any) -> ToolCallFailed:
 
 def _fields(event: ToolCallEvent) -> dict[str, Any]:
     return {field.name: getattr(event, field.name) for field in dataclasses.fields(event)}
+
+
+async def _ask(
+    ctx: Context,
+    tool: Tool[Any, Any],
+    arguments: dict[str, Any],
+    validated: dict[str, Any],
+    verdict: PolicyVerdict,
+    event: ToolCallEvent,
+    log: Any,
+) -> Go:
+    """A person's answer to a policy's ask, or the failure that stops the call."""
+
+    def rule_again(edited: dict[str, Any], answered: frozenset[str]) -> PolicyVerdict | None:
+        again = dataclasses.replace(event, arguments=MappingProxyType(edited))
+        return ctx.policies.before(again, log, answered)
+
+    try:
+        went = await ask_person(ctx, tool, arguments, validated, verdict, rule_again)
+    except AskWithoutStore as exc:
+        ctx.misuse = exc  # re-raised by Subagent.run even if the body catches it
+        raise
+    if isinstance(went, ErrorEnvelope):
+        if went.policy is not None:
+            ctx._verdicts.rule(went.policy, tool.name)
+        raise _failure(went, log)
+    return went

@@ -24,7 +24,7 @@ from agentmesh._usage import UsageTally
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success
-from agentmesh.errors import ToolCallFailed
+from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
@@ -83,6 +83,11 @@ class Context:
         self._verdicts = TaskRulings()
         # What this task's model calls used, across all its attempts (`ctx.call_model`).
         self.usage = UsageTally()
+        # Questions for a person (`Decision.ask`): their occurrences in this attempt, the
+        # one that stopped the task, and an ask nobody could answer (see `_human`).
+        self.ask_counts: dict[str, int] = {}
+        self.pending_decision: ErrorEnvelope | None = None
+        self.misuse: UsageError | None = None
         self.store = store
         self.ledger, self._progress = open_checkpoints(
             store, scope.run_id, subagent, task_id, log, save=checkpoint
@@ -111,6 +116,7 @@ class Context:
     def start_attempt(self, number: int) -> None:
         """Called by `Subagent.run` before each attempt of the task."""
         self.attempt = number
+        self.ask_counts.clear()
         if self.ledger is not None:
             self.ledger.new_attempt()
 

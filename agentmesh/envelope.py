@@ -85,6 +85,10 @@ class ErrorType(enum.StrEnum):
     INVALID_INPUT = "invalid_input"
     TOOL_NOT_CALLED = "tool_not_called"
     USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"
+    # A policy asked a person (`Decision.ask`) and the answer is not given yet.
+    DECISION_PENDING = "decision_pending"
+    # A person answered `Reject(reason)`: the call was not made.
+    REJECTED = "rejected"
 
 
 class _Wire(BaseModel):
@@ -162,7 +166,7 @@ class PolicyVerdict(_Wire):
     is never attempted again, and `deny` means the tool was never run.
     """
 
-    action: Literal["deny", "forbid_retry", "escalate"]
+    action: Literal["deny", "forbid_retry", "escalate", "ask"]
     reason: str
     policy: str
     # The tool the ruling was on; set in an outcome's `rulings`, where a task's rulings

@@ -13,7 +13,9 @@ the framework's run-wide memory out of the user's `state` dict:
 * rate-limit reservations: who counts the starts of a rate-limited tool or subagent
   (this process, unless an executor counts them for a whole cluster);
 * model usage and its limits: every model call of the run is admitted and counted by
-  its `UsageMeter` (in this process: the Ray executor's workers count their own).
+  its `UsageMeter` (in this process: the Ray executor's workers count their own);
+* pending decisions: the questions for a person and their answers, kept in the run's
+  checkpoint store (None without a store: nobody could answer them).
 
 An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
 whose parts reach its shared state; the interface stays the same.
@@ -28,6 +30,7 @@ from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 
 if TYPE_CHECKING:
+    from agentmesh._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
@@ -53,9 +56,11 @@ class RunScope:
         shared: the run's forbidden calls and policy memory, as an executor that
             shares them elsewhere keeps them; empty by default.
         usage: the run's model usage and its limits; a meter without limits by default.
+        decisions: the run's pending decisions and their answers (the coordinator's,
+            with a store); None: `Decision.ask` is refused.
     """
 
-    __slots__ = ("_ledger_store", "budget", "rates", "run_id", "shared", "usage")
+    __slots__ = ("_ledger_store", "budget", "decisions", "rates", "run_id", "shared", "usage")
 
     def __init__(
         self,
@@ -66,6 +71,7 @@ class RunScope:
         rates: RateReservations | None = None,
         shared: dict[str, Any] | None = None,
         usage: UsageMeter | None = None,
+        decisions: DecisionBook | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.budget = budget
@@ -75,6 +81,7 @@ class RunScope:
         # Plain mappings under two kinds of keys, so that an executor can ship and merge
         # them as they are (see `agentmesh.executors`).
         self.shared: dict[str, Any] = {} if shared is None else shared
+        self.decisions = decisions
 
     @property
     def ledger_store(self) -> CheckpointStore:

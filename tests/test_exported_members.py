@@ -3,6 +3,7 @@
 import agentmesh
 import agentmesh.checkpoints
 import agentmesh.coordinator
+import agentmesh.decisions
 import agentmesh.executors
 import agentmesh.policies
 import agentmesh.subagents
@@ -50,6 +51,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh,
         agentmesh.checkpoints,
         agentmesh.coordinator,
+        agentmesh.decisions,
         agentmesh.executors,
         agentmesh.policies,
         agentmesh.subagents,
@@ -82,3 +84,15 @@ def test_executors_exports_exactly_the_executors() -> None:
         "RayExecutor",
     }
     assert not {"Dispatch", "Executor", "LocalExecutor"} & set(agentmesh.coordinator.__all__)
+
+
+def test_decisions_exports_the_answers_and_the_pending_decision() -> None:
+    """`agentmesh.decisions` exports a person's answers and what they answer."""
+    assert set(agentmesh.decisions.__all__) == {
+        "Approve",
+        "DecisionKind",
+        "Edit",
+        "HumanDecision",
+        "PendingDecision",
+        "Reject",
+    }

@@ -12,6 +12,7 @@ from typing import Any, Final, TypeAlias, cast
 from pydantic import TypeAdapter
 
 from agentmesh._attempts import propagates
+from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger
 from agentmesh._prices import ModelPrice, PriceTable
 from agentmesh._tracing import outcome_attributes, span, tracing
@@ -28,8 +29,18 @@ from agentmesh.coordinator._decisions import (
     TryAlternative,
 )
 from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
+from agentmesh.coordinator._resume import (
+    Redo,
+    check_asks,
+    load_plan,
+    load_records,
+    save_plan,
+    settle,
+    stored,
+)
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
+from agentmesh.decisions import HumanDecision
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
@@ -78,7 +89,10 @@ class Coordinator:
         executor: where subagents run (default: this event loop).
         store: checkpoints for the subagents' runs: a rerun with the same `run_id` does not
             repeat completed non-idempotent tool calls, and subagents declared with
-            `checkpoint=True` continue from their recorded progress.
+            `checkpoint=True` continue from their recorded progress. With a store, a
+            policy's `Decision.ask` and an `Escalate` wait for a person as pending
+            decisions, and `resume(run_id, decisions=...)` goes on (without one, a
+            policy declared with `asks=True` is refused here).
         usage_limits: `UsageLimits` on what the run's model calls may use together; once
             one is reached no model call starts, and tasks not yet started end with a
             `usage_limit_exceeded` envelope (a gap that says so).
@@ -136,6 +150,7 @@ class Coordinator:
         for policy in policies:
             if not isinstance(policy, ToolPolicy):
                 raise UsageError(f"{policy!r} is not a policy; use @pre_tool_use / @post_tool_use")
+        check_asks(policies, [*subagents, *(alternatives or {}).values()], store)
         self.subagents = {sub.name: sub for sub in subagents}
         self.rewriter = rewriter
         self.synthesizer: Synthesizer = synthesizer or DeterministicSynthesizer()
@@ -186,7 +201,13 @@ class Coordinator:
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         run_id = run_id or uuid.uuid4().hex[:12]
         with span("run", run_id=run_id) as current:
-            report = await self._run(tasks, run_id)
+            jobs = self._plan(tasks)
+            book = None
+            if self.store is not None:
+                # What a resume in another process needs: the plan, then the decisions.
+                await save_plan(self.store, run_id, jobs)
+                book = await DecisionBook.load(self.store, run_id)
+            report = await self._run(jobs, run_id, book)
             if current is not None:
                 current.set_attributes(
                     {
@@ -197,8 +218,40 @@ class Coordinator:
                 )
             return report
 
-    async def _run(self, tasks: Task | str | Iterable[Task | str], run_id: str) -> Report:
-        jobs = self._plan(tasks)
+    async def resume(
+        self, run_id: str, *, decisions: Mapping[str, HumanDecision] | None = None
+    ) -> Report:
+        """Go on with run `run_id` from its checkpoints, with a person's `decisions`.
+
+        `decisions` maps pending decision ids (`Report.pending_decisions`) to `Approve()`,
+        `Reject(reason)` or `Edit(...)`. Finished tasks are not run again; the tasks that
+        waited on an answered decision go on; unanswered ones keep waiting. The answers
+        are saved before anything runs, so an interrupted resume can be repeated (with
+        the same decisions, or none). Raises `UsageError` for a run the store does not
+        have, an unknown decision id, or a decision given before.
+        """
+        if self.store is None:
+            raise UsageError("Coordinator.resume() needs the Coordinator's store= of the run")
+        if not isinstance(run_id, str) or not run_id:
+            raise UsageError(f"Coordinator.resume(run_id=) takes a str, got {run_id!r}")
+        if decisions is not None and not isinstance(decisions, Mapping):
+            raise UsageError(
+                f"resume(decisions=) takes a dict of id -> decision, got {decisions!r}"
+            )
+        jobs = await load_plan(self.store, run_id, self.subagents)
+        book = await DecisionBook.load(self.store, run_id)
+        await book.give(dict(decisions or {}))
+        saved = await load_records(self.store, run_id)
+        with span("run", run_id=run_id):
+            return await self._run(jobs, run_id, book, saved)
+
+    async def _run(
+        self,
+        jobs: list[tuple[str, Task, Subagent]],
+        run_id: str,
+        book: DecisionBook | None = None,
+        saved: dict[str, TaskRecord] | None = None,
+    ) -> Report:
         loop = asyncio.get_running_loop()
         log = get_logger(run_id=run_id)
         run = _Run(
@@ -208,19 +261,23 @@ class Coordinator:
             slots=asyncio.Semaphore(self.max_concurrency),
             log=log,
             usage=UsageMeter(self.usage_limits, self.prices),
+            book=book,
         )
         log.info("run_started", tasks=len(jobs), subagents=list(self.subagents))
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
+        if saved is not None:
+            await self._resumed(run, jobs, slots, saved)
         bug: BaseException | None = None
-        queue = enumerate(jobs)
+        queue = ((i, job) for i, job in enumerate(jobs) if slots[i] is None)
+        to_run = slots.count(None)
         try:
             async with asyncio.TaskGroup() as group:
                 # A pool of workers pulling jobs, not an asyncio Task per job: 10,000 queued
                 # jobs are 10,000 tuples, and a Task with its scheduling costs more than
                 # the bookkeeping of the job it runs.
-                for _ in range(min(self.max_concurrency, len(jobs))):
+                for _ in range(min(self.max_concurrency, to_run)):
                     group.create_task(self._work(run, slots, queue))
         except ExceptionGroup as escaped:
             # Only what must not become an envelope gets here (a bug in strict mode): the
@@ -234,6 +291,8 @@ class Coordinator:
         del jobs
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self._synthesize(run, records, log)
+        if book is not None:
+            report = report.model_copy(update={"pending_decisions": book.unanswered()})
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -243,6 +302,30 @@ class Coordinator:
             retries_denied=run.budget.denied,
         )
         return report
+
+    async def _resumed(
+        self,
+        run: _Run,
+        jobs: list[tuple[str, Task, Subagent]],
+        slots: list[TaskRecord | None],
+        saved: dict[str, TaskRecord],
+    ) -> None:
+        """Fill the slots of the tasks a resume does not run again; note what goes on how."""
+        assert run.book is not None
+        assert self.store is not None
+        for index, (task_id, _task, _sub) in enumerate(jobs):
+            record = saved.get(task_id)
+            if record is None:
+                continue  # never finished (the process stopped): it runs again
+            answers = run.book.answered(task_id)
+            settled = settle(record, answers) if answers else record
+            if isinstance(settled, Redo):
+                run.redo[index] = settled
+                continue
+            if answers:
+                settled = await stored(run.book, self.store, settled, None, None)
+                run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
+            slots[index] = settled
 
     def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
         """Pair each task with its subagent(s); bad names fail before anything runs."""
@@ -330,10 +413,14 @@ class Coordinator:
     ) -> None:
         """Dispatch one task, follow the router's decisions to a final state, record it."""
         job = _Job(task_id=task_id, original=task, subagent=subagent, task=task)
+        redo = run.redo.get(index) if run.redo else None
+        if redo is not None:
+            # Going on after a person's answer: the history so far stays in the record.
+            job.steps, job.task = list(redo.steps), redo.task
         # The run's logger with the task named in each event: binding a logger per task
         # costs more than the events (filtered out by default) that would use it.
         log, name = run.log, subagent.name
-        outcome = await self._execute(run, job, subagent, task, holding_slot=True)
+        outcome = await self._execute(run, job, subagent, job.task, holding_slot=True)
         while True:
             try:
                 decision = await self._decide(run, job, outcome)
@@ -378,7 +465,10 @@ class Coordinator:
                 if alternative is not None:
                     outcome = alternative
             else:
-                records[index] = job.finish(decision)
+                record = job.finish(decision)
+                if run.book is not None and self.store is not None:
+                    record = await stored(run.book, self.store, record, decision, outcome)
+                records[index] = record
                 return
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
@@ -392,6 +482,10 @@ class Coordinator:
             return RecordGap(outcome.message)
         if outcome.policy is not None:
             verdict = outcome.policy
+            if verdict.action == "ask":
+                return Escalate(outcome.message if isinstance(outcome, ErrorEnvelope) else "")
+            if isinstance(outcome, ErrorEnvelope) and outcome.error_type == ErrorType.REJECTED:
+                return RecordGap(outcome.message)  # a person's no: never retried, never escalated
             if verdict.action == "escalate":
                 return Escalate(f"policy {verdict.policy}: {verdict.reason}")
             if verdict.action == "forbid_retry":
@@ -515,8 +609,11 @@ class Coordinator:
                 outcome = _normalized(outcome)
             except BaseException as exc:
                 # Subagent.run never raises for a task failure; an executor might, or hand
-                # back something that is not an outcome: that task fails, no other.
-                if propagates(exc, subagent.classifier, user_code=True):
+                # back something that is not an outcome: that task fails, no other. An ask
+                # nobody can answer is misuse: the caller must hear of it.
+                if isinstance(exc, AskWithoutStore) or propagates(
+                    exc, subagent.classifier, user_code=True
+                ):
                     raise
                 return subagent.classifier.classify(
                     exc, source=subagent.name, attempted_query=task.query, attempts=0
@@ -563,12 +660,17 @@ class _Run:
     slots: asyncio.Semaphore
     log: Any
     usage: UsageMeter | None = None
+    book: DecisionBook | None = None
     state: dict[str, Any] = field(default_factory=dict)
     scope: RunScope = field(init=False)
+    # Tasks of a resume that go on after a person's answer, by their index in the plan.
+    redo: dict[int, Redo] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # One scope per run: what all of its tasks share (see `agentmesh.scope`).
-        self.scope = RunScope(self.run_id, budget=self.budget, usage=self.usage)
+        self.scope = RunScope(
+            self.run_id, budget=self.budget, usage=self.usage, decisions=self.book
+        )
 
     def remaining(self) -> float | None:
         if self.at is None:

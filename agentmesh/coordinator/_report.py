@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
 from agentmesh._usage import ModelUsage, UsageSummary, summed
+from agentmesh.decisions import PendingDecision
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
@@ -141,6 +142,8 @@ class Report(_Value):
     # Why there is no model-written summary when one was asked for (e.g. the model call
     # failed and the deterministic synthesis was used); None otherwise.
     synthesis_note: str | None = None
+    # Questions waiting for a person (`agentmesh.decisions`): `Coordinator.resume` answers.
+    pending_decisions: tuple[PendingDecision, ...] = ()
 
     @property
     def coverage_ratio(self) -> float:
@@ -206,6 +209,9 @@ class Report(_Value):
         """
         # A subagent may return any object; `model_dump(mode="json")` would raise on it.
         data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=True, fallback=str)
+        if not self.pending_decisions:
+            # A run that waits for nobody keeps the shape its JSON always had.
+            del data["pendingDecisions"]
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         usage = self.usage
@@ -285,6 +291,7 @@ class Report(_Value):
             for entry in self.escalations:
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
+        lines += _pending_markdown(self.pending_decisions)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
 
@@ -329,6 +336,24 @@ def _usage_row(name: str, usage: ModelUsage | UsageSummary) -> str:
 def format_cost(cost: float | None) -> str:
     """A cost in US dollars as a report shows it; "unknown" when a price is missing."""
     return "unknown (no price for a model used)" if cost is None else f"${cost:.4f}"
+
+
+def _pending_markdown(pending: tuple[PendingDecision, ...]) -> list[str]:
+    if not pending:
+        return []
+    lines = [
+        "## Pending decisions",
+        "",
+        "| id | task | tool | arguments | reason | policy |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for item in pending:
+        arguments = "" if item.arguments is None else _text(item.arguments)
+        lines.append(
+            f"| `{item.id}` | {_cell(item.task_id)} | {_cell(item.tool or item.kind.value)} "
+            f"| {_cell(arguments)} | {_cell(item.reason)} | {_cell(item.policy)} |"
+        )
+    return [*lines, ""]
 
 
 def _text(value: Any) -> str:

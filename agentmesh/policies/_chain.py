@@ -11,8 +11,8 @@ from agentmesh.policies._core import Decision, ToolCallEvent, ToolPolicy, ToolRe
 
 __all__ = ["PolicyChain"]
 
-# Higher is stricter; `allow` never overrides anything.
-_STRICTNESS = {"allow": 0, "forbid_retry": 1, "escalate": 2, "deny": 3}
+# Higher is stricter; `allow` never overrides anything. (`ask` after a call is an escalate.)
+_STRICTNESS = {"allow": 0, "forbid_retry": 1, "escalate": 2, "ask": 2, "deny": 3}
 
 
 class PolicyChain:
@@ -29,8 +29,16 @@ class PolicyChain:
     def __bool__(self) -> bool:
         return bool(self.policies)
 
-    def before(self, event: ToolCallEvent, log: Any) -> PolicyVerdict | None:
-        """The first deny, if any policy denies the call."""
+    def before(
+        self, event: ToolCallEvent, log: Any, answered: frozenset[str] = frozenset()
+    ) -> PolicyVerdict | None:
+        """The first deny, if any policy denies the call; else the first ask, if any.
+
+        A deny wins over an ask: no person is asked about a call that is never made.
+        `answered` names the policies whose question a person already answered for
+        this call: they rule again, but do not ask again.
+        """
+        asked: PolicyVerdict | None = None
         for policy in self.policies:
             try:
                 decision = _checked(policy.before(event), policy)
@@ -43,9 +51,14 @@ class PolicyChain:
             if decision.action == "deny":
                 log.info("policy_decision", stage="pre", **verdict.model_dump())
                 return verdict
+            if decision.action == "ask":
+                if asked is None and verdict.policy not in answered:
+                    log.info("policy_decision", stage="pre", **verdict.model_dump())
+                    asked = verdict
+                continue
             # forbid_retry / escalate before a call has nothing to stop yet: say so.
             log.warning("policy_decision_ignored", stage="pre", **verdict.model_dump())
-        return None
+        return asked
 
     def after(self, event: ToolResultEvent, log: Any) -> PolicyVerdict | None:
         """The strictest decision of all policies on one attempt's outcome."""
@@ -58,6 +71,9 @@ class PolicyChain:
                 log.error("policy_failed", policy=_name(policy), stage="post", error=repr(exc))
             if decision is None or decision.action == "allow":
                 continue
+            if decision.action == "ask":
+                # The call happened already: nothing is left to ask about, a person looks.
+                decision = Decision.escalate(decision.reason)
             verdict = _verdict(policy, decision)
             log.info("policy_decision", stage="post", attempt=event.attempt, **verdict.model_dump())
             if strictest is None or _STRICTNESS[verdict.action] > _STRICTNESS[strictest.action]:

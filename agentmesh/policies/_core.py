@@ -25,7 +25,7 @@ __all__ = [
     "pre_tool_use",
 ]
 
-Action = Literal["allow", "deny", "forbid_retry", "escalate"]
+Action = Literal["allow", "deny", "forbid_retry", "escalate", "ask"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,9 @@ class Decision:
       The caller gets a permission envelope with `errorType="policy_blocked"`.
     * `forbid_retry`: no new attempt of this call, by the local loop or the coordinator.
     * `escalate`: hand it to a human; implies `forbid_retry`.
+    * `ask`: before the call, a person decides whether it is made (`agentmesh.decisions`):
+      the task stops before the call and the run waits in its checkpoint store for
+      `Coordinator.resume`. Needs a store; after a call it is an `escalate`.
     """
 
     action: Action
@@ -57,6 +60,10 @@ class Decision:
     @classmethod
     def escalate(cls, reason: str) -> Decision:
         return cls("escalate", reason)
+
+    @classmethod
+    def ask(cls, reason: str) -> Decision:
+        return cls("ask", reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +108,9 @@ class ToolPolicy:
     """
 
     name: str = "policy"
+    # Declares that `before` may return `Decision.ask`: a Coordinator without a store
+    # refuses such a policy when it is built, not when a person could no longer answer.
+    asks: bool = False
 
     def before(self, event: ToolCallEvent) -> Decision | None:
         return None
@@ -189,13 +199,14 @@ PostHook: TypeAlias = Callable[[ToolResultEvent], Decision | None]
 class PreToolUse(ToolPolicy):
     """A plain function run before matching tool calls."""
 
-    __slots__ = ("fn", "match", "name")
+    __slots__ = ("asks", "fn", "match", "name")
 
-    def __init__(self, fn: PreHook, match: Match) -> None:
+    def __init__(self, fn: PreHook, match: Match, *, asks: bool = False) -> None:
         _check_sync(fn, "pre_tool_use")
         self.fn = fn
         self.match = match
         self.name = getattr(fn, "__name__", type(fn).__name__)
+        self.asks = asks
 
     def before(self, event: ToolCallEvent) -> Decision | None:
         return self.fn(event) if self.match.call(event) else None
@@ -234,7 +245,10 @@ def _check_sync(fn: Callable[..., Any], decorator: str) -> None:
 def pre_tool_use(fn: PreHook, /) -> PreToolUse: ...
 @overload
 def pre_tool_use(
-    *, tool: ToolSelector = None, impact: Impact | Iterable[Impact] | None = None
+    *,
+    tool: ToolSelector = None,
+    impact: Impact | Iterable[Impact] | None = None,
+    asks: bool = False,
 ) -> Callable[[PreHook], PreToolUse]: ...
 def pre_tool_use(
     fn: PreHook | None = None,
@@ -242,17 +256,19 @@ def pre_tool_use(
     *,
     tool: ToolSelector = None,
     impact: Impact | Iterable[Impact] | None = None,
+    asks: bool = False,
 ) -> PreToolUse | Callable[[PreHook], PreToolUse]:
     """Run `fn(event)` before every call of the matching tools; it may deny the call.
 
     Args:
         tool: a tool name or names; None for every tool.
         impact: only tools declared with this impact ("financial", "legal", "safety").
+        asks: `fn` may return `Decision.ask`: a Coordinator without a store refuses it.
     """
     match = Match.of(tool, impact)
     if fn is not None:
-        return PreToolUse(fn, match)
-    return lambda f: PreToolUse(f, match)
+        return PreToolUse(fn, match, asks=asks)
+    return lambda f: PreToolUse(f, match, asks=asks)
 
 
 @overload

@@ -183,6 +183,11 @@ class Subagent(abc.ABC):
         finally:
             if checkpointing:
                 await ctx.save_partials()  # progress survives even a cancellation
+        if ctx.misuse is not None:
+            raise ctx.misuse  # an ask nobody can answer: misuse, even if the body caught it
+        if ctx.pending_decision is not None:
+            # The task waits for a person, whatever the body made of the stopped call.
+            outcome = ctx.pending_decision
         if ctx.escalations and outcome.policy is None:
             # The body caught or used the escalated call and went on: the ruling stands.
             update: dict[str, Any] = {"policy": ctx.escalations[0]}

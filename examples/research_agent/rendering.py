@@ -313,9 +313,30 @@ def to_html(report: Report, info: RunInfo) -> str:
             '<tr><td colspan="5">None: every subtopic was answered by every source.</td></tr>'
         )
     out.append("</tbody></table>")
+    out += pending_html(report)
     out += _usage_html(report, info)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def pending_html(report: Report) -> list[str]:
+    """The decisions waiting for a person (`Report.pending_decisions`), as a table."""
+    if not report.pending_decisions:
+        return []
+    e = html.escape
+    out = [
+        '<h2>Pending decisions</h2><table id="pending"><thead><tr><th>id</th><th>task</th>'
+        "<th>tool</th><th>arguments</th><th>reason</th><th>policy</th></tr></thead><tbody>"
+    ]
+    for item in report.pending_decisions:
+        arguments = "" if item.arguments is None else json.dumps(item.arguments, default=str)
+        out.append(
+            f"<tr><td><code>{e(item.id)}</code></td><td>{e(item.task_id)}</td>"
+            f"<td>{e(item.tool or item.kind.value)}</td><td>{e(arguments)}</td>"
+            f"<td>{e(item.reason)}</td><td>{e(item.policy)}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return out
 
 
 def _usage_html(report: Report, info: RunInfo) -> list[str]:

@@ -1,0 +1,323 @@
+"""Pending decisions as data: the run scope's book of questions for a person, and the
+gate in the tool path that stops a call a policy asked about.
+
+Layout in the checkpoint store, stage `agentmesh.decisions`, one key per decision id:
+`{"pending": PendingDecision, "answer": {...} | null, "applied": bool}`. An answer is
+written before the resumed run uses it, so a resume that is interrupted goes on with
+the same answers when it is repeated; `applied` is set once the task that used it has
+finished, after which the same id cannot be answered again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import pydantic
+import pydantic_core
+from pydantic import TypeAdapter
+
+from agentmesh._limits import recorded
+from agentmesh._logging import redact
+from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.decisions import (
+    Approve,
+    DecisionKind,
+    Edit,
+    HumanDecision,
+    PendingDecision,
+    Reject,
+)
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict
+from agentmesh.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentmesh.context import Context
+    from agentmesh.tools import Tool
+
+__all__ = ["PERSON", "AskWithoutStore", "DecisionBook", "Go", "ask_person"]
+
+STAGE: Final = "agentmesh.decisions"
+# The "policy" a person's rejection is recorded under, in rulings and envelopes.
+PERSON: Final = "person"
+_PENDING: Final[TypeAdapter[PendingDecision]] = TypeAdapter(PendingDecision)
+
+
+class AskWithoutStore(UsageError):
+    """`Decision.ask` in a run without a checkpoint store: nobody could ever answer it."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    pending: PendingDecision
+    answer: HumanDecision | None = None
+    applied: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pending": _PENDING.dump_python(self.pending, mode="json", by_alias=True),
+            "answer": None if self.answer is None else _answer_json(self.answer),
+            "applied": self.applied,
+        }
+
+
+def _answer_json(answer: HumanDecision) -> dict[str, Any]:
+    if isinstance(answer, Approve):
+        return {"decision": "approve"}
+    if isinstance(answer, Reject):
+        return {"decision": "reject", "reason": answer.reason}
+    return {"decision": "edit", "arguments": answer.arguments, "query": answer.query}
+
+
+def _answer_of(data: Any) -> HumanDecision | None:
+    if data is None:
+        return None
+    kind = data["decision"]
+    if kind == "approve":
+        return Approve()
+    if kind == "reject":
+        return Reject(data["reason"])
+    return Edit(arguments=data.get("arguments"), query=data.get("query"))
+
+
+def digest(value: Any) -> str:
+    jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
+    canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class DecisionBook:
+    """The pending decisions of one run and the answers given to them (from the store)."""
+
+    __slots__ = ("_entries", "run_id", "store")
+
+    def __init__(self, store: CheckpointStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self._entries: dict[str, _Entry] = {}
+
+    @classmethod
+    async def load(cls, store: CheckpointStore, run_id: str) -> DecisionBook:
+        book = cls(store, run_id)
+        for checkpoint in await store.list(run_id, STAGE):
+            value: Any = checkpoint.value
+            book._entries[checkpoint.key] = _Entry(
+                _PENDING.validate_python(value["pending"]),
+                _answer_of(value["answer"]),
+                bool(value["applied"]),
+            )
+        return book
+
+    def answer(self, decision_id: str) -> HumanDecision | None:
+        entry = self._entries.get(decision_id)
+        return None if entry is None else entry.answer
+
+    def unanswered(self) -> tuple[PendingDecision, ...]:
+        return tuple(e.pending for e in self._entries.values() if e.answer is None)
+
+    def answered(self, task_id: str) -> tuple[tuple[PendingDecision, HumanDecision], ...]:
+        """The answered, not yet applied decisions of one task, oldest first."""
+        return tuple(
+            (e.pending, e.answer)
+            for e in self._entries.values()
+            if e.pending.task_id == task_id and e.answer is not None and not e.applied
+        )
+
+    def escalation_id(self, task_id: str) -> str:
+        """The id of the task's next escalation: one per escalation a person answered."""
+        earlier = sum(
+            e.pending.task_id == task_id and e.pending.kind is DecisionKind.ESCALATION
+            for e in self._entries.values()
+        )
+        return digest([self.run_id, task_id, "escalation", earlier])[:12]
+
+    async def pend(self, pending: PendingDecision) -> None:
+        """Save a question for a person (a question already asked keeps its answer)."""
+        if pending.id in self._entries:
+            return
+        entry = _Entry(pending)
+        await self.store.put(self.run_id, STAGE, pending.id, entry.to_json())
+        self._entries[pending.id] = entry
+
+    async def give(self, decisions: Mapping[str, HumanDecision]) -> None:
+        """Check every answer, then save them all, before anything runs."""
+        for decision_id, answer in decisions.items():
+            self._check(decision_id, answer)
+        for decision_id, answer in decisions.items():
+            entry = self._entries[decision_id]
+            entry.answer = answer
+            await self.store.put(self.run_id, STAGE, decision_id, entry.to_json())
+
+    async def applied(self, task_id: str) -> None:
+        """The task that used its answers has finished: they cannot be given again."""
+        for decision_id, entry in self._entries.items():
+            if entry.pending.task_id == task_id and entry.answer is not None and not entry.applied:
+                entry.applied = True
+                await self.store.put(self.run_id, STAGE, decision_id, entry.to_json())
+
+    def _check(self, decision_id: str, answer: object) -> None:
+        if not isinstance(answer, Approve | Reject | Edit):
+            raise UsageError(
+                f"resume(decisions=) maps decision ids to Approve(), Reject(reason) or "
+                f"Edit(...); {decision_id!r} got {answer!r}"
+            )
+        entry = self._entries.get(decision_id)
+        if entry is None:
+            waiting = sorted(e.pending.id for e in self._entries.values() if e.answer is None)
+            raise UsageError(
+                f"resume(decisions=): run {self.run_id!r} has no pending decision "
+                f"{decision_id!r}; waiting: {waiting or 'none'}"
+            )
+        if entry.answer is not None and (entry.applied or entry.answer != answer):
+            raise UsageError(
+                f"resume(decisions=): decision {decision_id!r} was already given "
+                f"({type(entry.answer).__name__}); a decision is given once"
+            )
+        _check_edit(entry.pending, answer)
+
+
+def _check_edit(pending: PendingDecision, answer: HumanDecision) -> None:
+    if not isinstance(answer, Edit):
+        return
+    if pending.kind is DecisionKind.TOOL_CALL and answer.arguments is None:
+        raise UsageError(
+            f"decision {pending.id!r} is about a call of {pending.tool}: "
+            "use Edit(arguments=...), not Edit(query=...)"
+        )
+    if pending.kind is DecisionKind.ESCALATION and answer.query is None:
+        raise UsageError(f"decision {pending.id!r} is about an escalated task: use Edit(query=...)")
+    if answer.arguments is not None and redact(answer.arguments) != answer.arguments:
+        # Stored masked, the call would later get "[REDACTED]" instead of the value.
+        raise UsageError(
+            f"Edit(arguments=) for {pending.id!r} holds a secret; it cannot be stored "
+            "masked and sent in clear later"
+        )
+
+
+# -- the gate in the tool path -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Go:
+    """What the call goes on with after a person's answer: maybe edited arguments, and
+    the pre-tool verdict on them (None: no objection; a deny still wins)."""
+
+    arguments: dict[str, Any]
+    validated: dict[str, Any]
+    verdict: PolicyVerdict | None
+
+
+async def ask_person(
+    ctx: Context,
+    tool: Tool[Any, Any],
+    arguments: dict[str, Any],
+    validated: dict[str, Any],
+    verdict: PolicyVerdict,
+    rule_again: Any,
+) -> Go | ErrorEnvelope:
+    """Follow a policy's `ask` to a person's answer: go on, or an envelope to fail with.
+
+    `rule_again(validated, answered)` runs the pre-tool policies again on (maybe edited)
+    arguments, with the policies whose question is answered not asking again: an
+    approved or edited call is never asked about forever, yet every rule still applies.
+    """
+    answered: set[str] = set()
+    source = f"{ctx.subagent}/{tool.name}"
+    current: PolicyVerdict | None = verdict
+    while current is not None and current.action == "ask":
+        book: DecisionBook | None = ctx.scope.decisions
+        if book is None:
+            raise AskWithoutStore(
+                f"policy {current.policy} returned Decision.ask for {tool.name}, but the run "
+                "has no checkpoint store: give the Coordinator store= so a person can "
+                "answer it (coordinator.resume)"
+            )
+        decision_id = _call_decision_id(ctx, book, tool.name, validated, current.policy)
+        answer = book.answer(decision_id)
+        if answer is None:
+            return await _pend(ctx, book, decision_id, tool, validated, current, source)
+        attempted = {"tool": tool.name, "arguments": recorded(arguments)}
+        ctx.log.info("decision_applied", decision=decision_id, answer=type(answer).__name__)
+        if isinstance(answer, Reject):
+            return rejected(answer.reason, attempted, source)
+        if isinstance(answer, Edit) and answer.arguments is not None:
+            arguments = {**arguments, **answer.arguments}
+            attempted = {"tool": tool.name, "arguments": recorded(arguments)}
+            try:
+                validated = tool.validate(arguments)
+            except pydantic.ValidationError as exc:
+                return ctx.classifier.classify(
+                    exc, source=source, attempted_query=attempted, attempts=0
+                )
+        answered.add(current.policy)
+        current = rule_again(validated, frozenset(answered))
+    return Go(arguments, validated, current)
+
+
+def _call_decision_id(
+    ctx: Context, book: DecisionBook, tool: str, validated: dict[str, Any], policy: str
+) -> str:
+    """The same id for the same question in every process: run, task, call, occurrence."""
+    call = [tool, digest(validated), policy]
+    base = digest(call)
+    number = ctx.ask_counts.get(base, 0) + 1
+    ctx.ask_counts[base] = number
+    return digest([book.run_id, ctx.subagent, ctx.task_id, call, number])[:12]
+
+
+async def _pend(
+    ctx: Context,
+    book: DecisionBook,
+    decision_id: str,
+    tool: Tool[Any, Any],
+    validated: dict[str, Any],
+    verdict: PolicyVerdict,
+    source: str,
+) -> ErrorEnvelope:
+    # The values the tool would get (defaults included): what the person decides about.
+    masked = recorded(validated)
+    pending = PendingDecision(
+        id=decision_id,
+        kind=DecisionKind.TOOL_CALL,
+        task_id=ctx.task_id,
+        subagent=ctx.subagent,
+        topic=ctx.task.label,
+        query=ctx.task.query,
+        reason=verdict.reason,
+        policy=verdict.policy,
+        tool=tool.name,
+        arguments=masked if isinstance(masked, dict) else {"arguments": masked},
+    )
+    # Durable before the task stops: the question must outlive this process.
+    await book.pend(pending)
+    ctx.log.info("decision_pending", decision=decision_id, policy=verdict.policy)
+    envelope = ErrorEnvelope(
+        error_category=ErrorCategory.PERMISSION,
+        error_type=ErrorType.DECISION_PENDING,
+        is_retryable=False,
+        message=f"waiting for a person's decision {decision_id}: {verdict.reason}",
+        attempted_query={"tool": tool.name, "arguments": masked},
+        source=source,
+        attempts=0,
+        policy=verdict,
+    )
+    ctx.pending_decision = envelope
+    return envelope
+
+
+def rejected(reason: str, attempted_query: Any, source: str) -> ErrorEnvelope:
+    """The envelope of a call a person rejected: never made, never retried."""
+    text = f"rejected by a person: {reason}"
+    return ErrorEnvelope(
+        error_category=ErrorCategory.PERMISSION,
+        error_type=ErrorType.REJECTED,
+        is_retryable=False,
+        message=text,
+        attempted_query=attempted_query,
+        source=source,
+        attempts=0,
+        policy=PolicyVerdict(action="deny", reason=text, policy=PERSON),
+    )

@@ -1,0 +1,175 @@
+"""What a run keeps in its store so that another process can resume it after a person's
+decisions: the plan (which task went to which subagent, under which id), each finished
+task's record, and the decisions (`agentmesh._human`).
+
+Layout, stage `agentmesh.run`: key `plan` holds `[{taskId, task, subagent}]`; key
+`record/<task id>` a finished task's `TaskRecord` (secrets masked, as everything at rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pydantic_core
+from pydantic import TypeAdapter
+
+from agentmesh._human import DecisionBook
+from agentmesh._logging import redact
+from agentmesh.checkpoints import CheckpointStore
+from agentmesh.coordinator._decisions import Escalate, RouteDecision
+from agentmesh.coordinator._report import CoverageStatus, Step, TaskRecord
+from agentmesh.decisions import Approve, DecisionKind, Edit, HumanDecision, PendingDecision, Reject
+from agentmesh.envelope import Outcome, Success
+from agentmesh.errors import UsageError
+from agentmesh.policies import ToolPolicy
+from agentmesh.subagents import Subagent
+from agentmesh.task import Task
+
+__all__ = ["Redo", "check_asks", "load_plan", "load_records", "save_plan", "settle", "stored"]
+
+STAGE: Final = "agentmesh.run"
+_PLAN: Final = "plan"
+_RECORD: Final[TypeAdapter[TaskRecord]] = TypeAdapter(TaskRecord)
+_TASK: Final[TypeAdapter[Task]] = TypeAdapter(Task)
+
+Job = tuple[str, Task, Subagent]
+
+
+@dataclass(frozen=True, slots=True)
+class Redo:
+    """A task to run again after a person's answer: from this task, after these steps."""
+
+    task: Task
+    steps: tuple[Step, ...]
+
+
+def check_asks(
+    policies: Sequence[ToolPolicy], subagents: Iterable[Subagent], store: object
+) -> None:
+    """Refuse, when the coordinator is built, policies that may ask while no store is set."""
+    if store is not None:
+        return
+    asking = [p for p in policies if p.asks]
+    asking += [p for sub in subagents for p in sub.policies if p.asks]
+    if asking:
+        names = sorted({getattr(p, "name", type(p).__name__) for p in asking})
+        raise UsageError(
+            f"policies {names} may ask a person (Decision.ask), but the Coordinator has no "
+            "store=: a pending decision must be kept in a checkpoint store to be answered"
+        )
+
+
+async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) -> None:
+    plan = [
+        {
+            "taskId": task_id,
+            "task": redact(_TASK.dump_python(task, mode="json")),
+            "subagent": sub.name,
+        }
+        for task_id, task, sub in jobs
+    ]
+    await store.put(run_id, STAGE, _PLAN, plan)
+
+
+async def load_plan(
+    store: CheckpointStore, run_id: str, subagents: dict[str, Subagent]
+) -> list[Job]:
+    saved = await store.get(run_id, STAGE, _PLAN)
+    if saved is None:
+        raise UsageError(
+            f"resume(run_id={run_id!r}): {store!r} holds no plan of that run; "
+            "run it first with Coordinator(store=...).run(tasks, run_id=...)"
+        )
+    jobs: list[Job] = []
+    value: Any = saved.value
+    for item in value:
+        name = item["subagent"]
+        if name not in subagents:
+            raise UsageError(
+                f"resume(run_id={run_id!r}): the run's task {item['taskId']} went to subagent "
+                f"{name!r}, which this Coordinator does not have; known: {sorted(subagents)}"
+            )
+        jobs.append((item["taskId"], _TASK.validate_python(item["task"]), subagents[name]))
+    return jobs
+
+
+async def load_records(store: CheckpointStore, run_id: str) -> dict[str, TaskRecord]:
+    records = await store.list(run_id, STAGE)
+    return {
+        c.key.removeprefix("record/"): _RECORD.validate_python(c.value)
+        for c in records
+        if c.key.startswith("record/")
+    }
+
+
+async def stored(
+    book: DecisionBook,
+    store: CheckpointStore,
+    record: TaskRecord,
+    decision: RouteDecision | None,
+    outcome: Outcome | None,
+) -> TaskRecord:
+    """Keep a finished task: an escalation becomes a pending decision, answers used are
+    spent, and the record is saved for a later resume. Returns the record to report."""
+    if isinstance(decision, Escalate) and outcome is not None and not _asked(outcome):
+        pending = PendingDecision(
+            id=book.escalation_id(record.task_id),
+            kind=DecisionKind.ESCALATION,
+            task_id=record.task_id,
+            subagent=record.subagent,
+            topic=record.task.label,
+            query=record.steps[-1].query,
+            reason=decision.reason,
+            policy="router" if outcome.policy is None else outcome.policy.policy,
+        )
+        await book.pend(pending)
+        reason = f"waiting for a person's decision {pending.id}: {decision.reason}"
+        record = TaskRecord(
+            record.task_id, record.task, record.subagent, record.steps, record.status, reason
+        )
+    await book.applied(record.task_id)
+    data = redact(pydantic_core.to_jsonable_python(record, by_alias=True, fallback=str))
+    await store.put(book.run_id, STAGE, f"record/{record.task_id}", data)
+    return record
+
+
+def _asked(outcome: Outcome) -> bool:
+    """Whether the outcome already waits for a person: a policy's ask in the tool path."""
+    return outcome.policy is not None and outcome.policy.action == "ask"
+
+
+def settle(
+    saved: TaskRecord, answers: Sequence[tuple[PendingDecision, HumanDecision]]
+) -> TaskRecord | Redo:
+    """A waiting task after a person's answers: a final record, or a task to run again.
+
+    An answered question about a call is answered where the call is made: the task runs
+    again (its completed side effects are replayed from the ledger, not repeated).
+    """
+    last = saved.steps[-1]
+    again = Redo(saved.task.with_query(last.query), saved.steps)
+    for pending, answer in answers:
+        if pending.kind is DecisionKind.TOOL_CALL:
+            return again
+        if isinstance(answer, Reject):
+            why = f"rejected by a person: {answer.reason}"
+            return _final(saved, "Reject", why, CoverageStatus.GAP)
+        if isinstance(answer, Edit) and answer.query is not None:
+            return Redo(saved.task.with_query(answer.query), saved.steps)
+        assert isinstance(answer, Approve)
+        if isinstance(last.outcome, Success):
+            status = CoverageStatus.EMPTY if last.outcome.is_empty else CoverageStatus.COVERED
+            return _final(saved, "Approve", "approved by a person", status)
+        return again
+    return saved
+
+
+def _final(saved: TaskRecord, decision: str, reason: str, status: CoverageStatus) -> TaskRecord:
+    last = saved.steps[-1]
+    step = Step(last.subagent, last.query, last.outcome, decision, reason)
+    status_reason = None if status is CoverageStatus.COVERED else reason
+    return TaskRecord(
+        saved.task_id, saved.task, saved.subagent, (*saved.steps, step), status, status_reason
+    )

@@ -1,0 +1,88 @@
+"""The command line: a first run, or a resume with a person's decision."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from agentmesh import Coordinator, UsageError
+from agentmesh.checkpoints import SQLiteStore
+from agentmesh.coordinator import Report
+from agentmesh.decisions import Approve, HumanDecision, Reject
+
+from .desk import TICKETS, desk, refund_limit
+
+# Which run a decision id belongs to: the person only has to give the id.
+INDEX_RUN = "support-desk-index"
+COMMAND = "python -m examples.support_desk"
+
+
+def options(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__)
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "agentmesh-support-desk",
+        help="directory of the checkpoint file (default: %(default)s)",
+    )
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument("--approve", metavar="ID", help="approve the pending decision ID")
+    answer.add_argument("--reject", nargs=2, metavar=("ID", "REASON"), help="reject it")
+    return parser.parse_args(argv)
+
+
+async def main(argv: list[str]) -> int:
+    args = options(argv)
+    args.checkpoints.mkdir(parents=True, exist_ok=True)
+    async with SQLiteStore(args.checkpoints / "checkpoints.sqlite") as store:
+        coordinator = Coordinator([desk], policies=[refund_limit], store=store)
+        if args.approve is None and args.reject is None:
+            run_id = uuid.uuid4().hex[:12]
+            report = await coordinator.run(TICKETS, run_id=run_id)
+        else:
+            decision_id, answer = _answer(args)
+            known = await store.get(INDEX_RUN, "decisions", decision_id)
+            if known is None:
+                print(f"{COMMAND}: no pending decision {decision_id!r}", file=sys.stderr)
+                return 2
+            try:
+                report = await coordinator.resume(str(known.value), decisions={decision_id: answer})
+            except UsageError as exc:
+                print(f"{COMMAND}: {exc}", file=sys.stderr)
+                return 2
+        for pending in report.pending_decisions:
+            await store.put(INDEX_RUN, "decisions", pending.id, report.run_id)
+    show(report)
+    return 0
+
+
+def _answer(args: argparse.Namespace) -> tuple[str, HumanDecision]:
+    if args.approve is not None:
+        return args.approve, Approve()
+    decision_id, reason = args.reject
+    return decision_id, Reject(reason)
+
+
+def show(report: Report) -> None:
+    print(f"run {report.run_id}")
+    for entry in report.coverage:
+        print(
+            f"  {entry.topic}: {entry.status.value}" + (f" ({entry.reason})" * bool(entry.reason))
+        )
+    for finding in report.findings:
+        if isinstance(finding.content, str):  # the refunds made (lookups are dicts)
+            print(f"  {finding.content}")
+    for pending in report.pending_decisions:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in (pending.arguments or {}).items())
+        print(f"pending decision {pending.id}: {pending.tool}({arguments})")
+        print(f"  why: {pending.reason} (policy {pending.policy})")
+        print(f"  approve: {COMMAND} --approve {pending.id}")
+        print(f'  reject:  {COMMAND} --reject {pending.id} "reason"')
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))

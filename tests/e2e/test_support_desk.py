@@ -1,0 +1,74 @@
+"""The support desk example: a refund over the limit waits for a person, then resumes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def desk(checkpoints: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "examples.support_desk", "--checkpoints", str(checkpoints), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def first(tmp_path: Path) -> tuple[Path, str, str]:
+    """A first run: its output and the id of the decision it waits for."""
+    done = desk(tmp_path)
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"--approve ([0-9a-f]{12})", done.stdout)
+    assert match is not None, done.stdout
+    return tmp_path, done.stdout, match.group(1)
+
+
+class TestSupportDesk:
+    def test_the_first_run_prints_the_pending_refund_and_its_id(
+        self, first: tuple[Path, str, str]
+    ) -> None:
+        """The small refunds are made; the big one waits, with its arguments and reason."""
+        _, out, decision = first
+        assert "refunded 40 on A-1" in out
+        assert "refunded 120 on C-3" in out
+        assert "refunded 900" not in out
+        assert f"pending decision {decision}: refund(order='B-2', amount=900)" in out
+        assert "over the limit of 250 (policy refund_limit)" in out
+
+    def test_approve_resumes_and_makes_the_refund(self, first: tuple[Path, str, str]) -> None:
+        """--approve ID goes on in a new process: the refund is made, nothing waits."""
+        checkpoints, _, decision = first
+        done = desk(checkpoints, "--approve", decision)
+        assert done.returncode == 0, done.stderr
+        assert "B-2: covered" in done.stdout
+        assert "refunded 900 on B-2" in done.stdout
+        assert "pending decision" not in done.stdout
+
+    def test_reject_resumes_and_says_why(self, first: tuple[Path, str, str]) -> None:
+        """--reject ID REASON: no refund, and the entry says a person rejected it and why."""
+        checkpoints, _, decision = first
+        done = desk(checkpoints, "--reject", decision, "a voucher was sent")
+        assert done.returncode == 0, done.stderr
+        assert "rejected by a person: a voucher was sent" in done.stdout
+        assert "refunded 900" not in done.stdout
+
+    def test_an_unknown_or_spent_id_is_one_line_exit_two(
+        self, first: tuple[Path, str, str]
+    ) -> None:
+        """A decision id the desk does not know, or one already answered, is refused."""
+        checkpoints, _, decision = first
+        assert desk(checkpoints, "--approve", decision).returncode == 0
+        for args in (("--approve", decision), ("--reject", "feedbeefcafe", "no")):
+            done = desk(checkpoints, *args)
+            assert done.returncode == 2
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -1,0 +1,29 @@
+"""Type-checked, never run: a policy that asks a person, and a resume that answers."""
+
+from __future__ import annotations
+
+from agentmesh import Coordinator
+from agentmesh.coordinator import Report
+from agentmesh.decisions import Approve, Edit, HumanDecision, PendingDecision, Reject
+from agentmesh.policies import Decision, PreToolUse, ToolCallEvent, pre_tool_use
+
+
+@pre_tool_use(tool="refund", asks=True)
+def refund_limit(event: ToolCallEvent) -> Decision | None:
+    return Decision.ask("over the limit") if event.arguments["amount"] > 100 else None
+
+
+policy: PreToolUse = refund_limit
+
+
+async def answer(coordinator: Coordinator, first: Report) -> Report:
+    waiting: tuple[PendingDecision, ...] = first.pending_decisions
+    decisions: dict[str, HumanDecision] = {}
+    for pending in waiting:
+        if pending.tool == "refund":
+            decisions[pending.id] = Edit(arguments={"amount": 100})
+        elif pending.reason:
+            decisions[pending.id] = Reject("not now")
+        else:
+            decisions[pending.id] = Approve()
+    return await coordinator.resume(first.run_id, decisions=decisions)
