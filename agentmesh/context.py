@@ -83,6 +83,8 @@ class Context:
         self._verdicts = TaskRulings()
         # What this task's model calls used, across all its attempts (`ctx.call_model`).
         self.usage = UsageTally()
+        # The run's events as this task emits them; None when nobody streams the run.
+        self.events = None if scope.events is None else scope.events.for_task(task_id, subagent)
         self.store = store
         self.ledger, self._progress = open_checkpoints(
             store, scope.run_id, subagent, task_id, log, save=checkpoint
@@ -182,7 +184,10 @@ class Context:
             completed: the source(s) now done; they leave `pending`.
             pending: the source(s) still to do.
         """
-        self.partials.record(findings, completed=completed, pending=pending)
+        if self.events is None:
+            self.partials.record(findings, completed=completed, pending=pending)
+        else:
+            self.events.record(self.partials, findings, completed, pending)
         self.log.debug("partial_recorded", completed=completed, pending=pending)
         if self._progress is not None:
             self._progress.schedule(self.partials.snapshot())

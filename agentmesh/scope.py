@@ -13,7 +13,9 @@ the framework's run-wide memory out of the user's `state` dict:
 * rate-limit reservations: who counts the starts of a rate-limited tool or subagent
   (this process, unless an executor counts them for a whole cluster);
 * model usage and its limits: every model call of the run is admitted and counted by
-  its `UsageMeter` (in this process: the Ray executor's workers count their own).
+  its `UsageMeter` (in this process: the Ray executor's workers count their own);
+* the event sink: where the run's events go when someone streams them (None when
+  nobody does: then no event is built).
 
 An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
 whose parts reach its shared state; the interface stays the same.
@@ -28,6 +30,7 @@ from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 
 if TYPE_CHECKING:
+    from agentmesh._event_channel import EventSink
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
@@ -53,9 +56,11 @@ class RunScope:
         shared: the run's forbidden calls and policy memory, as an executor that
             shares them elsewhere keeps them; empty by default.
         usage: the run's model usage and its limits; a meter without limits by default.
+        events: the sink of the run's events (see `Coordinator.stream`); None when
+            nobody reads them.
     """
 
-    __slots__ = ("_ledger_store", "budget", "rates", "run_id", "shared", "usage")
+    __slots__ = ("_ledger_store", "budget", "events", "rates", "run_id", "shared", "usage")
 
     def __init__(
         self,
@@ -66,8 +71,10 @@ class RunScope:
         rates: RateReservations | None = None,
         shared: dict[str, Any] | None = None,
         usage: UsageMeter | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.events = events
         self.budget = budget
         self.rates = rates
         self._ledger_store = ledger_store
