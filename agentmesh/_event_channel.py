@@ -191,6 +191,18 @@ class TaskEvents:
             pending=todo,
         )
 
+    def restored(self, recorder: PartialRecorder) -> None:
+        """The progress a previous run saved, now in `recorder`, read back."""
+        self.sink.emit(
+            PartialRecorded,
+            self.task_id,
+            subagent=self.subagent,
+            findings=recorder.findings,
+            completed=recorder.completed,
+            pending=recorder.pending,
+            restored=True,
+        )
+
     def room(self) -> Any:
         return self.sink.room()
 

@@ -187,12 +187,17 @@ class Routed(RunEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartialRecorded(RunEvent):
-    """A subagent recorded progress (`ctx.record_partial`): what this call added."""
+    """A subagent recorded progress (`ctx.record_partial`): what this call added.
+
+    `restored` is True for the progress a previous run of the task saved, read back
+    from the checkpoint store when the task starts (all of it, in one event).
+    """
 
     subagent: str
     findings: tuple[Any, ...]
     completed: tuple[str, ...]
     pending: tuple[str, ...]
+    restored: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

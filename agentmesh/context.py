@@ -125,7 +125,10 @@ class Context:
         """
         if self._progress is None:
             return False
-        return await restore_partials(self._progress, self.partials, self.log)
+        restored = await restore_partials(self._progress, self.partials, self.log)
+        if restored and self.events is not None:
+            self.events.restored(self.partials)
+        return restored
 
     async def save_partials(self) -> None:
         """Wait until the recorded progress is saved (a no-op without `checkpoint=True`).
