@@ -3,6 +3,7 @@
 import agentmesh
 import agentmesh.checkpoints
 import agentmesh.coordinator
+import agentmesh.events
 import agentmesh.executors
 import agentmesh.policies
 import agentmesh.subagents
@@ -50,6 +51,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh,
         agentmesh.checkpoints,
         agentmesh.coordinator,
+        agentmesh.events,
         agentmesh.executors,
         agentmesh.policies,
         agentmesh.subagents,
@@ -82,3 +84,24 @@ def test_executors_exports_exactly_the_executors() -> None:
         "RayExecutor",
     }
     assert not {"Dispatch", "Executor", "LocalExecutor"} & set(agentmesh.coordinator.__all__)
+
+
+def test_events_exports_exactly_the_events_and_the_stream() -> None:
+    """`agentmesh.events` exports the event classes, their reader and the stream."""
+    assert set(agentmesh.events.__all__) == {
+        "DEFAULT_BUFFER",
+        "AttemptFailed",
+        "EscalationPending",
+        "Event",
+        "PartialRecorded",
+        "PolicyRuling",
+        "Routed",
+        "RunEvent",
+        "RunFinished",
+        "RunStarted",
+        "RunStream",
+        "StreamState",
+        "TaskFinished",
+        "TaskStarted",
+        "parse_event",
+    }
