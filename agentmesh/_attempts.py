@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentmesh._tracing import outcome_attributes, span, tracing
 from agentmesh.breaker import CircuitBreaker
@@ -23,6 +23,9 @@ from agentmesh.classify import Classifier, is_strict
 from agentmesh.envelope import ErrorEnvelope, RetryCount, Success
 from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
+
+if TYPE_CHECKING:
+    from agentmesh._event_channel import TaskEvents
 
 __all__ = ["RetryTally", "attempt_call", "propagates"]
 
@@ -81,6 +84,7 @@ async def attempt_call(
     deposit: Callable[[], bool] | None = None,
     user_code: bool = False,
     tally: RetryTally | None = None,
+    events: TaskEvents | None = None,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
@@ -95,13 +99,15 @@ async def attempt_call(
             retry budget (see `RetryPolicy.run`); by default it does.
         user_code: `work` runs the user's body or tool function, so strict mode applies.
         tally: counts each retry, by `source` and the error type that caused it.
+        events: the task's events: an `AttemptFailed` for every failed attempt, with the
+            delay before the next one (None after the last).
     """
     if policy.timeout is not None:
         deadline = policy.deadline_within(deadline)
         assert deadline is not None  # the policy's own timeout gives one
         work = _bounded(work, deadline)
     call = _Call(work, classifier, source, attempted_query, log, adjust, review, breaker)
-    call.user_code, call.tally = user_code, tally
+    call.user_code, call.tally, call.events = user_code, tally, events
     if deadline is None and breaker is None and not tracing():
         # Nothing to enter around attempt 1 (no timeout, breaker or span): it runs here,
         # not three coroutines down in the retry loop. Most calls end with it, and every
@@ -112,6 +118,8 @@ async def attempt_call(
         if review is not None:
             first = review(first, 1)
         if not (isinstance(first, ErrorEnvelope) and call.retryable(first)):
+            if events is not None and isinstance(first, ErrorEnvelope):
+                events.attempt_failed(source, first, 1, None)
             return first
         call.first = first
         deposit = _deposited
@@ -128,6 +136,8 @@ async def attempt_call(
     if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
         details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
         outcome = outcome.model_copy(update={"details": details})
+    if events is not None and isinstance(outcome, ErrorEnvelope):
+        events.attempt_failed(source, outcome, outcome.attempts, None)
     return outcome
 
 
@@ -143,6 +153,7 @@ class _Call(Generic[T]):
         "attempted_query",
         "breaker",
         "classifier",
+        "events",
         "final",
         "first",
         "log",
@@ -174,6 +185,7 @@ class _Call(Generic[T]):
         self.breaker = breaker
         self.user_code = False
         self.tally: RetryTally | None = None
+        self.events: TaskEvents | None = None
         self.final = False  # a CallFailed was retried where it happened: never again here
         # Attempt 1's outcome when it was made before the retry loop started.
         self.first: Success[T] | ErrorEnvelope | None = None
@@ -233,6 +245,8 @@ class _Call(Generic[T]):
     def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float) -> None:
         if self.tally is not None:
             self.tally.add(self.source, envelope.error_type)
+        if self.events is not None:
+            self.events.attempt_failed(self.source, envelope, number, delay)
         self.log.debug(
             "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
         )

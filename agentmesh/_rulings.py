@@ -73,11 +73,13 @@ class TaskRulings:
     def rulings(self) -> tuple[PolicyVerdict, ...]:
         return tuple(self._rulings or ())
 
-    def rule(self, verdict: PolicyVerdict, tool: str) -> None:
-        """Remember a verdict on a call of `tool`."""
+    def rule(self, verdict: PolicyVerdict, tool: str) -> PolicyVerdict:
+        """Remember a verdict on a call of `tool`; the ruling as kept, naming the tool."""
         if self._rulings is None:
             self._rulings = {}
-        self._rulings[verdict.model_copy(update={"tool": tool})] = None
+        ruling = verdict.model_copy(update={"tool": tool})
+        self._rulings[ruling] = None
+        return ruling
 
     def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
         """The outcome carrying the rulings and local retries.

@@ -42,6 +42,8 @@ async def call_tool(
     """The tool's data, or `ToolCallFailed` carrying the final envelope."""
     if not isinstance(tool, Tool):
         raise UsageError(f"ctx.call() takes a @tool, got {tool!r}; decorate it with @tool")
+    if ctx.events is not None:
+        await ctx.events.room()  # a stream's consumer that is behind holds the run here
     log = ctx.log.bind(tool=tool.name)
     source = f"{ctx.subagent}/{tool.name}"
     try:
@@ -82,7 +84,9 @@ async def call_tool(
     if denied is None:
         denied = ctx.scope.forbidden(call_id)
     if denied is not None:
-        ctx._verdicts.rule(denied, tool.name)
+        ruling = ctx._verdicts.rule(denied, tool.name)
+        if ctx.events is not None:
+            ctx.events.ruling(ruling)
         raise _failure(blocked(denied, attempted_query, source), log)
 
     # A non-idempotent call that completed earlier in this run is not made again.
@@ -110,7 +114,9 @@ async def call_tool(
         )
         if verdict is None:
             return outcome
-        ctx._verdicts.rule(verdict, tool.name)
+        ruling = ctx._verdicts.rule(verdict, tool.name)
+        if ctx.events is not None:
+            ctx.events.ruling(ruling)
         if verdict.action == "escalate":
             ctx.escalations.append(verdict)
         return apply_verdict(outcome, verdict)
@@ -142,6 +148,7 @@ async def call_tool(
             deposit=ctx.deposit_for_call,
             user_code=True,
             tally=ctx.retries,
+            events=ctx.events,
         )
     if isinstance(outcome, Success):
         log.debug("tool_outcome", status="success", attempts=outcome.attempts)

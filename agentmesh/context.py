@@ -88,6 +88,8 @@ class Context:
         self.ask_counts: dict[str, int] = {}
         self.pending_decision: ErrorEnvelope | None = None
         self.misuse: UsageError | None = None
+        # The run's events as this task emits them; None when nobody streams the run.
+        self.events = None if scope.events is None else scope.events.for_task(task_id, subagent)
         self.store = store
         self.ledger, self._progress = open_checkpoints(
             store, scope.run_id, subagent, task_id, log, save=checkpoint
@@ -129,7 +131,10 @@ class Context:
         """
         if self._progress is None:
             return False
-        return await restore_partials(self._progress, self.partials, self.log)
+        restored = await restore_partials(self._progress, self.partials, self.log)
+        if restored and self.events is not None:
+            self.events.restored(self.partials)
+        return restored
 
     async def save_partials(self) -> None:
         """Wait until the recorded progress is saved (a no-op without `checkpoint=True`).
@@ -188,7 +193,10 @@ class Context:
             completed: the source(s) now done; they leave `pending`.
             pending: the source(s) still to do.
         """
-        self.partials.record(findings, completed=completed, pending=pending)
+        if self.events is None:
+            self.partials.record(findings, completed=completed, pending=pending)
+        else:
+            self.events.record(self.partials, findings, completed, pending)
         self.log.debug("partial_recorded", completed=completed, pending=pending)
         if self._progress is not None:
             self._progress.schedule(self.partials.snapshot())

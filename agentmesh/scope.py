@@ -16,6 +16,8 @@ the framework's run-wide memory out of the user's `state` dict:
   its `UsageMeter` (in this process: the Ray executor's workers count their own);
 * pending decisions: the questions for a person and their answers, kept in the run's
   checkpoint store (None without a store: nobody could answer them).
+* the event sink: where the run's events go when someone streams them (None when
+  nobody does: then no event is built).
 
 An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
 whose parts reach its shared state; the interface stays the same.
@@ -30,6 +32,7 @@ from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 
 if TYPE_CHECKING:
+    from agentmesh._event_channel import EventSink
     from agentmesh._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.retry import RetryBudget
@@ -58,9 +61,20 @@ class RunScope:
         usage: the run's model usage and its limits; a meter without limits by default.
         decisions: the run's pending decisions and their answers (the coordinator's,
             with a store); None: `Decision.ask` is refused.
+        events: the sink of the run's events (see `Coordinator.stream`); None when
+            nobody reads them.
     """
 
-    __slots__ = ("_ledger_store", "budget", "decisions", "rates", "run_id", "shared", "usage")
+    __slots__ = (
+        "_ledger_store",
+        "budget",
+        "decisions",
+        "events",
+        "rates",
+        "run_id",
+        "shared",
+        "usage",
+    )
 
     def __init__(
         self,
@@ -72,8 +86,10 @@ class RunScope:
         shared: dict[str, Any] | None = None,
         usage: UsageMeter | None = None,
         decisions: DecisionBook | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.events = events
         self.budget = budget
         self.rates = rates
         self._ledger_store = ledger_store

@@ -4,6 +4,7 @@ import agentmesh
 import agentmesh.checkpoints
 import agentmesh.coordinator
 import agentmesh.decisions
+import agentmesh.events
 import agentmesh.executors
 import agentmesh.policies
 import agentmesh.subagents
@@ -52,6 +53,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh.checkpoints,
         agentmesh.coordinator,
         agentmesh.decisions,
+        agentmesh.events,
         agentmesh.executors,
         agentmesh.policies,
         agentmesh.subagents,
@@ -95,4 +97,25 @@ def test_decisions_exports_the_answers_and_the_pending_decision() -> None:
         "HumanDecision",
         "PendingDecision",
         "Reject",
+    }
+
+
+def test_events_exports_exactly_the_events_and_the_stream() -> None:
+    """`agentmesh.events` exports the event classes, their reader and the stream."""
+    assert set(agentmesh.events.__all__) == {
+        "DEFAULT_BUFFER",
+        "AttemptFailed",
+        "EscalationPending",
+        "Event",
+        "PartialRecorded",
+        "PolicyRuling",
+        "Routed",
+        "RunEvent",
+        "RunFinished",
+        "RunStarted",
+        "RunStream",
+        "StreamState",
+        "TaskFinished",
+        "TaskStarted",
+        "parse_event",
     }

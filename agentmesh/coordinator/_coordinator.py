@@ -12,6 +12,9 @@ from typing import Any, Final, TypeAlias, cast
 from pydantic import TypeAdapter
 
 from agentmesh._attempts import propagates
+from agentmesh._event_channel import DEFAULT_BUFFER, EventSink
+from agentmesh._events import EscalationPending, Routed, RunFinished, RunStarted, TaskFinished
+from agentmesh._events import TaskStarted as TaskStartedEvent
 from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger
 from agentmesh._prices import ModelPrice, PriceTable
@@ -39,13 +42,15 @@ from agentmesh.coordinator._resume import (
     stored,
 )
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
-from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
+from agentmesh.coordinator._stream import RunStream
+from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer, coverage_entry
 from agentmesh.decisions import HumanDecision
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
     ErrorType,
     Outcome,
+    PartialResults,
     Success,
 )
 from agentmesh.errors import UsageError
@@ -195,19 +200,63 @@ class Coordinator:
         """Run every task to a decision and return the report. Never raises for a task.
 
         `tasks` is an iterable of Tasks or query strings (a list, a generator); a lone
-        Task or string is one task.
+        Task or string is one task. This is `stream()` drained: the same run, whose
+        events nobody reads (so none is built); the report is the one its
+        `RunFinished` event would carry.
+        """
+        return await self.stream(tasks, run_id=run_id).drain()
+
+    def stream(
+        self,
+        tasks: Task | str | Iterable[Task | str],
+        *,
+        run_id: str | None = None,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> RunStream:
+        """The run of `tasks` as it happens: `async for event in coordinator.stream(tasks)`.
+
+        Takes the arguments of `run()`; the run starts at the first iteration. Every
+        event is delivered, in order, ending with `RunFinished(report)`. `buffer` is how
+        many unread events the stream holds: past it, the run waits for its consumer
+        (at its next dispatch or tool call). Leaving early (`break` in
+        `async with coordinator.stream(...) as events:`, or `await events.aclose()`)
+        cancels the run and waits until nothing of it runs; `events.report` is then
+        the partial report (see `RunStream`).
         """
         if run_id is not None and not isinstance(run_id, str):
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
-        run_id = run_id or uuid.uuid4().hex[:12]
-        with span("run", run_id=run_id) as current:
-            jobs = self._plan(tasks)
-            book = None
-            if self.store is not None:
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise UsageError(f"Coordinator.stream(buffer=) must be an int >= 1, got {buffer!r}")
+        return RunStream(self, self._plan(tasks), run_id or uuid.uuid4().hex[:12], buffer)
+
+    def _new_run(
+        self, run_id: str, events: EventSink | None, book: DecisionBook | None = None
+    ) -> _Run:
+        """The shared parts of one run, its deadline counted from now."""
+        loop = asyncio.get_running_loop()
+        return _Run(
+            run_id=run_id,
+            at=None if self.timeout is None else loop.time() + self.timeout,
+            budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
+            slots=asyncio.Semaphore(self.max_concurrency),
+            log=get_logger(run_id=run_id),
+            usage=UsageMeter(self.usage_limits, self.prices),
+            events=events,
+            book=book,
+        )
+
+    async def _run(
+        self,
+        run: _Run,
+        jobs: list[tuple[str, Task, Subagent]],
+        saved: dict[str, TaskRecord] | None = None,
+    ) -> Report:
+        with span("run", run_id=run.run_id) as current:
+            if self.store is not None and run.book is None:
                 # What a resume in another process needs: the plan, then the decisions.
-                await save_plan(self.store, run_id, jobs)
-                book = await DecisionBook.load(self.store, run_id)
-            report = await self._run(jobs, run_id, book)
+                await save_plan(self.store, run.run_id, jobs)
+                run.attach(await DecisionBook.load(self.store, run.run_id))
+            report = await self._run_jobs(run, jobs, saved)
             if current is not None:
                 current.set_attributes(
                     {
@@ -242,31 +291,22 @@ class Coordinator:
         book = await DecisionBook.load(self.store, run_id)
         await book.give(dict(decisions or {}))
         saved = await load_records(self.store, run_id)
-        with span("run", run_id=run_id):
-            return await self._run(jobs, run_id, book, saved)
+        return await self._run(self._new_run(run_id, None, book), jobs, saved)
 
-    async def _run(
+    async def _run_jobs(
         self,
+        run: _Run,
         jobs: list[tuple[str, Task, Subagent]],
-        run_id: str,
-        book: DecisionBook | None = None,
         saved: dict[str, TaskRecord] | None = None,
     ) -> Report:
-        loop = asyncio.get_running_loop()
-        log = get_logger(run_id=run_id)
-        run = _Run(
-            run_id=run_id,
-            at=None if self.timeout is None else loop.time() + self.timeout,
-            budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
-            slots=asyncio.Semaphore(self.max_concurrency),
-            log=log,
-            usage=UsageMeter(self.usage_limits, self.prices),
-            book=book,
-        )
+        log, events = run.log, run.events
         log.info("run_started", tasks=len(jobs), subagents=list(self.subagents))
+        if events is not None:
+            events.emit(RunStarted, None, tasks=len(jobs), subagents=tuple(self.subagents))
         # Each task writes its record into its own slot, so no finished asyncio.Task (its
         # coroutine, context and weak reference) is kept until the end of the run.
         slots: list[TaskRecord | None] = [None] * len(jobs)
+        run.records = slots
         if saved is not None:
             await self._resumed(run, jobs, slots, saved)
         bug: BaseException | None = None
@@ -291,8 +331,8 @@ class Coordinator:
         del jobs
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self._synthesize(run, records, log)
-        if book is not None:
-            report = report.model_copy(update={"pending_decisions": book.unanswered()})
+        if run.book is not None:
+            report = report.model_copy(update={"pending_decisions": run.book.unanswered()})
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -301,6 +341,8 @@ class Coordinator:
             retries=run.budget.retries,
             retries_denied=run.budget.denied,
         )
+        if events is not None:
+            events.emit(RunFinished, None, report=report)
         return report
 
     async def _resumed(
@@ -326,6 +368,36 @@ class Coordinator:
                 settled = await stored(run.book, self.store, settled, None, None)
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             slots[index] = settled
+
+    async def _stopped_report(
+        self, run: _Run, jobs: Sequence[tuple[str, Task, Subagent]], reason: str
+    ) -> Report:
+        """The report of a run stopped early: every task, each unfinished one a gap.
+
+        An unfinished task keeps its steps so far and the progress it had recorded (a
+        `partial` entry when there is some). Deterministic synthesis: no model is
+        called for a run that its caller stopped.
+        """
+        records: list[TaskRecord] = []
+        unfinished = 0
+        for index, (task_id, task, subagent) in enumerate(jobs):
+            record = run.records[index] if index < len(run.records) else None
+            if record is None:
+                unfinished += 1
+                job = run.active.get(index) or _Job(
+                    task_id=task_id, original=task, subagent=subagent, task=task
+                )
+                partials = None if run.events is None else run.events.partial(task_id)
+                stopped = _stopped(job.current, job.task, reason, partials)
+                decision = RecordGap(reason)
+                job.steps.append(_step(job, stopped, decision, reason))
+                record = job.finish(decision)
+            records.append(record)
+        report = await DeterministicSynthesizer().synthesize(
+            records, run_id=run.run_id, min_coverage=self.min_coverage
+        )
+        note = f"Run stopped early: {unfinished} of {len(jobs)} tasks unfinished ({reason})."
+        return report.model_copy(update={"synthesis_note": note})
 
     def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
         """Pair each task with its subagent(s); bad names fail before anything runs."""
@@ -419,7 +491,11 @@ class Coordinator:
             job.steps, job.task = list(redo.steps), redo.task
         # The run's logger with the task named in each event: binding a logger per task
         # costs more than the events (filtered out by default) that would use it.
-        log, name = run.log, subagent.name
+        log, name, events = run.log, subagent.name, run.events
+        if events is not None:
+            await events.room()  # a stream's consumer that is behind holds the run here
+            run.active[index] = job  # for the report of a run stopped early
+            events.emit(TaskStartedEvent, task_id, task=job.task, subagent=name)
         outcome = await self._execute(run, job, subagent, job.task, holding_slot=True)
         while True:
             try:
@@ -434,6 +510,15 @@ class Coordinator:
                 decision = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
             details = _describe(decision)
             job.steps.append(_step(job, outcome, decision, details.get("reason")))
+            if events is not None:
+                events.emit(
+                    Routed,
+                    task_id,
+                    subagent=job.current.name,
+                    task=job.task,
+                    decision=decision,
+                    reason=details.get("reason"),
+                )
             log.info(
                 "route_decision",
                 task_id=task_id,
@@ -469,7 +554,29 @@ class Coordinator:
                 if run.book is not None and self.store is not None:
                     record = await stored(run.book, self.store, record, decision, outcome)
                 records[index] = record
+                if events is not None:
+                    self._finished(events, run, index, record, decision)
                 return
+
+    @staticmethod
+    def _finished(
+        events: EventSink, run: _Run, index: int, record: TaskRecord, decision: RouteDecision
+    ) -> None:
+        """The events of a task that reached its final state."""
+        if isinstance(decision, Escalate):
+            # The id a person answers, when the run has a store to keep the question.
+            waiting = () if run.book is None else run.book.unanswered()
+            ids = [pending.id for pending in waiting if pending.task_id == record.task_id]
+            events.emit(
+                EscalationPending,
+                record.task_id,
+                subagent=record.subagent,
+                task=record.task,
+                reason=decision.reason,
+                decision_id=ids[-1] if ids else None,
+            )
+        events.emit(TaskFinished, record.task_id, entry=coverage_entry(record))
+        run.active.pop(index, None)
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
         """The router's decision, within what no router may change."""
@@ -575,6 +682,8 @@ class Coordinator:
     ) -> Outcome:
         """Run `subagent` on `task` in a concurrency slot (already taken if `holding_slot`)."""
         job.current = subagent
+        if run.events is not None:
+            await run.events.room()  # a stream's consumer that is behind holds the run here
         if not holding_slot:
             await run.slots.acquire()
         try:
@@ -660,17 +769,29 @@ class _Run:
     slots: asyncio.Semaphore
     log: Any
     usage: UsageMeter | None = None
+    events: EventSink | None = None
     book: DecisionBook | None = None
     state: dict[str, Any] = field(default_factory=dict)
     scope: RunScope = field(init=False)
     # Tasks of a resume that go on after a person's answer, by their index in the plan.
     redo: dict[int, Redo] = field(default_factory=dict)
+    # What a stream's early stop reports: the records so far, the tasks in flight.
+    records: list[TaskRecord | None] = field(default_factory=list)
+    active: dict[int, _Job] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # One scope per run: what all of its tasks share (see `agentmesh.scope`).
         self.scope = RunScope(
-            self.run_id, budget=self.budget, usage=self.usage, decisions=self.book
+            self.run_id,
+            budget=self.budget,
+            usage=self.usage,
+            decisions=self.book,
+            events=self.events,
         )
+
+    def attach(self, book: DecisionBook) -> None:
+        """The run's pending decisions, once loaded from the store."""
+        self.book = self.scope.decisions = book
 
     def remaining(self) -> float | None:
         if self.at is None:
@@ -772,6 +893,21 @@ def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:
         attempted_query=task.query,
         source=subagent.name,
         attempts=0,
+    )
+
+
+def _stopped(
+    subagent: Subagent, task: Task, reason: str, partials: PartialResults | None
+) -> ErrorEnvelope:
+    return ErrorEnvelope(
+        error_category=ErrorCategory.TRANSIENT,
+        error_type="cancelled",
+        is_retryable=True,
+        message=reason,
+        attempted_query=task.query,
+        source=subagent.name,
+        attempts=0,
+        partial_results=partials,
     )
 
 

@@ -23,7 +23,7 @@ from agentmesh.envelope import (
     Success,
 )
 
-__all__ = ["DeterministicSynthesizer", "Synthesizer", "latest_partial"]
+__all__ = ["DeterministicSynthesizer", "Synthesizer", "coverage_entry", "latest_partial"]
 
 
 class Synthesizer(Protocol):
@@ -113,6 +113,11 @@ def latest_partial(record: TaskRecord) -> PartialResults | None:
         if isinstance(outcome, ErrorEnvelope) and outcome.partial_results is not None:
             return outcome.partial_results
     return None
+
+
+def coverage_entry(record: TaskRecord) -> CoverageEntry:
+    """The coverage entry of one task, as the deterministic report holds it."""
+    return _coverage(record)
 
 
 def _coverage(record: TaskRecord) -> CoverageEntry:

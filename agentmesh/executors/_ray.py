@@ -22,6 +22,11 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   travels as its path, which is shared storage only for workers on this machine (or a
   shared file system); a `MemoryStore` is refused, since the memory of this process is
   not storage that workers share.
+* **Events**: when the run is streamed, a remote task's events (attempts failed,
+  policy rulings, partial results) come back with its outcome and are delivered in
+  their order, numbered in the run, with the worker's timestamps. A task whose worker
+  is lost takes its events with it (its `unavailable` envelope and the coordinator's
+  events say what happened).
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
   worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
   calls and policy memory, the in-run ledger and the rate-limit starts; the user's
@@ -251,6 +256,7 @@ class RayExecutor:
             shared={} if scope is None else dict(scope.shared),
             state_refresh=self.state_refresh,
             actor=(self._actor_name, _NAMESPACE),
+            events=scope is not None and scope.events is not None,
         )
         remote = self._remote.options(**self.task_options) if self.task_options else self._remote
         ref = remote.remote(spec)
@@ -297,6 +303,9 @@ class RayExecutor:
             apply_ops(dispatch.state, result["state"])
         if result["shared"] and scope is not None:
             apply_ops(scope.shared, result["shared"])
+        if scope is not None and scope.events is not None:
+            for event in result["events"]:
+                scope.events.forward(event)  # numbered in the driver's run, in their order
         return _OUTCOME.validate_python(result["outcome"])
 
     # -- helpers -------------------------------------------------------------------------

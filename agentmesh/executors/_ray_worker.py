@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 import ray
 
+from agentmesh._event_channel import EventCollector
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._store import Row, StoreBase
@@ -77,6 +78,7 @@ class Spec:
     shared: dict[str, Any]  # the run scope's forbidden calls and policy memory
     state_refresh: float
     actor: tuple[str, str]  # (name, namespace)
+    events: bool = False  # whether the driver streams the run: collect the task's events
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -99,8 +101,15 @@ def run_task(spec: Spec) -> dict[str, Any]:
     state = SharedState(spec.state, link)
     shared = SharedState(spec.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
+    # The task's events go back with its outcome, and the driver's stream delivers them.
+    events = EventCollector(spec.run_id) if spec.events else None
     scope = RunScope(
-        spec.run_id, budget=budget, ledger_store=_ActorStore(link), rates=link, shared=shared
+        spec.run_id,
+        budget=budget,
+        ledger_store=_ActorStore(link),
+        rates=link,
+        shared=shared,
+        events=events,
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
@@ -131,7 +140,13 @@ def run_task(spec: Spec) -> dict[str, Any]:
         # The driver settles with the actor for many tasks at once: first attempts not
         # deposited yet and tokens leased but not used go back in one call, not one each.
         counts = (budget.first_attempts, budget.retries, budget.denied, *_unsettled(budget))
-    return {"outcome": wire(outcome), "budget": counts, "state": state.ops, "shared": shared.ops}
+    return {
+        "outcome": wire(outcome),
+        "budget": counts,
+        "state": state.ops,
+        "shared": shared.ops,
+        "events": () if events is None else events.events,
+    }
 
 
 def _unsettled(budget: RetryBudget) -> tuple[int, int]:

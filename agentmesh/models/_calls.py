@@ -76,6 +76,7 @@ async def call_model(
             log=turn.log,
             deposit=ctx.deposit_for_call,
             tally=ctx.retries,
+            events=ctx.events,
         )
         if isinstance(outcome, Success):
             if tried:

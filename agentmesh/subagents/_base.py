@@ -179,6 +179,7 @@ class Subagent(abc.ABC):
                 breaker=self.breaker,
                 user_code=True,
                 tally=ctx.retries,
+                events=ctx.events,
             )
         finally:
             if checkpointing:

@@ -4,6 +4,9 @@ The report goes to stdout (Markdown, or JSON with `--json`) or to `--out FILE`;
 progress and the coverage grid go to stderr, so `> report.md` captures the report only.
 A report with gaps is a result: exit code 0.
 
+Live progress comes from the run's event stream; `--events FILE` also writes every
+event as a JSON line.
+
 Every run checkpoints into `--checkpoints` (a SQLite file): its spec when it starts,
 then each search's progress as it goes. The run id is printed first; `--resume RUN_ID`
 reruns that run and the searches go on from their checkpoints.
@@ -12,15 +15,18 @@ reruns that run and the searches go on from their checkpoints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from rich.console import Console
 
 from agentmesh import Report, configure_logging
 from agentmesh.checkpoints import CheckpointError, SQLiteStore
+from agentmesh.events import Event
 from agentmesh.models import Model, UsageSummary
 
 from .injection import FaultInjector
@@ -30,7 +36,7 @@ from .rendering import RunInfo, to_html, to_json, to_markdown, usage_line
 from .research import build_tasks, research
 from .resume import load_spec, new_run_id, save_spec
 from .sources import SOURCES, Corpus, load_corpus
-from .terminal import Progress, coverage_grid, note
+from .terminal import EventLog, Progress, coverage_grid, note
 
 __all__ = ["run"]
 
@@ -174,11 +180,18 @@ class _Session:
             sources=spec.sources,
             started=self.started,
         )
+        listeners: list[Callable[[Event], None]] = []
         if self.options.verbose:
-            configure_logging("INFO")
+            configure_logging("INFO")  # asked for: every log line instead of the progress
         elif not self.options.quiet:
-            progress.install()
-        try:
+            listeners.append(progress)
+        with contextlib.ExitStack() as stack:
+            if self.options.events is not None:
+                lines = stack.enter_context(self.options.events.open("w", encoding="utf-8"))
+                listeners.append(EventLog(lines))
+            if progress in listeners:
+                progress.start()
+                stack.callback(progress.stop)
             return await research(
                 spec.plan,
                 corpora,
@@ -189,6 +202,5 @@ class _Session:
                 store=self.store,
                 run_id=run_id,
                 calls=calls,
+                listeners=listeners,
             )
-        finally:
-            progress.stop()

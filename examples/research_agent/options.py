@@ -83,6 +83,7 @@ class Options:
     quiet: bool
     verbose: bool
     checkpoints: Path = DEFAULT_CHECKPOINTS
+    events: Path | None = None  # write the run's events there, one JSON line each
     resume: str | None = None  # the run id to resume
 
 
@@ -141,6 +142,9 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--out", type=Path, help="write the report to FILE instead of stdout")
     parser.add_argument("--html", type=Path, help="also write a self-contained HTML report")
+    parser.add_argument(
+        "--events", type=Path, metavar="FILE", help="also write the run's events as JSON lines"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress, no grid")
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="show every agentmesh event as a log line"
@@ -163,7 +167,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         check_faults(faults, spec.sources, "(--sources)")
     if not args.timeout > 0:
         raise BadInput(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
-    for flag, path in (("--out", args.out), ("--html", args.html)):
+    for flag, path in (("--out", args.out), ("--html", args.html), ("--events", args.events)):
         if path is not None and not path.parent.is_dir():
             raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
@@ -179,6 +183,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         verbose=args.verbose,
         checkpoints=args.checkpoints,
         resume=args.resume,
+        events=args.events,
     )
 
 

@@ -10,11 +10,12 @@ the same tasks with the same run id again continues from it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from agentmesh import Coordinator, Report, Subagent, Task
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import LLMRewriter, LLMSynthesizer, Rewriter, Synthesizer
+from agentmesh.events import Event
 from agentmesh.models import Model
 from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 
@@ -66,6 +67,7 @@ async def research(
     store: CheckpointStore | None = None,
     run_id: str | None = None,
     calls: Counter[str] | None = None,
+    listeners: Sequence[Callable[[Event], None]] = (),
 ) -> Report:
     """Search every source for every subtopic, concurrently, and report what was found.
 
@@ -73,7 +75,8 @@ async def research(
     Claude selects the passages, rewrites rejected queries and writes the summary, and
     the `web` source joins the local ones (unless `web` is false). With a `store`, a
     run id that has checkpoints resumes: the searches continue where they stopped.
-    `calls` counts each source's tool calls.
+    `calls` counts each source's tool calls; each of `listeners` sees every event of
+    the run as it happens (the live progress, the `--events` file).
     """
     analyse = offline_analysis if model is None else model_analysis(model)
     subagents: list[Subagent] = [
@@ -97,4 +100,12 @@ async def research(
     sources = [sub.name for sub in subagents]
     # The task ids name the subtopic and source: the same in every run of this plan,
     # so a resumed run finds each task's checkpoints.
-    return await coordinator.run(build_tasks(plan, sources), run_id=run_id)
+    tasks = build_tasks(plan, sources)
+    if not listeners:
+        return await coordinator.run(tasks, run_id=run_id)
+    async with coordinator.stream(tasks, run_id=run_id) as events:
+        async for event in events:
+            for listener in listeners:
+                listener(event)
+    assert events.report is not None  # the stream ran to its RunFinished event
+    return events.report

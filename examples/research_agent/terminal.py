@@ -1,30 +1,40 @@
 """The terminal while a run goes on (stderr): live progress, then the coverage grid.
 
-Progress is read from agentmesh's own structlog events: every attempt, scheduled retry
-(with its delay), routing decision and outcome is one, bound with the run, the task
-and the subagent. `Progress` is a structlog processor that shows them and drops them.
-On a terminal the grid itself is live; elsewhere (a pipe, CI) one plain line per event.
+Progress is read from the run's event stream (`Coordinator.stream`): every task
+started, failed attempt (with the delay before the next), policy ruling, routing
+decision and final coverage entry is one typed event. `Progress` shows each one; no
+logging is reconfigured for it. On a terminal the grid itself is live, each cell
+taking its coverage colour when its task finishes; elsewhere (a pipe, CI) one plain
+line per event. `EventLog` writes the events as JSON lines (`--events FILE`).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
-import structlog
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
-from structlog.typing import EventDict, WrappedLogger
 
 from agentmesh import Report
 from agentmesh.coordinator import CoverageStatus
+from agentmesh.events import (
+    AttemptFailed,
+    EscalationPending,
+    Event,
+    PartialRecorded,
+    PolicyRuling,
+    Routed,
+    RunStarted,
+    TaskFinished,
+    TaskStarted,
+)
 
-__all__ = ["STYLES", "Progress", "coverage_grid", "note"]
+__all__ = ["STYLES", "EventLog", "Progress", "coverage_grid", "note"]
 
 STYLES: dict[str, str] = {
     CoverageStatus.COVERED: "bold white on green4",
@@ -43,7 +53,7 @@ LEGEND: dict[str, str] = {
 
 
 class Progress:
-    """Shows a run's agentmesh events on stderr: a live grid on a terminal, else lines.
+    """Shows a run's events on stderr: a live grid on a terminal, else one line each.
 
     Args:
         console: rich's console on stderr.
@@ -65,19 +75,12 @@ class Progress:
         self.cells = cells
         self.topics = list(topics)
         self.sources = list(sources)
-        self.state: dict[tuple[str, str], str] = dict.fromkeys(cells.values(), "waiting")
+        self.state: dict[tuple[str, str], str | Text] = dict.fromkeys(cells.values(), "waiting")
         self.started = time.perf_counter() if started is None else started
         self._live: Live | None = None
 
-    def install(self) -> None:
-        """Route agentmesh's events to this display (structlog's global configuration)."""
-        structlog.configure(
-            processors=[self],
-            wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-            # Every event is dropped once shown: nothing reaches a logger.
-            logger_factory=structlog.ReturnLoggerFactory(),
-            cache_logger_on_first_use=False,
-        )
+    def start(self) -> None:
+        """Start the live grid (on a terminal only)."""
         if self.console.is_terminal:
             self._live = Live(self._table(), console=self.console, transient=True)
             self._live.start()
@@ -91,20 +94,20 @@ class Progress:
         """A line about the run itself, timed like the events."""
         note(self.console, self.started, message)
 
-    def __call__(self, logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
-        cell = self.cells.get(str(event.get("task_id")))
+    def __call__(self, event: Event) -> None:
+        """Show one event of the run."""
         text = _describe(event)
-        if method in ("warning", "error", "critical") and text is None:
-            text = f"{method}: {event.get('event')}"
-        if text is not None and cell is not None:
-            self.state[cell] = text
-            if self._live is not None:
-                self._live.update(self._table())
-            else:
-                self.note(f"{cell[0]} × {cell[1]}: {text}")
-        elif text is not None and (method != "debug" or self._live is None):
-            self.note(text)
-        raise structlog.DropEvent
+        if text is None:
+            return
+        cell = None if event.task_id is None else self.cells.get(event.task_id)
+        if cell is None:
+            self.note(str(text))
+            return
+        self.state[cell] = text
+        if self._live is not None:
+            self._live.update(self._table())
+        else:
+            self.note(f"{cell[0]} × {cell[1]}: {text}")
 
     def _table(self) -> Table:
         table = Table(title="Research in progress", expand=False)
@@ -116,34 +119,50 @@ class Progress:
         return table
 
 
+class EventLog:
+    """Writes every event of the run to `file`, one JSON object per line (secrets masked)."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+
+    def __call__(self, event: Event) -> None:
+        self.file.write(event.to_json() + "\n")
+
+
 def note(console: Console, started: float, message: str) -> None:
     """One plain line on the console, stamped with the seconds since `started`."""
     elapsed = time.perf_counter() - started
     console.print(f"[{elapsed:6.2f}s] {message}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _describe(event: EventDict) -> str | None:
-    """One short line for the events a person follows; None for the others."""
-    name = event.get("event")
-    if name == "subagent_attempt":
-        attempt = int(event.get("attempt", 1))
-        return "running" if attempt == 1 else f"running (attempt {attempt})"
-    if name == "retry_scheduled":
-        what = event.get("tool", "attempt")
-        return (
-            f"{what} #{event.get('attempt')} failed ({event.get('error_type')}); "
-            f"retrying in {float(event.get('delay', 0)):.2f}s"
-        )
-    if name == "route_decision":
-        reason = f": {event['reason']}" if event.get("reason") else ""
-        return f"decision {event.get('decision')}{reason}"
-    if name == "partials_restored":
-        # A resumed run (or a rewritten query) starts from the task's saved progress.
-        read, left = len(event.get("completed", ())), len(event.get("pending", ()))
-        return f"resumed: {read} documents read before, {left} to read"
-    if name == "run_started":
-        return f"run {event.get('run_id')}: {event.get('tasks')} tasks"
+def _describe(event: Event) -> str | Text | None:
+    """One short line (or coloured cell) for the events a person follows; None for others."""
+    match event:
+        case RunStarted(tasks=tasks):
+            return f"run {event.run_id}: {tasks} tasks"
+        case TaskStarted():
+            return "running"
+        case AttemptFailed(source=source, attempt=attempt, envelope=envelope, retry_in=delay):
+            if delay is None:
+                return None  # the call failed for good: its decision follows
+            what = source.split("/", 1)[1] if "/" in source else "attempt"
+            return f"{what} #{attempt} failed ({envelope.error_type}); retrying in {delay:.2f}s"
+        case PartialRecorded(restored=True, completed=read, pending=left):
+            # A resumed run (or a rewritten query) starts from the task's saved progress.
+            return f"resumed: {len(read)} documents read before, {len(left)} to read"
+        case PolicyRuling(verdict=verdict):
+            return f"{verdict.action} by policy {verdict.policy} on {verdict.tool}"
+        case Routed(decision=decision, reason=reason):
+            return f"decision {type(decision).__name__}{f': {reason}' if reason else ''}"
+        case EscalationPending(reason=reason):
+            return f"waiting for a person: {reason}"
+        case TaskFinished(entry=entry):
+            return _cell(entry.status)
     return None
+
+
+def _cell(status: CoverageStatus) -> Text:
+    return Text(f" {status.value} ", style=STYLES[status])
 
 
 def coverage_grid(report: Report, topics: Sequence[str], sources: Sequence[str]) -> Group:
@@ -157,7 +176,7 @@ def coverage_grid(report: Report, topics: Sequence[str], sources: Sequence[str])
         cells: list[Any] = []
         for source in sources:
             value = status.get((topic, source))
-            cells.append(Text(f" {value} ", style=STYLES[value]) if value else Text("-"))
+            cells.append(_cell(value) if value else Text("-"))
         table.add_row(topic, *cells)
     # Columns wraps between entries, never inside one.
     legend = Columns(

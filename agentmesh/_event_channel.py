@@ -1,0 +1,213 @@
+"""Where a run's events go: the channel a stream reads, and a task's view of it.
+
+The run scope carries the run's sink (`RunScope.events`); without a consumer it is None
+and nothing is built. Emission is synchronous (a policy ruling, `ctx.record_partial`
+happen in plain functions), so an event is never refused: back-pressure is applied at
+the run's next await point instead (`await sink.room()`, before every dispatch and
+every tool call), where the run waits while the consumer is `bound` events behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from agentmesh._events import AttemptFailed, PartialRecorded, PolicyRuling, RunEvent
+from agentmesh._partials import PartialRecorder
+from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
+
+__all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
+
+E = TypeVar("E", bound=RunEvent)
+
+DEFAULT_BUFFER = 1024
+"""Events a stream holds for a consumer that is behind before the run waits for it."""
+
+
+class EventSink:
+    """Numbers a run's events and hands each to `_put`; subclasses decide where it goes."""
+
+    __slots__ = ("_seq", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._seq = 0
+
+    def emit(self, kind: type[E], task_id: str | None, /, **fields: Any) -> None:
+        """Build the next event of the run and pass it on."""
+        self._seq += 1
+        self._put(
+            kind(
+                run_id=self.run_id, task_id=task_id, seq=self._seq, timestamp=time.time(), **fields
+            )
+        )
+
+    def forward(self, event: RunEvent) -> None:
+        """Pass on an event built elsewhere (a remote task's), numbered in this run."""
+        self._seq += 1
+        self._put(dataclasses.replace(event, run_id=self.run_id, seq=self._seq))
+
+    def for_task(self, task_id: str, subagent: str) -> TaskEvents:
+        return TaskEvents(self, task_id, subagent)
+
+    async def room(self) -> None:
+        """Return once the consumer has room for more events (at once, by default)."""
+
+    def partial(self, task_id: str) -> PartialResults | None:
+        """The progress task `task_id` recorded, if this sink kept it (not by default)."""
+        return None
+
+    def _put(self, event: RunEvent) -> None:
+        raise NotImplementedError
+
+
+class EventChannel(EventSink):
+    """The events of a streamed run, waiting for its consumer; at most about `bound`.
+
+    The run waits at its next `room()` while `bound` events are unread; events emitted
+    between two such points (a task's policy rulings, its partial results) are kept all
+    the same, so the channel may hold a few more than `bound`, never fewer than emitted.
+    """
+
+    __slots__ = ("_closed", "_items", "_readable", "_writable", "bound", "partials")
+
+    def __init__(self, run_id: str, bound: int = DEFAULT_BUFFER) -> None:
+        super().__init__(run_id)
+        self.bound = bound
+        self._items: deque[RunEvent] = deque()
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closed = False
+        # Progress recorded per task, for the report of a run its consumer stopped: a
+        # task cut in flight keeps what it had found.
+        self.partials: dict[str, PartialRecorder] = {}
+
+    def _put(self, event: RunEvent) -> None:
+        if isinstance(event, PartialRecorded) and event.task_id is not None:
+            recorder = self.partials.setdefault(event.task_id, PartialRecorder())
+            recorder.record(event.findings, completed=event.completed, pending=event.pending)
+        self._items.append(event)
+        self._readable.set()
+        if len(self._items) >= self.bound:
+            self._writable.clear()
+
+    @property
+    def unread(self) -> int:
+        return len(self._items)
+
+    async def room(self) -> None:
+        while len(self._items) >= self.bound and not self._closed:
+            await self._writable.wait()
+
+    async def next(self) -> RunEvent | None:
+        """The next event in order; None once the run ended and every event was read."""
+        while not self._items:
+            if self._closed:
+                return None
+            self._readable.clear()
+            await self._readable.wait()
+        event = self._items.popleft()
+        if len(self._items) < self.bound:
+            self._writable.set()
+        return event
+
+    def close(self) -> None:
+        """The run ended: no more events; a waiting consumer or producer goes on."""
+        self._closed = True
+        self._readable.set()
+        self._writable.set()
+
+    def partial(self, task_id: str) -> PartialResults | None:
+        """The progress task `task_id` recorded so far, merged over its attempts."""
+        recorder = self.partials.get(task_id)
+        return None if recorder is None else recorder.snapshot()
+
+
+class EventCollector(EventSink):
+    """Keeps a task's events in a list: a Ray worker's, handed back with the outcome."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.events: list[RunEvent] = []
+
+    def _put(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+
+class TaskEvents:
+    """The run's sink as one task's `Context` uses it: the task and subagent filled in."""
+
+    __slots__ = ("sink", "subagent", "task_id")
+
+    def __init__(self, sink: EventSink, task_id: str, subagent: str) -> None:
+        self.sink = sink
+        self.task_id = task_id
+        self.subagent = subagent
+
+    def attempt_failed(
+        self, source: str, envelope: ErrorEnvelope, attempt: int, retry_in: float | None
+    ) -> None:
+        self.sink.emit(
+            AttemptFailed,
+            self.task_id,
+            source=source,
+            attempt=attempt,
+            envelope=envelope,
+            retry_in=retry_in,
+        )
+
+    def ruling(self, verdict: PolicyVerdict) -> None:
+        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, verdict=verdict)
+
+    def record(
+        self,
+        recorder: PartialRecorder,
+        findings: Iterable[Any] | Any,
+        completed: str | Iterable[str] | None,
+        pending: str | Iterable[str] | None,
+    ) -> None:
+        """`recorder.record(...)` (for `ctx.record_partial`), then its event.
+
+        Read once, here: a generator given to `record_partial` is not iterated twice.
+        """
+        # As `PartialRecorder` reads them: a dict or a string is one finding.
+        if isinstance(findings, dict | str | bytes) or not isinstance(findings, Iterable):
+            findings = (findings,)
+        items, done, todo = tuple(findings), _names(completed), _names(pending)
+        recorder.record(items, completed=done, pending=todo)
+        self.sink.emit(
+            PartialRecorded,
+            self.task_id,
+            subagent=self.subagent,
+            findings=items,
+            completed=done,
+            pending=todo,
+        )
+
+    def restored(self, recorder: PartialRecorder) -> None:
+        """The progress a previous run saved, now in `recorder`, read back."""
+        self.sink.emit(
+            PartialRecorded,
+            self.task_id,
+            subagent=self.subagent,
+            findings=recorder.findings,
+            completed=recorder.completed,
+            pending=recorder.pending,
+            restored=True,
+        )
+
+    def room(self) -> Any:
+        return self.sink.room()
+
+
+def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)

@@ -1,0 +1,277 @@
+"""The typed events of a run: what `Coordinator.stream` yields, in the order it happened.
+
+Every event is a frozen, slotted dataclass with the run's id, the task's id (None for
+the run's own events), a sequence number that grows by one per event of the run, and
+the wall-clock time it happened. `to_dict()` / `to_json()` give its JSON form with
+camelCase keys (as the report's), the event's class under "event", and secrets masked;
+`parse_event` reads that form back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Final, TypeAlias
+
+from pydantic import ConfigDict, PlainSerializer, PlainValidator, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+from agentmesh._logging import redact
+from agentmesh.coordinator._decisions import (
+    Accept,
+    AcceptEmpty,
+    Escalate,
+    RecordGap,
+    RetryWithFeedback,
+    RouteDecision,
+    TryAlternative,
+)
+from agentmesh.coordinator._report import CoverageEntry, Report
+from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
+from agentmesh.errors import UsageError
+from agentmesh.task import Task
+
+__all__ = [
+    "AttemptFailed",
+    "EscalationPending",
+    "Event",
+    "PartialRecorded",
+    "PolicyRuling",
+    "Routed",
+    "RunFinished",
+    "RunStarted",
+    "TaskFinished",
+    "TaskStarted",
+    "parse_event",
+]
+
+_CONFIG: Final = ConfigDict(
+    arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
+)
+
+_DECISIONS: Final[dict[str, type[Any]]] = {
+    cls.__name__: cls
+    for cls in (Accept, AcceptEmpty, RetryWithFeedback, TryAlternative, Escalate, RecordGap)
+}
+_TASK: Final = TypeAdapter(Task)
+
+
+def _decision_to_json(decision: RouteDecision) -> dict[str, Any]:
+    """The decision with its class named: `Accept` and `AcceptEmpty` have no fields."""
+    data: dict[str, Any] = {"type": type(decision).__name__}
+    if isinstance(decision, RetryWithFeedback):
+        data["task"] = _TASK.dump_python(decision.task, mode="json", by_alias=True)
+    elif isinstance(decision, TryAlternative):
+        data["name"] = decision.name
+    elif isinstance(decision, Escalate | RecordGap):
+        data["reason"] = decision.reason
+    return data
+
+
+def _decision_from_json(value: Any) -> RouteDecision:
+    if isinstance(value, Accept | AcceptEmpty | RetryWithFeedback | TryAlternative):
+        return value
+    if isinstance(value, Escalate | RecordGap):
+        return value
+    if not isinstance(value, Mapping) or value.get("type") not in _DECISIONS:
+        raise ValueError(f"not a routing decision: {value!r}")
+    fields = {key: item for key, item in value.items() if key != "type"}
+    if "task" in fields:
+        fields["task"] = _TASK.validate_python(fields["task"])
+    decision: RouteDecision = _DECISIONS[value["type"]](**fields)
+    return decision
+
+
+_Decision = Annotated[
+    RouteDecision,
+    PlainValidator(_decision_from_json),
+    PlainSerializer(_decision_to_json, when_used="json"),
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEvent:
+    """What every event of a run carries.
+
+    Attributes:
+        run_id: the run.
+        task_id: the task (a task id of the report's records); None for run-level events.
+        seq: 1 for the run's first event, then one more per event: the order they happened.
+        timestamp: when it happened, in seconds since the epoch (`time.time()`); for an
+            event of a remote task (the Ray executor), the worker's clock.
+    """
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    run_id: str
+    task_id: str | None
+    seq: int
+    timestamp: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-ready data: camelCase keys, the class under "event", secrets masked.
+
+        Values JSON cannot hold (a subagent's own objects) become their `str()`.
+        """
+        data: dict[str, Any] = _adapter(type(self)).dump_python(
+            self, mode="json", by_alias=True, fallback=str
+        )
+        return redact({"event": type(self).__name__, **data})  # type: ignore[no-any-return]
+
+    def to_json(self) -> str:
+        """One line of JSON (as `--events FILE` writes them)."""
+        return json.dumps(self.to_dict(), default=str)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(RunEvent):
+    """The run began: how many tasks it has (one per task x subagent) and its subagents."""
+
+    tasks: int
+    subagents: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(RunEvent):
+    """The run ended: its report, the one `Coordinator.run` returns. Always the last event."""
+
+    report: Report
+
+    def to_dict(self) -> dict[str, Any]:
+        # The report's own JSON form (with coverageRatio and sufficient), as to_json writes it.
+        data = RunEvent.to_dict(self)
+        data["report"] = self.report.to_dict()
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskStarted(RunEvent):
+    """A task (one task for one subagent) was taken up: its first dispatch is next."""
+
+    task: Task
+    subagent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptFailed(RunEvent):
+    """An attempt of a call (a tool call, a subagent's body, a model turn) failed.
+
+    `retry_in` is the delay scheduled before the next attempt, in seconds; None when
+    no attempt follows (the call failed for good: its envelope says why).
+    """
+
+    source: str
+    attempt: int
+    envelope: ErrorEnvelope
+    retry_in: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyRuling(RunEvent):
+    """A policy ruled on a tool call (deny, forbid_retry or escalate); `verdict.tool` names it."""
+
+    subagent: str
+    verdict: PolicyVerdict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routed(RunEvent):
+    """The coordinator decided about an outcome of the task (its `subagent` at that step)."""
+
+    subagent: str
+    task: Task
+    decision: _Decision
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartialRecorded(RunEvent):
+    """A subagent recorded progress (`ctx.record_partial`): what this call added.
+
+    `restored` is True for the progress a previous run of the task saved, read back
+    from the checkpoint store when the task starts (all of it, in one event).
+    """
+
+    subagent: str
+    findings: tuple[Any, ...]
+    completed: tuple[str, ...]
+    pending: tuple[str, ...]
+    restored: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscalationPending(RunEvent):
+    """A task was escalated: it waits for a person.
+
+    `decision_id` names the pending decision a person can answer, when the run has one
+    (a run with a checkpoint store); None otherwise.
+    """
+
+    subagent: str
+    task: Task
+    reason: str
+    decision_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskFinished(RunEvent):
+    """A task reached its final state: its coverage entry, as the report will hold it."""
+
+    entry: CoverageEntry
+
+
+Event: TypeAlias = (
+    RunStarted
+    | TaskStarted
+    | AttemptFailed
+    | PolicyRuling
+    | PartialRecorded
+    | Routed
+    | EscalationPending
+    | TaskFinished
+    | RunFinished
+)
+"""Any event of a run."""
+
+_KINDS: Final[dict[str, type[RunEvent]]] = {
+    cls.__name__: cls
+    for cls in (
+        RunStarted,
+        TaskStarted,
+        AttemptFailed,
+        PolicyRuling,
+        PartialRecorded,
+        Routed,
+        EscalationPending,
+        TaskFinished,
+        RunFinished,
+    )
+}
+_ADAPTERS: dict[type[RunEvent], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[RunEvent]) -> TypeAdapter[Any]:
+    # Built on first use: most runs never serialise an event.
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def parse_event(data: str | bytes | Mapping[str, Any]) -> Event:
+    """An event from its JSON form (`to_json()` text or `to_dict()` data).
+
+    Raises:
+        UsageError: `data` does not name a known event under "event".
+        pydantic.ValidationError: its fields do not fit that event.
+    """
+    if isinstance(data, str | bytes):
+        data = json.loads(data)
+    if not isinstance(data, Mapping) or data.get("event") not in _KINDS:
+        name = data.get("event") if isinstance(data, Mapping) else None
+        raise UsageError(f"parse_event(data=) takes an event's JSON form; no event {name!r}")
+    cls = _KINDS[data["event"]]
+    fields = {key: value for key, value in data.items() if key != "event"}
+    event: Event = _adapter(cls).validate_python(fields)
+    return event

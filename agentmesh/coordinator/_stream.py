@@ -1,0 +1,214 @@
+"""`RunStream`: one run of the coordinator, as the events it emits while it goes on.
+
+The run works in an asyncio task of its own and the stream hands its events over
+in order; `Coordinator.run()` is the same run drained (`drain()`), with no task and no
+event built, since nobody reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Self
+
+from agentmesh._event_channel import EventChannel
+from agentmesh._events import Event
+from agentmesh._logging import get_logger
+from agentmesh.coordinator._report import Report
+from agentmesh.errors import UsageError
+from agentmesh.subagents import Subagent
+from agentmesh.task import Task
+
+if TYPE_CHECKING:
+    from agentmesh.coordinator._coordinator import Coordinator, _Run
+
+__all__ = ["RunStream", "StreamState"]
+
+Jobs = Sequence[tuple[str, Task, Subagent]]
+
+STOPPED: Final = "the run was stopped: its event stream was closed before this task finished"
+
+
+class StreamState(enum.Enum):
+    """Where a `RunStream` is in its life."""
+
+    NEW = "new"  # not iterated yet: the run has not started
+    RUNNING = "running"
+    FINISHED = "finished"  # the run ended; `report` is its report
+    STOPPED = "stopped"  # closed early; `report` is the partial report
+    FAILED = "failed"  # the run raised (a bug in strict mode): no report
+
+
+class RunStream:
+    """The events of one run, in order: `async for event in coordinator.stream(tasks)`.
+
+    The run starts at the first iteration and works in a task of its own; the stream
+    holds up to `buffer` unread events, and past that the run waits for the consumer
+    at its next dispatch or tool call: no event is ever dropped. The last event is
+    `RunFinished(report)`; `report` holds the same report afterwards.
+
+    Leaving early: `break` (or an exception) inside `async with coordinator.stream(...)
+    as events:`, or `await events.aclose()`, cancels the run and returns once none of
+    its tasks runs any more. `report` is then the partial report: the tasks that
+    finished as they finished, each unfinished one a gap (or `partial`, with the
+    progress it had recorded) whose reason says the stream was closed. A stream that
+    is simply dropped after a `break` cancels its run too, as soon as it is collected,
+    without waiting for it: use `async with` to be sure nothing runs on.
+    """
+
+    def __init__(self, coordinator: Coordinator, jobs: Jobs, run_id: str, buffer: int) -> None:
+        self.run_id = run_id
+        self.buffer = buffer
+        self.report: Report | None = None
+        self.state = StreamState.NEW
+        self._coordinator = coordinator
+        self._jobs: Jobs | None = jobs
+        self._run: _Run | None = None
+        self._channel: EventChannel | None = None
+        self._task: asyncio.Task[Report] | None = None
+
+    @property
+    def unread(self) -> int:
+        """Events emitted and not read yet (the backlog the `buffer` bounds)."""
+        return 0 if self._channel is None else self._channel.unread
+
+    async def drain(self) -> Report:
+        """Run to the end in the caller's task, reading no event; the report."""
+        jobs = self._take_jobs()
+        self.state = StreamState.RUNNING
+        run = self._coordinator._new_run(self.run_id, None)
+        try:
+            self.report = await self._coordinator._run(run, list(jobs))
+        except BaseException:
+            self.state = StreamState.FAILED
+            raise
+        self.state = StreamState.FINISHED
+        return self.report
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._task is None:
+            self._start()
+        task, channel = self._task, self._channel
+        assert task is not None
+        assert channel is not None
+        event = await channel.next()
+        if event is not None:
+            return event  # type: ignore[return-value]  # the channel holds only Events
+        if self.state is StreamState.RUNNING:
+            self._settle(task)
+        raise StopAsyncIteration
+
+    def _start(self) -> None:
+        if self.state is not StreamState.NEW:
+            raise UsageError(f"this stream of run {self.run_id} is {self.state.value}")
+        jobs = list(self._take_jobs())
+        self._jobs = jobs  # kept for the partial report
+        self._channel = EventChannel(self.run_id, self.buffer)
+        self._run = self._coordinator._new_run(self.run_id, self._channel)
+        self.state = StreamState.RUNNING
+        # The task holds the run, never this stream: a stream dropped after a `break` is
+        # collected at once, and cancels its run (see `__del__`).
+        self._task = asyncio.create_task(
+            _produce(self._coordinator, self._run, jobs, self._channel)
+        )
+
+    def _take_jobs(self) -> Jobs:
+        if self.state is not StreamState.NEW or self._jobs is None:
+            raise UsageError(f"this stream of run {self.run_id} is {self.state.value}")
+        jobs, self._jobs = self._jobs, None
+        return jobs
+
+    def _settle(self, task: asyncio.Task[Report]) -> None:
+        """The run's task ended: its report, or its exception raised here."""
+        exc = task.exception()
+        if exc is not None:
+            self.state = StreamState.FAILED
+            raise exc
+        self.report = task.result()
+        self.state = StreamState.FINISHED
+
+    async def aclose(self) -> None:
+        """Stop the run if it still goes on, and return once nothing of it runs.
+
+        A no-op for a stream that finished. `report` is the partial report afterwards;
+        a stream closed before it was iterated reports every task as not started.
+        """
+        task = self._task
+        if self.state is StreamState.NEW:
+            self._jobs, jobs = None, self._jobs or ()
+            self._run = self._coordinator._new_run(self.run_id, None)
+            self.state = StreamState.STOPPED
+            self.report = await self._coordinator._stopped_report(self._run, jobs, STOPPED)
+            return
+        if task is None or self.state is not StreamState.RUNNING:
+            return
+        task.cancel()
+        interrupted = await _wait_out(task)
+        if self.state is StreamState.RUNNING:
+            if task.cancelled():
+                assert self._run is not None
+                assert self._jobs is not None
+                self.state = StreamState.STOPPED
+                self.report = await self._coordinator._stopped_report(
+                    self._run, self._jobs, STOPPED
+                )
+                get_logger(run_id=self.run_id).info(
+                    "run_stopped", reason="event stream closed", entries=len(self.report.coverage)
+                )
+            elif task.exception() is not None:
+                self.state = StreamState.FAILED
+            else:
+                self.report, self.state = task.result(), StreamState.FINISHED
+        if self._channel is not None:
+            self._channel.close()
+        if interrupted:
+            raise asyncio.CancelledError  # the caller's own cancellation goes on
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        # Dropped while its run goes on (a `break` without `async with`): stop the run,
+        # which nobody can read any more.
+        task = self._task
+        if task is not None and not task.done():
+            # A loop that is closed already runs nothing any more.
+            with contextlib.suppress(RuntimeError):
+                task.cancel()
+
+    def __repr__(self) -> str:
+        return f"<RunStream {self.run_id} {self.state.value}>"
+
+
+async def _produce(
+    coordinator: Coordinator, run: _Run, jobs: Jobs, channel: EventChannel
+) -> Report:
+    try:
+        return await coordinator._run(run, list(jobs))
+    finally:
+        channel.close()  # the consumer reads what is left, then the stream ends
+
+
+async def _wait_out(task: asyncio.Task[Report]) -> bool:
+    """Wait until `task` is done, even through a cancellation; whether there was one."""
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            interrupted = True
+    return interrupted

@@ -1,0 +1,50 @@
+"""Live runs: the typed events of a run, as `Coordinator.stream` delivers them.
+
+    async with coordinator.stream(tasks, run_id="r1") as events:
+        async for event in events:
+            match event:
+                case TaskStarted(task=task): ...
+                case AttemptFailed(envelope=envelope, retry_in=delay): ...
+                case Routed(task=task, decision=decision): ...
+                case TaskFinished(entry=entry): ...
+                case RunFinished(report=report): ...
+
+Every event carries `run_id`, `task_id` (None for the run's own), `seq` (1, 2, ... in
+the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSON form
+(secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself.
+"""
+
+from agentmesh._event_channel import DEFAULT_BUFFER
+from agentmesh._events import (
+    AttemptFailed,
+    EscalationPending,
+    Event,
+    PartialRecorded,
+    PolicyRuling,
+    Routed,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    TaskFinished,
+    TaskStarted,
+    parse_event,
+)
+from agentmesh.coordinator._stream import RunStream, StreamState
+
+__all__ = [
+    "DEFAULT_BUFFER",
+    "AttemptFailed",
+    "EscalationPending",
+    "Event",
+    "PartialRecorded",
+    "PolicyRuling",
+    "Routed",
+    "RunEvent",
+    "RunFinished",
+    "RunStarted",
+    "RunStream",
+    "StreamState",
+    "TaskFinished",
+    "TaskStarted",
+    "parse_event",
+]
