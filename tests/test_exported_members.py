@@ -82,3 +82,13 @@ def test_executors_exports_exactly_the_executors() -> None:
         "RayExecutor",
     }
     assert not {"Dispatch", "Executor", "LocalExecutor"} & set(agentmesh.coordinator.__all__)
+
+
+def test_mcp_exports_the_server_and_its_tools() -> None:
+    """`agentmesh.mcp` exports `MCPServer` and `MCPTool` (and `serve`, the server side)."""
+    import agentmesh.mcp
+
+    assert {"MCPServer", "MCPTool"} <= set(agentmesh.mcp.__all__)
+    assert set(agentmesh.mcp.__all__) <= {"MCPServer", "MCPTool", "serve"}
+    for name in agentmesh.mcp.__all__:
+        assert hasattr(agentmesh.mcp, name), f"agentmesh.mcp.{name}"
