@@ -7,7 +7,7 @@ MCP servers' tools as agentmesh tools, and subagents served as the tools of an M
     get_time = time.tool("get_current_time")
     await ctx.call(get_time, timezone="Europe/Amsterdam")
 
-A client's SDK is imported when its server first connects, not by `import agentmesh.mcp`.
+`import agentmesh` does not import this package nor the SDK.
 """
 
 from agentmesh.mcp._serve import serve
