@@ -13,6 +13,7 @@ none of them: the anthropic SDK alone takes about a second to import.
     httpx2.TimeoutException             transient   timeout
     httpx2.TransportError               transient   unavailable
     httpx2.HTTPStatusError              by HTTP status
+    mcp.MCPError                        by JSON-RPC code (see `agentmesh.mcp._errors`)
 """
 
 from __future__ import annotations
@@ -152,9 +153,16 @@ def _anthropic_mappers() -> dict[type[BaseException], Mapper]:
     }
 
 
+def _mcp_mappers() -> dict[type[BaseException], Mapper]:
+    from agentmesh.mcp._errors import mappers
+
+    return mappers()
+
+
 SDK_MAPPINGS: Final[dict[str, Callable[[], dict[type[BaseException], Mapper]]]] = {
     "httpx2": _httpx2_mappers,
     "anthropic": _anthropic_mappers,
+    "mcp": _mcp_mappers,
 }
 """The SDK's module name -> its mappings, built when the SDK is already imported."""
 

@@ -119,3 +119,12 @@ def test_events_exports_exactly_the_events_and_the_stream() -> None:
         "TaskStarted",
         "parse_event",
     }
+
+
+def test_mcp_exports_the_server_and_its_tools() -> None:
+    """`agentmesh.mcp` exports `MCPServer` and `MCPTool` (and `serve`, the server side)."""
+    import agentmesh.mcp
+
+    assert set(agentmesh.mcp.__all__) == {"MCPServer", "MCPTool", "serve"}
+    for name in agentmesh.mcp.__all__:
+        assert hasattr(agentmesh.mcp, name), f"agentmesh.mcp.{name}"

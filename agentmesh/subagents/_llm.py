@@ -10,12 +10,13 @@ whatever the model or the task text says. The model ends the loop with plain tex
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pydantic
 
 from agentmesh._limits import recorded
+from agentmesh._tool_source import ToolSource
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
@@ -65,7 +66,9 @@ class LLMSubagent(Subagent):
         name: the subagent's name.
         model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
         system: the system prompt.
-        tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`).
+        tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`),
+            and sources of tools such as an `agentmesh.mcp.MCPServer`: all of a source's
+            tools are offered, listed when a task starts.
         max_turns: model turns before the model is made to report a failure.
         max_tokens: per model turn.
         usage_limits: limits on what this subagent's model calls use in a run (all its
@@ -78,7 +81,7 @@ class LLMSubagent(Subagent):
         name: str,
         model: Model,
         system: str = "",
-        tools: Sequence[Tool[Any, Any]] = (),
+        tools: Sequence[Tool[Any, Any] | ToolSource] = (),
         *,
         max_turns: int = 8,
         max_tokens: int = 1024,
@@ -110,33 +113,48 @@ class LLMSubagent(Subagent):
         self.usage_limits = usage_limits
         if max_turns < 1:
             raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")
-        tools = list(tools)
+        # A source (even one that is also a Tool) is listed at run time, with its schema.
+        self._sources = [t for t in tools if isinstance(t, ToolSource)]
+        fixed: list[Tool[Any, Any]] = []
         for candidate in tools:
+            if isinstance(candidate, ToolSource):
+                continue
             if not isinstance(candidate, Tool):
-                raise UsageError(f"LLMSubagent {name}: {candidate!r} is not a @tool")
-        names = [t.name for t in tools]
-        clashes = sorted(
-            {n for n in names if names.count(n) > 1} | {SUBMIT_RESULT, REPORT_FAILURE} & set(names)
-        )
-        if clashes:
-            raise UsageError(
-                f"LLMSubagent {name}: tool names must be unique and not reserved: {clashes}"
-            )
+                raise UsageError(
+                    f"LLMSubagent {name}: {candidate!r} is not a @tool nor a source of tools"
+                )
+            fixed.append(candidate)
+        _check_names(name, fixed)
         self.model = model
         self.system = system
-        self.tools = {t.name: t for t in tools}
+        self.tools: dict[str, Tool[Any, Any]] = {t.name: t for t in fixed}
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self._tool_definitions = [
-            *(t.to_anthropic_tool() for t in tools),
+            *(t.to_anthropic_tool() for t in fixed),
             _SUBMIT_TOOL,
             _report_failure_tool(),
         ]
 
+    async def _offered(self) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
+        """The tools of this task and their definitions: the fixed ones and the sources'."""
+        if not self._sources:
+            return self.tools, self._tool_definitions
+        listed = [t for source in self._sources for t in await source.list_tools()]
+        _check_names(self.name, [*self.tools.values(), *listed])
+        tools = {**self.tools, **{t.name: t for t in listed}}
+        definitions = [
+            *self._tool_definitions[: len(self.tools)],
+            *(t.to_anthropic_tool() for t in listed),
+            *self._tool_definitions[len(self.tools) :],
+        ]
+        return tools, definitions
+
     async def handle(self, task: Task, ctx: Context) -> Any:
         messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(task)}]
+        tools, definitions = await self._offered()
         for turn in range(1, self.max_turns + 1):
-            response = await self._turn(ctx, messages, turn=turn)
+            response = await self._turn(ctx, messages, turn=turn, definitions=definitions)
             messages.append(response.to_message())
             if response.stop_reason == "max_tokens":
                 # A cut-off answer is not an answer, and cut-off tool input is not safe to run.
@@ -153,13 +171,14 @@ class LLMSubagent(Subagent):
             finishing = [c for c in calls if _finishes(c)]
             if finishing:
                 return self._finish(finishing[0], task, ctx)
-            messages.append({"role": "user", "content": await self._run_tools(calls, ctx)})
+            messages.append({"role": "user", "content": await self._run_tools(calls, ctx, tools)})
         messages.append({"role": "user", "content": _TURN_LIMIT_PROMPT})
         response = await self._turn(
             ctx,
             messages,
             turn=self.max_turns + 1,
             tool_choice={"type": "tool", "name": REPORT_FAILURE},
+            definitions=definitions,
         )
         report = next((c for c in response.tool_uses if c.name == REPORT_FAILURE), None)
         if report is not None:
@@ -183,6 +202,7 @@ class LLMSubagent(Subagent):
         *,
         turn: int,
         tool_choice: dict[str, Any] | None = None,
+        definitions: list[dict[str, Any]] | None = None,
     ) -> ModelResponse:
         """One model call, retried locally, failed over, counted and limited (`call_model`)."""
         response = await call_model(
@@ -190,7 +210,7 @@ class LLMSubagent(Subagent):
             self.model,
             messages=messages,
             system=self.system or None,
-            tools=self._tool_definitions,
+            tools=self._tool_definitions if definitions is None else definitions,
             tool_choice=tool_choice,
             max_tokens=self.max_tokens,
             retry=self.retry,
@@ -201,17 +221,25 @@ class LLMSubagent(Subagent):
         log.debug("model_turn", stop_reason=response.stop_reason, tool_uses=len(response.tool_uses))
         return response
 
-    async def _run_tools(self, calls: Sequence[ToolUseBlock], ctx: Context) -> list[dict[str, Any]]:
+    async def _run_tools(
+        self,
+        calls: Sequence[ToolUseBlock],
+        ctx: Context,
+        tools: Mapping[str, Tool[Any, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
         """Run the turn's tool calls concurrently; one tool_result per call, in order.
 
         A task group, so that if one call breaks (a bug, not a tool failure: those are
         results) its siblings are cancelled rather than left acting after we return.
         """
         async with asyncio.TaskGroup() as group:
-            running = [group.create_task(self._run_tool(call, ctx)) for call in calls]
+            running = [group.create_task(self._run_tool(call, ctx, tools)) for call in calls]
         return [task.result() for task in running]
 
-    async def _run_tool(self, call: ToolUseBlock, ctx: Context) -> dict[str, Any]:
+    async def _run_tool(
+        self, call: ToolUseBlock, ctx: Context, tools: Mapping[str, Tool[Any, Any]] | None = None
+    ) -> dict[str, Any]:
+        offered = self.tools if tools is None else tools
         if call.name == SUBMIT_RESULT:  # here only when its input lacks `result`
             return ErrorEnvelope(
                 error_category=ErrorCategory.VALIDATION,
@@ -222,13 +250,13 @@ class LLMSubagent(Subagent):
                 source=f"{self.name}/{call.name}",
                 attempts=0,
             ).to_tool_result(call.id)
-        tool = self.tools.get(call.name)
+        tool = offered.get(call.name)
         if tool is None:
             return ErrorEnvelope(
                 error_category=ErrorCategory.VALIDATION,
                 error_type="unknown_tool",
                 is_retryable=False,
-                message=f"there is no tool named {call.name!r}; available: {sorted(self.tools)}",
+                message=f"there is no tool named {call.name!r}; available: {sorted(offered)}",
                 attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
@@ -314,6 +342,17 @@ class LLMSubagent(Subagent):
             attempted_query=task.query,
             source=self.name,
             attempts=ctx.attempt,
+        )
+
+
+def _check_names(subagent: str, tools: Sequence[Tool[Any, Any]]) -> None:
+    names = [t.name for t in tools]
+    clashes = sorted(
+        {n for n in names if names.count(n) > 1} | {SUBMIT_RESULT, REPORT_FAILURE} & set(names)
+    )
+    if clashes:
+        raise UsageError(
+            f"LLMSubagent {subagent}: tool names must be unique and not reserved: {clashes}"
         )
 
 

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import agentmesh
 
-DEPENDENCIES = frozenset({"tenacity", "asyncio_throttle", "structlog", "pydantic", "pydantic_core"})
+DEPENDENCIES = frozenset(
+    {"tenacity", "asyncio_throttle", "structlog", "pydantic", "pydantic_core"}
+    # agentmesh.mcp: the mcp SDK and what it is built on.
+    | {"mcp", "anyio", "httpx2", "jsonschema", "referencing"}
+)
 PACKAGE = Path(agentmesh.__file__).parent
 
 

@@ -1,0 +1,256 @@
+"""`MCPTool`: one tool of an MCP server, an agentmesh `Tool` in every respect.
+
+`ctx.call` treats it like any `@tool`: policies, the retry loop, the budget, the breaker,
+rate limits, the ledger, tracing and masking all apply. What differs is underneath:
+the input is checked against the server's JSON schema (not a Python signature), and the
+body is a `tools/call` on the server's shared connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pydantic_core
+
+from agentmesh.errors import AgentError, UsageError, ValidationError
+from agentmesh.mcp._errors import tool_error
+from agentmesh.retry import RetryPolicy
+from agentmesh.throttle import RateLimitSpec
+from agentmesh.tools import Impact, Tool
+
+# jsonschema ships no type information (a dependency of the mcp SDK).
+Validator = Any
+
+if TYPE_CHECKING:
+    import mcp.types
+
+    from agentmesh.mcp._server import MCPServer
+
+__all__ = ["MCPTool", "idempotent_from"]
+
+
+async def _remote(ctx: Any = None) -> Any:
+    """Stands in for the body: an MCP tool's parameters come from its schema."""
+
+
+class MCPTool(Tool[..., Any]):
+    """A tool of an `MCPServer`; made by `server.tool(name)` or `server.list_tools()`.
+
+    Made before the server is connected, it learns its schema, description and
+    annotations at its first call (still before the server is asked to run it).
+
+    Args:
+        server: the server that runs it.
+        name: the tool's name on the server.
+        idempotent: None follows the server's annotations (`readOnlyHint` or
+            `idempotentHint` -> True, `destructiveHint` -> False, none -> False).
+        impact: "financial", "legal" or "safety", for policies.
+        timeout: seconds one call may wait for its answer (default: the server's).
+        retry, rate_limit, max_concurrency: as for `@tool`.
+    """
+
+    def __init__(
+        self,
+        server: MCPServer,
+        name: str,
+        *,
+        idempotent: bool | None = None,
+        impact: Impact | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: RateLimitSpec | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"MCPServer.tool(name=) takes the tool's name, got {name!r}")
+        if idempotent is not None and not isinstance(idempotent, bool):
+            raise UsageError(
+                f"MCPServer.tool(idempotent=) takes True, False or None, got {idempotent!r}"
+            )
+        super().__init__(
+            _remote,
+            name=name,
+            description=name,
+            idempotent=bool(idempotent),
+            impact=impact,
+            retry=retry,
+            rate_limit=rate_limit,
+            max_concurrency=max_concurrency,
+            breaker=server.breaker,
+        )
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise UsageError(f"MCPServer.tool(timeout=) must be seconds > 0, got {timeout!r}")
+        self.server = server
+        self.timeout = timeout
+        self._idempotent_override = idempotent
+        self._spec: mcp.types.Tool | None = None
+        self._validator: Validator | None = None
+        self._schema_problem: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether the server's description of the tool has been read."""
+        return self._spec is not None
+
+    @property
+    def schema_problem(self) -> str | None:
+        """Why the server's input schema is not valid JSON Schema, or None."""
+        return self._schema_problem
+
+    def learn(self, spec: mcp.types.Tool) -> None:
+        """Take the schema, description and annotations the server lists for the tool."""
+        if self._spec is spec:
+            return
+        self._spec = spec
+        self.description = spec.description or spec.title or spec.name
+        if self._idempotent_override is None:
+            self.idempotent = idempotent_from(spec.annotations)
+        self._validator, self._schema_problem = _compile(spec.input_schema)
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The server's JSON schema of the input; `{"type": "object"}` until it is known."""
+        return dict(self._spec.input_schema) if self._spec is not None else {"type": "object"}
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if args:
+            raise TypeError(f"{self.name} is an MCP tool: pass its arguments by name")
+        return dict(kwargs)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check `arguments` against the server's schema; pydantic's error names the field.
+
+        Before the schema is known the check happens at the first attempt (`invoke`).
+        """
+        arguments = dict(arguments)
+        if self._validator is not None:
+            _check(self._validator, self.name, arguments)
+        return arguments
+
+    async def invoke(
+        self, arguments: Mapping[str, Any], *, idempotency_key: str | None, ctx: Any = None
+    ) -> Any:
+        """`tools/call` on the server; a result with `isError` raises, never returns."""
+        if not self.known:
+            await self._learn_now(arguments)
+        if self._schema_problem is not None:
+            raise AgentError(
+                f"{self.server.name} lists {self.name} with an input schema that is not "
+                f"valid JSON Schema: {self._schema_problem}",
+                error_type="invalid_schema",
+                details="the server was not called",
+            )
+        result = await self.server.call_tool(
+            self.name, dict(arguments), request_timeout=self.timeout
+        )
+        if result.is_error:
+            raise tool_error(self.name, result)
+        return _data(result)
+
+    async def list_tools(self) -> list[Tool[..., Any]]:
+        """Itself, its schema known: as a `ToolSource`, an `LLMSubagent` offers it so."""
+        if not self.known:
+            await self._describe()
+        return [self]
+
+    async def _describe(self) -> None:
+        spec = await self.server.describe(self.name)
+        if spec is None:
+            raise ValidationError(
+                f"{self.server.name} has no tool named {self.name!r}",
+                error_type="unknown_tool",
+                details=f"tools of {self.server.name}: {sorted(self.server.tool_names)}",
+            )
+        self.learn(spec)
+
+    async def _learn_now(self, arguments: Mapping[str, Any]) -> None:
+        await self._describe()
+        if self._validator is not None:
+            try:
+                _check(self._validator, self.name, dict(arguments))
+            except pydantic_core.ValidationError as exc:
+                # Not retried: the input will not become valid by trying again.
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+                )
+                raise ValidationError(
+                    f"invalid input: {problems}",
+                    error_type="invalid_input",
+                    field=".".join(map(str, exc.errors()[0]["loc"])) or None,
+                ) from None
+
+    def __repr__(self) -> str:
+        flags = "idempotent" if self.idempotent else "not idempotent"
+        return f"<MCPTool {self.name} of {self.server.name} ({flags})>"
+
+
+def idempotent_from(annotations: mcp.types.ToolAnnotations | None) -> bool:
+    """What the MCP annotations say: read-only or idempotent, unless destructive."""
+    if annotations is None:
+        return False
+    if annotations.read_only_hint:
+        return True
+    if annotations.destructive_hint:
+        return False
+    return bool(annotations.idempotent_hint)
+
+
+def _compile(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:
+    """A validator for the schema, or why the schema is not one."""
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+
+    cls = validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        return None, exc.message
+    # No registry of remote documents: a `$ref` resolves within the schema, never online.
+    return cls(schema, registry=Registry()), None
+
+
+def _check(validator: Validator, tool: str, arguments: dict[str, Any]) -> None:
+    """Raise pydantic's ValidationError naming each field the schema refuses."""
+    errors: list[pydantic_core.InitErrorDetails] = []
+    for error in validator.iter_errors(arguments):
+        path = tuple(error.absolute_path)
+        if error.validator == "required":
+            present = error.instance if isinstance(error.instance, dict) else {}
+            for missing in error.validator_value:
+                if missing not in present:
+                    errors.append({"type": "missing", "loc": (*path, missing), "input": present})
+            continue
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+            for extra in error.instance:
+                if extra not in allowed:
+                    loc = (*path, extra)
+                    errors.append({"type": "extra_forbidden", "loc": loc, "input": None})
+            continue
+        errors.append(
+            {
+                # The message is data, not a template: braces in it must not be formatted.
+                "type": pydantic_core.PydanticCustomError(
+                    "json_schema", "{reason}", {"reason": error.message}
+                ),
+                "loc": path,
+                "input": error.instance,
+            }
+        )
+    if errors:
+        raise pydantic_core.ValidationError.from_exception_data(f"{tool} input", errors)
+
+
+def _data(result: mcp.types.CallToolResult) -> Any:
+    """A result's data: its structured content, else its text, else its content blocks."""
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = result.content
+    if not blocks:
+        return None
+    if all(block.type == "text" for block in blocks):
+        texts = [block.text for block in blocks if block.type == "text"]
+        return texts[0] if len(texts) == 1 else texts
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in blocks]
