@@ -18,7 +18,14 @@ __all__ = ["ModelFailover", "ModelUsage", "UsageSummary", "UsageTally", "summed"
 
 # The envelope's wire convention (camelCase keys), without importing the envelope: it
 # imports this module for its `usage` field.
-_WIRE = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid")
+# Schemas built at first use: most runs never call a model, and import stays cheap.
+_WIRE = ConfigDict(
+    frozen=True,
+    alias_generator=to_camel,
+    populate_by_name=True,
+    extra="forbid",
+    defer_build=True,
+)
 
 
 class ModelUsage(BaseModel):

@@ -15,6 +15,7 @@ from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subag
 from agentmesh.checkpoints import CheckpointStore, MemoryStore
 from agentmesh.coordinator import CoverageStatus, Escalate, Report, RouteContext, Router
 from agentmesh.decisions import Approve, DecisionKind, Edit, PendingDecision, Reject
+from agentmesh.events import EscalationPending
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 LIMIT = 100
@@ -489,3 +490,27 @@ class TestResumeInAFreshProcess:
         assert worker.refunds() == ["A-1 40", "B-2 900"]
         assert entry(report, "B-2")["status"] == "covered"
         assert "customer of B-2 notified" in [f["content"] for f in report["findings"]]
+
+
+class TestPendingDecisionEvents:
+    async def test_a_policys_ask_streams_the_id_a_person_answers(
+        self, store: CheckpointStore
+    ) -> None:
+        """EscalationPending names the pending decision that the report lists."""
+        desk = Desk()
+        stream = desk.coordinator(store).stream([SMALL, BIG], run_id="ev1")
+        async with stream:
+            waiting = [e async for e in stream if isinstance(e, EscalationPending)]
+        assert stream.report is not None
+        assert [e.decision_id for e in waiting] == [only(stream.report).id]
+        assert waiting[0].task_id == only(stream.report).task_id
+
+    async def test_a_routers_escalation_streams_its_decision_id(
+        self, store: CheckpointStore
+    ) -> None:
+        """An escalation by the router is answerable too: its event carries the id."""
+        stream = TestEscalation().build(store, []).stream([Task(query="q", topic="vip")])
+        async with stream:
+            waiting = [e async for e in stream if isinstance(e, EscalationPending)]
+        assert stream.report is not None
+        assert [e.decision_id for e in waiting] == [only(stream.report).id]
