@@ -13,6 +13,7 @@ import pydantic
 
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
+from agentmesh.models._caching import with_cache_breakpoints
 
 if TYPE_CHECKING:
     import anthropic
@@ -39,6 +40,10 @@ class AnthropicModel:
             (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by `aclose()`.
         timeout: seconds for one whole call.
         stream: use the streaming endpoint (long outputs; mid-stream errors surface).
+        prompt_caching: mark the system prompt, the tool definitions and the
+            conversation so far with `cache_control` (ephemeral), so a retried call
+            and the next turn of a tool loop read that prefix from the prompt cache.
+            The first call writes it at a premium; `False` sends no marker.
     """
 
     def __init__(
@@ -50,6 +55,7 @@ class AnthropicModel:
         base_url: str | None = None,
         timeout: float = 120.0,
         stream: bool = False,
+        prompt_caching: bool = True,
     ) -> None:
         name = model or os.environ.get(MODEL_ENV)
         if not name:
@@ -59,6 +65,7 @@ class AnthropicModel:
         self.name = name
         self.timeout = timeout
         self.stream = stream
+        self.prompt_caching = prompt_caching
         self._client = client
         self._owns_client = client is None
         self._api_key = api_key
@@ -92,6 +99,8 @@ class AnthropicModel:
             params["tools"] = list(tools)
         if tool_choice is not None:
             params["tool_choice"] = dict(tool_choice)
+        if self.prompt_caching:
+            params = with_cache_breakpoints(params)
         client = self._sdk()
         try:
             async with asyncio.timeout(self.timeout):
