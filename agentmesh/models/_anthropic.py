@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import pydantic
 
+from agentmesh._tracing import chat_span, record_response
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
 from agentmesh.models._caching import with_cache_breakpoints
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["MODEL_ENV", "AnthropicModel"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
+_PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
 
 
 class AnthropicModel:
@@ -101,6 +103,13 @@ class AnthropicModel:
             params["tool_choice"] = dict(tool_choice)
         if self.prompt_caching:
             params = with_cache_breakpoints(params)
+        with chat_span(provider=_PROVIDER, model=self.name, max_tokens=max_tokens) as current:
+            response = await self._send(params)
+            record_response(current, response, provider=_PROVIDER, model=self.name)
+        return response
+
+    async def _send(self, params: dict[str, Any]) -> ModelResponse:
+        """One request, its answer checked: a malformed one is a transient failure."""
         client = self._sdk()
         try:
             async with asyncio.timeout(self.timeout):

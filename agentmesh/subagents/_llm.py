@@ -16,11 +16,12 @@ from typing import Any
 import pydantic
 
 from agentmesh._limits import recorded
+from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
@@ -242,6 +243,12 @@ class LLMSubagent(Subagent):
         return [answered.get(call.id) or running[call.id].result() for call in calls]
 
     async def _run_tool(self, call: ToolUseBlock, ctx: Context) -> dict[str, Any]:
+        with tool_span(call.name, call.id) as current:
+            outcome = await self._tool_outcome(call, ctx)
+            record_outcome(current, outcome)
+        return outcome.to_tool_result(call.id)
+
+    async def _tool_outcome(self, call: ToolUseBlock, ctx: Context) -> Outcome:
         if call.name == SUBMIT_RESULT:  # here only when its input lacks `result`
             return ErrorEnvelope(
                 error_category=ErrorCategory.VALIDATION,
@@ -251,7 +258,7 @@ class LLMSubagent(Subagent):
                 attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
-            ).to_tool_result(call.id)
+            )
         tool = self.tools.get(call.name)
         if tool is None:
             return ErrorEnvelope(
@@ -262,11 +269,11 @@ class LLMSubagent(Subagent):
                 attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
-            ).to_tool_result(call.id)
+            )
         try:
             data = await ctx.call(tool, **call.input)
         except CallFailed as failed:
-            return failed.envelope.to_tool_result(call.id)
+            return failed.envelope
         # Completed tool work survives a later failure of the loop as partial results.
         ctx.record_partial(
             [{"tool": call.name, "input": recorded(call.input), "result": data}],
@@ -275,7 +282,7 @@ class LLMSubagent(Subagent):
         success: Success[Any] = Success(
             data=data, source=f"{self.name}/{call.name}", attempted_query=call.input
         )
-        return success.to_tool_result(call.id)
+        return success
 
     def _finish(self, call: ToolUseBlock, task: Task, ctx: Context) -> Any:
         if call.name == SUBMIT_RESULT:
