@@ -197,3 +197,28 @@ class TestCacheTokens:
         response = await model.create(messages=[{"role": "user", "content": "hi"}])
         assert response.usage.cache_creation_input_tokens == 0
         assert response.usage.cache_read_input_tokens == 0
+
+
+class TestCacheTokensInOutcomes:
+    async def test_a_tool_loops_cache_tokens_reach_the_outcomes_usage_and_cost(
+        self, fake_messages_api: FakeMessagesAPI
+    ) -> None:
+        """Written and read cache tokens are summed apart and priced at the cache rates."""
+        fake_messages_api.enqueue(
+            F.tool_use(
+                "lookup", {"order_id": "#1"}, id="toolu_1", cache_creation_input_tokens=2000
+            ),
+            F.text("It shipped.", cache_read_input_tokens=2000),
+        )
+        # Sonnet's table price: $3 in, $15 out, $3.75 cache write, $0.30 cache read per MTok.
+        async with AnthropicModel(
+            "claude-sonnet-4-5", api_key=API_KEY, base_url=fake_messages_api.base_url
+        ) as sonnet:
+            outcome = await LLMSubagent("support", sonnet, tools=[lookup]).run("where is #1?")
+        assert isinstance(outcome, Success)
+        usage = outcome.usage
+        assert usage is not None
+        assert (usage.cache_creation_tokens, usage.cache_read_tokens) == (2000, 2000)
+        assert (usage.input_tokens, usage.output_tokens, usage.model_calls) == (20, 20, 2)
+        expected = (20 * 3 + 20 * 15 + 2000 * 3.75 + 2000 * 0.3) / 1e6
+        assert usage.cost_usd == pytest.approx(expected)
