@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from agentmesh._tracing import outcome_attributes, span, tracing
+from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, is_strict
 from agentmesh.envelope import ErrorEnvelope, RetryCount, Success
@@ -206,8 +206,7 @@ class _Call(Generic[T]):
             )
         with span("attempt", source=source, attempt=number) as current:
             outcome = await self.one(number)
-            if current is not None:
-                current.set_attributes(outcome_attributes(outcome))
+            record_outcome(current, outcome)
         return self.review(outcome, number) if self.review is not None else outcome
 
     async def one(self, number: int) -> Success[T] | ErrorEnvelope:

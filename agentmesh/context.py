@@ -19,7 +19,7 @@ from agentmesh._partials import PartialRecorder, merge_partials
 from agentmesh._rulings import TaskRulings, apply_verdict
 from agentmesh._task_checkpoints import open_checkpoints, restore_partials
 from agentmesh._tool_call import call_tool
-from agentmesh._tracing import outcome_attributes, span
+from agentmesh._tracing import record_outcome, span
 from agentmesh._usage import UsageTally
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
@@ -233,8 +233,7 @@ class Context:
             try:
                 data = await call_tool(self, tool, args, kwargs)
             except ToolCallFailed as failed:
-                if current is not None:
-                    current.set_attributes(outcome_attributes(failed.envelope))
+                record_outcome(current, failed.envelope)
                 raise
             if current is not None:
                 current.set_attributes({"agentmesh.outcome": "success"})

@@ -18,7 +18,7 @@ from agentmesh._events import TaskStarted as TaskStartedEvent
 from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger
 from agentmesh._prices import ModelPrice, PriceTable
-from agentmesh._tracing import outcome_attributes, span, tracing
+from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh._usage_meter import UsageLimits, UsageMeter
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
@@ -470,9 +470,8 @@ class Coordinator:
             await self._follow(run, records, index, task_id, task, subagent)
             record = records[index]
             if current is not None and record is not None:
-                current.set_attributes(
-                    {"agentmesh.coverage.status": record.status.value, **_final(record)}
-                )
+                current.set_attribute("agentmesh.coverage.status", record.status.value)
+                record_outcome(current, record.final)
 
     async def _follow(
         self,
@@ -909,7 +908,3 @@ def _stopped(
         attempts=0,
         partial_results=partials,
     )
-
-
-def _final(record: TaskRecord) -> dict[str, object]:
-    return outcome_attributes(record.final)

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 import pydantic
 
+from agentmesh._tracing import chat_span, record_response
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
+from agentmesh.models._caching import with_cache_breakpoints
 
 if TYPE_CHECKING:
     import anthropic
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["MODEL_ENV", "AnthropicModel"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
+_PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
 
 
 class AnthropicModel:
@@ -39,6 +42,10 @@ class AnthropicModel:
             (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by `aclose()`.
         timeout: seconds for one whole call.
         stream: use the streaming endpoint (long outputs; mid-stream errors surface).
+        prompt_caching: mark the system prompt, the tool definitions and the
+            conversation so far with `cache_control` (ephemeral), so a retried call
+            and the next turn of a tool loop read that prefix from the prompt cache.
+            The first call writes it at a premium; `False` sends no marker.
     """
 
     def __init__(
@@ -50,6 +57,7 @@ class AnthropicModel:
         base_url: str | None = None,
         timeout: float = 120.0,
         stream: bool = False,
+        prompt_caching: bool = True,
     ) -> None:
         name = model or os.environ.get(MODEL_ENV)
         if not name:
@@ -59,6 +67,7 @@ class AnthropicModel:
         self.name = name
         self.timeout = timeout
         self.stream = stream
+        self.prompt_caching = prompt_caching
         self._client = client
         self._owns_client = client is None
         self._api_key = api_key
@@ -92,6 +101,15 @@ class AnthropicModel:
             params["tools"] = list(tools)
         if tool_choice is not None:
             params["tool_choice"] = dict(tool_choice)
+        if self.prompt_caching:
+            params = with_cache_breakpoints(params)
+        with chat_span(provider=_PROVIDER, model=self.name, max_tokens=max_tokens) as current:
+            response = await self._send(params)
+            record_response(current, response, provider=_PROVIDER, model=self.name)
+        return response
+
+    async def _send(self, params: dict[str, Any]) -> ModelResponse:
+        """One request, its answer checked: a malformed one is a transient failure."""
         client = self._sdk()
         try:
             async with asyncio.timeout(self.timeout):

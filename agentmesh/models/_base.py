@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 __all__ = [
     "ContentBlock",
@@ -63,9 +63,28 @@ ContentBlock: TypeAlias = Annotated[
 
 
 class Usage(BaseModel):
+    """The tokens of one response, as the Messages API counts them.
+
+    `input_tokens` excludes the prompt tokens written to or read from the prompt cache;
+    those are `cache_creation_input_tokens` and `cache_read_input_tokens` (priced apart).
+    """
+
     model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @field_validator("cache_creation_input_tokens", "cache_read_input_tokens", mode="before")
+    @classmethod
+    def _none_is_zero(cls, value: object) -> object:
+        # The API sends null for a request that used no prompt cache.
+        return 0 if value is None else value
+
+    @property
+    def total_input_tokens(self) -> int:
+        """Every prompt token of the call: uncached, written to the cache, and read from it."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
 class ModelResponse(BaseModel):

@@ -144,9 +144,8 @@ def _tokens(response: ModelResponse | None) -> dict[str, int]:
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        # Read by name: per-response cache counts are parsed where a model gives them.
-        "cache_creation_tokens": getattr(usage, "cache_creation_input_tokens", 0) or 0,
-        "cache_read_tokens": getattr(usage, "cache_read_input_tokens", 0) or 0,
+        "cache_creation_tokens": usage.cache_creation_input_tokens,
+        "cache_read_tokens": usage.cache_read_input_tokens,
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from agentmesh._attempts import attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger
+from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
@@ -165,30 +166,32 @@ class Subagent(abc.ABC):
         if checkpointing:
             await ctx.restore_partials()
         body = _Body(self, task, ctx, at, timeout)
-        try:
-            outcome = await attempt_call(
-                body.attempt,
-                policy=self.retry,
-                classifier=self.classifier,
-                source=self.name,
-                attempted_query=recorded(task.query),
-                budget=scope.budget,
-                deadline=at,
-                log=log,
-                adjust=body.at_deadline,
-                breaker=self.breaker,
-                user_code=True,
-                tally=ctx.retries,
-                events=ctx.events,
-            )
-        finally:
-            if checkpointing:
-                await ctx.save_partials()  # progress survives even a cancellation
-        if ctx.misuse is not None:
-            raise ctx.misuse  # an ask nobody can answer: misuse, even if the body caught it
-        if ctx.pending_decision is not None:
-            # The task waits for a person, whatever the body made of the stopped call.
-            outcome = ctx.pending_decision
+        with agent_span(self.name) as current:
+            try:
+                outcome = await attempt_call(
+                    body.attempt,
+                    policy=self.retry,
+                    classifier=self.classifier,
+                    source=self.name,
+                    attempted_query=recorded(task.query),
+                    budget=scope.budget,
+                    deadline=at,
+                    log=log,
+                    adjust=body.at_deadline,
+                    breaker=self.breaker,
+                    user_code=True,
+                    tally=ctx.retries,
+                    events=ctx.events,
+                )
+            finally:
+                if checkpointing:
+                    await ctx.save_partials()  # progress survives even a cancellation
+            if ctx.misuse is not None:
+                raise ctx.misuse  # an ask nobody can answer: misuse, even if the body caught it
+            if ctx.pending_decision is not None:
+                # The task waits for a person, whatever the body made of the stopped call.
+                outcome = ctx.pending_decision
+            record_outcome(current, outcome)
         if ctx.escalations and outcome.policy is None:
             # The body caught or used the escalated call and went on: the ruling stands.
             update: dict[str, Any] = {"policy": ctx.escalations[0]}

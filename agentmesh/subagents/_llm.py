@@ -17,17 +17,19 @@ import pydantic
 
 from agentmesh._limits import recorded
 from agentmesh._tool_source import ToolSource
+from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryPolicy
 from agentmesh.subagents._base import Subagent
+from agentmesh.subagents._output import OutputType, Submissions
 from agentmesh.task import Task
 from agentmesh.throttle import RateLimitSpec
 from agentmesh.tools import Tool
@@ -36,17 +38,6 @@ __all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
 
 SUBMIT_RESULT = "submit_result"
 REPORT_FAILURE = "report_failure"
-
-_SUBMIT_TOOL = {
-    "name": SUBMIT_RESULT,
-    "description": "Finish the task with its result. Use [] or null when you searched and "
-    "found nothing: that is a valid answer, not a failure.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"result": {"description": "the task's result, any JSON value"}},
-        "required": ["result"],
-    },
-}
 
 _FAILURE_PREAMBLE = (
     "Report that the task could not be completed, as a structured error. Include "
@@ -73,6 +64,11 @@ class LLMSubagent(Subagent):
         max_tokens: per model turn.
         usage_limits: limits on what this subagent's model calls use in a run (all its
             tasks together), on top of the run's own (`Coordinator(usage_limits=)`).
+        output_type: the result's type (a pydantic model, a dataclass, `list[int]`, any
+            type a pydantic `TypeAdapter` validates): `submit_result` takes its JSON
+            schema, and the result is the validated instance. None: any JSON value.
+        output_retries: invalid results sent back to the model, with the validation
+            errors, before the task ends in a `validation` envelope naming the fields.
         Other arguments as for `Subagent`; `retry` also governs the model calls.
     """
 
@@ -85,6 +81,8 @@ class LLMSubagent(Subagent):
         *,
         max_turns: int = 8,
         max_tokens: int = 1024,
+        output_type: Any = None,
+        output_retries: int = 2,
         retry: RetryPolicy | None = None,
         alternatives: Iterable[str] = (),
         policies: Sequence[ToolPolicy] = (),
@@ -113,6 +111,10 @@ class LLMSubagent(Subagent):
         self.usage_limits = usage_limits
         if max_turns < 1:
             raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")
+        if not isinstance(output_retries, int) or output_retries < 0:
+            raise UsageError(
+                f"LLMSubagent {name}: output_retries must be an int >= 0, got {output_retries!r}"
+            )
         # A source (even one that is also a Tool) is listed at run time, with its schema.
         self._sources = [t for t in tools if isinstance(t, ToolSource)]
         fixed: list[Tool[Any, Any]] = []
@@ -130,9 +132,12 @@ class LLMSubagent(Subagent):
         self.tools: dict[str, Tool[Any, Any]] = {t.name: t for t in fixed}
         self.max_turns = max_turns
         self.max_tokens = max_tokens
+        self._output = OutputType.of(output_type, owner=name)
+        self.output_type = output_type
+        self.output_retries = output_retries
         self._tool_definitions = [
             *(t.to_anthropic_tool() for t in fixed),
-            _SUBMIT_TOOL,
+            self._output.submit_tool(SUBMIT_RESULT),
             _report_failure_tool(),
         ]
 
@@ -152,6 +157,9 @@ class LLMSubagent(Subagent):
 
     async def handle(self, task: Task, ctx: Context) -> Any:
         messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(task)}]
+        results = Submissions(
+            self._output, retries=self.output_retries, source=self.name, task=task, ctx=ctx
+        )
         tools, definitions = await self._offered()
         for turn in range(1, self.max_turns + 1):
             response = await self._turn(ctx, messages, turn=turn, definitions=definitions)
@@ -167,11 +175,22 @@ class LLMSubagent(Subagent):
                     raise CallFailed(self._refused(task, ctx, response))
                 if not response.text.strip():
                     raise CallFailed(self._empty(task, ctx))
-                return response.text
+                rejection = results.check(response.text)
+                if rejection is None:
+                    return results.value
+                messages.append({"role": "user", "content": rejection.message})
+                continue
             finishing = [c for c in calls if _finishes(c)]
-            if finishing:
+            answered: dict[str, dict[str, Any]] = {}
+            if finishing and finishing[0].name == REPORT_FAILURE:
                 return self._finish(finishing[0], task, ctx)
-            messages.append({"role": "user", "content": await self._run_tools(calls, ctx, tools)})
+            if finishing:
+                rejection = results.check(finishing[0].input["result"])
+                if rejection is None:
+                    return results.value
+                answered[finishing[0].id] = rejection.to_tool_result(finishing[0].id)
+            content = await self._run_tools(calls, ctx, tools, answered=answered)
+            messages.append({"role": "user", "content": content})
         messages.append({"role": "user", "content": _TURN_LIMIT_PROMPT})
         response = await self._turn(
             ctx,
@@ -226,20 +245,35 @@ class LLMSubagent(Subagent):
         calls: Sequence[ToolUseBlock],
         ctx: Context,
         tools: Mapping[str, Tool[Any, Any]] | None = None,
+        *,
+        answered: dict[str, dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """Run the turn's tool calls concurrently; one tool_result per call, in order.
 
         A task group, so that if one call breaks (a bug, not a tool failure: those are
         results) its siblings are cancelled rather than left acting after we return.
+        A call in `answered` (a rejected submission) is not run: its result is given.
         """
+        answered = answered or {}
         async with asyncio.TaskGroup() as group:
-            running = [group.create_task(self._run_tool(call, ctx, tools)) for call in calls]
-        return [task.result() for task in running]
+            running = {
+                call.id: group.create_task(self._run_tool(call, ctx, tools))
+                for call in calls
+                if call.id not in answered
+            }
+        return [answered.get(call.id) or running[call.id].result() for call in calls]
 
     async def _run_tool(
-        self, call: ToolUseBlock, ctx: Context, tools: Mapping[str, Tool[Any, Any]] | None = None
+        self, call: ToolUseBlock, ctx: Context, tools: Mapping[str, Tool[Any, Any]] | None
     ) -> dict[str, Any]:
-        offered = self.tools if tools is None else tools
+        with tool_span(call.name, call.id) as current:
+            outcome = await self._tool_outcome(call, ctx, self.tools if tools is None else tools)
+            record_outcome(current, outcome)
+        return outcome.to_tool_result(call.id)
+
+    async def _tool_outcome(
+        self, call: ToolUseBlock, ctx: Context, offered: Mapping[str, Tool[Any, Any]]
+    ) -> Outcome:
         if call.name == SUBMIT_RESULT:  # here only when its input lacks `result`
             return ErrorEnvelope(
                 error_category=ErrorCategory.VALIDATION,
@@ -249,7 +283,7 @@ class LLMSubagent(Subagent):
                 attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
-            ).to_tool_result(call.id)
+            )
         tool = offered.get(call.name)
         if tool is None:
             return ErrorEnvelope(
@@ -260,11 +294,11 @@ class LLMSubagent(Subagent):
                 attempted_query={"tool": call.name, "arguments": recorded(call.input)},
                 source=f"{self.name}/{call.name}",
                 attempts=0,
-            ).to_tool_result(call.id)
+            )
         try:
             data = await ctx.call(tool, **call.input)
         except CallFailed as failed:
-            return failed.envelope.to_tool_result(call.id)
+            return failed.envelope
         # Completed tool work survives a later failure of the loop as partial results.
         ctx.record_partial(
             [{"tool": call.name, "input": recorded(call.input), "result": data}],
@@ -273,7 +307,7 @@ class LLMSubagent(Subagent):
         success: Success[Any] = Success(
             data=data, source=f"{self.name}/{call.name}", attempted_query=call.input
         )
-        return success.to_tool_result(call.id)
+        return success
 
     def _finish(self, call: ToolUseBlock, task: Task, ctx: Context) -> Any:
         if call.name == SUBMIT_RESULT:

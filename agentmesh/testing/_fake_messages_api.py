@@ -92,6 +92,10 @@ class MessageReply:
     input_tokens: int = 10
     output_tokens: int = 10
     id: str | None = None
+    cache_creation_input_tokens: int | None = None
+    """Prompt tokens the answer says it wrote to the prompt cache (null when None)."""
+    cache_read_input_tokens: int | None = None
+    """Prompt tokens the answer says it read from the prompt cache (null when None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,11 @@ class RecordedRequest:
         return list(messages) if isinstance(messages, list) else []
 
     @property
+    def cache_breakpoints(self) -> list[str]:
+        """Where the body carries `cache_control` markers: `system[0]`, `tools[2]`, ..."""
+        return _marker_paths(self.body, "")
+
+    @property
     def auth_scheme(self) -> Literal["x-api-key", "bearer"] | None:
         """Which credential the request carried; `x-api-key` wins when both are present."""
         if self.headers.get("x-api-key"):
@@ -185,6 +194,21 @@ class RecordedRequest:
     def api_key(self) -> str | None:
         """The credential sent as `x-api-key` or as `Authorization: Bearer`, if any."""
         return self.headers.get("x-api-key") or _bearer_token(self.headers.get("authorization", ""))
+
+
+def _marker_paths(value: Any, path: str) -> list[str]:
+    if isinstance(value, dict):
+        own = [path] if value.get("cache_control") is not None else []
+        return own + [
+            found
+            for key, item in value.items()
+            for found in _marker_paths(item, f"{path}.{key}" if path else key)
+        ]
+    if isinstance(value, list):
+        return [
+            found for i, item in enumerate(value) for found in _marker_paths(item, f"{path}[{i}]")
+        ]
+    return []
 
 
 def _bearer_token(authorization: str) -> str | None:
@@ -227,11 +251,14 @@ def _message(
     input_tokens: int = 10,
     output_tokens: int = 10,
     id: str | None = None,
+    cache_creation_input_tokens: int | None = None,
+    cache_read_input_tokens: int | None = None,
 ) -> MessageReply:
     """A message from content blocks; a plain string is a text block.
 
     `stop_reason` defaults to `tool_use` when a block is a tool use, else `end_turn`;
-    `model` defaults to the model the request named.
+    `model` defaults to the model the request named. The `cache_*` counts are what the
+    usage reports for the prompt cache (null, as for a request that used none, if None).
     """
     blocks = tuple(
         {"type": "text", "text": block}
@@ -242,7 +269,16 @@ def _message(
     if stop_reason is None:
         uses_tool = any(block.get("type") == "tool_use" for block in blocks)
         stop_reason = "tool_use" if uses_tool else "end_turn"
-    return MessageReply(blocks, stop_reason, model, input_tokens, output_tokens, id)
+    return MessageReply(
+        blocks,
+        stop_reason,
+        model,
+        input_tokens,
+        output_tokens,
+        id,
+        cache_creation_input_tokens,
+        cache_read_input_tokens,
+    )
 
 
 def _text(
@@ -252,6 +288,8 @@ def _text(
     model: str | None = None,
     input_tokens: int = 10,
     output_tokens: int = 10,
+    cache_creation_input_tokens: int | None = None,
+    cache_read_input_tokens: int | None = None,
 ) -> MessageReply:
     """A message with one text block."""
     return _message(
@@ -260,6 +298,8 @@ def _text(
         model=model,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        cache_creation_input_tokens=cache_creation_input_tokens,
+        cache_read_input_tokens=cache_read_input_tokens,
     )
 
 
@@ -270,11 +310,23 @@ def _tool_use(
     id: str | None = None,
     text: str | None = None,
     model: str | None = None,
+    input_tokens: int = 10,
+    output_tokens: int = 10,
+    cache_creation_input_tokens: int | None = None,
+    cache_read_input_tokens: int | None = None,
 ) -> MessageReply:
     """A message that calls one tool, after an optional text block."""
     blocks: list[str | Mapping[str, Any]] = [] if text is None else [text]
     blocks.append(_tool_use_block(name, input, id=id))
-    return _message(blocks, stop_reason="tool_use", model=model)
+    return _message(
+        blocks,
+        stop_reason="tool_use",
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_creation_input_tokens=cache_creation_input_tokens,
+        cache_read_input_tokens=cache_read_input_tokens,
+    )
 
 
 def _error(
@@ -363,7 +415,12 @@ def _message_json(reply: MessageReply, *, message_id: str, model: str) -> dict[s
         "content": [copy.deepcopy(dict(block)) for block in reply.content],
         "stop_reason": reply.stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+        "usage": {
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "cache_creation_input_tokens": reply.cache_creation_input_tokens,
+            "cache_read_input_tokens": reply.cache_read_input_tokens,
+        },
     }
 
 
@@ -377,7 +434,8 @@ def _stream_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         **message,
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1},
+        # The real API reports the prompt's tokens, cached ones included, at the start.
+        "usage": {**message["usage"], "output_tokens": 1},
     }
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": start}),

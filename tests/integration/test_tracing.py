@@ -8,6 +8,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from agentmesh import (
     Context,
@@ -67,6 +68,9 @@ class TestTracing:
         assert all(t.parent is not None and t.parent.span_id == run.context.span_id for t in tasks)
         statuses = sorted(str(t.attributes["agentmesh.coverage.status"]) for t in tasks)  # type: ignore[index]
         assert statuses == ["covered", "escalated"]
+        # A task that ended in an envelope is a failed span, with the envelope's type.
+        failed_tasks = [t for t in tasks if t.status.status_code is StatusCode.ERROR]
+        assert [t.attributes["error.type"] for t in failed_tasks] == ["permission_denied"]  # type: ignore[index]
         attempts = named(spans, "agentmesh.attempt")
         failed = [a for a in attempts if a.attributes.get("agentmesh.outcome") == "error"]  # type: ignore[union-attr]
         categories = sorted(str(a.attributes["agentmesh.error.category"]) for a in failed)  # type: ignore[index]

@@ -63,6 +63,9 @@ async def claude_path() -> None:
     async with AnthropicModel("claude-test") as claude:
         model: Model = claude
         lead = LLMSubagent("lead", model, tools=[docs_agent.as_tool(), search_docs])
+        typed = LLMSubagent("typed", scripted, output_type=list[int], output_retries=1)
+        uncached: Model = AnthropicModel("claude-test", prompt_caching=False)
+        print(typed.output_retries, uncached.name)
         coordinator = Coordinator(
             [lead], rewriter=LLMRewriter(scripted), synthesizer=LLMSynthesizer(scripted)
         )
