@@ -397,7 +397,11 @@ class Coordinator:
             records, run_id=run.run_id, min_coverage=self.min_coverage
         )
         note = f"Run stopped early: {unfinished} of {len(jobs)} tasks unfinished ({reason})."
-        return report.model_copy(update={"synthesis_note": note})
+        update: dict[str, Any] = {"synthesis_note": note}
+        if run.book is not None:
+            # The questions asked before the stop are in the store: the report names them.
+            update["pending_decisions"] = run.book.unanswered()
+        return report.model_copy(update=update)
 
     def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
         """Pair each task with its subagent(s); bad names fail before anything runs."""
@@ -492,7 +496,6 @@ class Coordinator:
         # costs more than the events (filtered out by default) that would use it.
         log, name, events = run.log, subagent.name, run.events
         if events is not None:
-            await events.room()  # a stream's consumer that is behind holds the run here
             run.active[index] = job  # for the report of a run stopped early
             events.emit(TaskStartedEvent, task_id, task=job.task, subagent=name)
         outcome = await self._execute(run, job, subagent, job.task, holding_slot=True)
@@ -900,7 +903,7 @@ def _stopped(
 ) -> ErrorEnvelope:
     return ErrorEnvelope(
         error_category=ErrorCategory.TRANSIENT,
-        error_type="cancelled",
+        error_type=ErrorType.CANCELLED,
         is_retryable=True,
         message=reason,
         attempted_query=task.query,

@@ -46,7 +46,11 @@ class Redo:
 
 
 def check_asks(
-    policies: Sequence[ToolPolicy], subagents: Iterable[Subagent], store: object
+    policies: Sequence[ToolPolicy],
+    subagents: Iterable[Subagent],
+    store: object,
+    *,
+    missing: str = "the Coordinator has no store=",
 ) -> None:
     """Refuse, when the coordinator is built, policies that may ask while no store is set."""
     if store is not None:
@@ -56,8 +60,8 @@ def check_asks(
     if asking:
         names = sorted({getattr(p, "name", type(p).__name__) for p in asking})
         raise UsageError(
-            f"policies {names} may ask a person (Decision.ask), but the Coordinator has no "
-            "store=: a pending decision must be kept in a checkpoint store to be answered"
+            f"policies {names} may ask a person (Decision.ask), but {missing}: a pending "
+            "decision must be kept in a checkpoint store to be answered"
         )
 
 

@@ -514,3 +514,15 @@ class TestPendingDecisionEvents:
             waiting = [e async for e in stream if isinstance(e, EscalationPending)]
         assert stream.report is not None
         assert [e.decision_id for e in waiting] == [only(stream.report).id]
+
+    async def test_a_stream_left_early_still_names_the_pending_decision(
+        self, store: CheckpointStore
+    ) -> None:
+        """The question asked before the consumer left is in the partial report too."""
+        stream = TestEscalation().build(store, []).stream([Task(query="q", topic="vip")])
+        async with stream:
+            async for event in stream:
+                if isinstance(event, EscalationPending):
+                    break
+        assert stream.report is not None
+        assert [p.id for p in stream.report.pending_decisions] == [event.decision_id]

@@ -319,6 +319,21 @@ class TestServeArguments:
         with pytest.raises(UsageError, match=r"serve\(subagents=\): 'docs' is not a Subagent"):
             serve(["docs"])
 
+    def test_a_policy_that_may_ask_a_person_is_refused(self) -> None:
+        """Nobody could answer its question over MCP: refused when the server is built."""
+
+        @pre_tool_use(asks=True)
+        def approval(event: ToolCallEvent) -> Decision:
+            return Decision.ask("a person approves")
+
+        @subagent(name="desk", policies=[approval])
+        async def desk(task: Any, ctx: Any) -> None: ...
+
+        with pytest.raises(UsageError, match=r"serve\(\) keeps no checkpoint store"):
+            serve([desk])
+        with pytest.raises(UsageError, match="may ask a person"):
+            serve([served.docs], policies=[approval])
+
     def test_an_empty_list_is_refused(self) -> None:
         """A server without tools is a mistake, said at once."""
         with pytest.raises(UsageError, match="is empty"):
