@@ -141,11 +141,10 @@ def _blocks_of(text: str) -> Iterator[Block]:
         else:
             block = Block(Kind.PROSE, (" ".join(" ".join(lines).split()),))
         # A literal block follows a sentence that ends with a colon ("For example:");
-        # "Note:" or "See also:" introduce prose, not code.
+        # pydoc's admonitions ("Note:", "See also:") are indented and introduce prose.
         last = lines[-1].strip()
-        introduces_code = (
-            block.kind is Kind.PROSE and last.endswith(":") and (len(block.lines[0].split()) >= 3)
-        )
+        admonition = indented and len(block.lines[0].split()) <= 2
+        introduces_code = block.kind is Kind.PROSE and last.endswith(":") and not admonition
         yield block
 
 

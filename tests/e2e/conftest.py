@@ -57,9 +57,9 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     """`python -m examples.research_agent ARGS`, stdin closed, output captured (not a TTY).
 
     Offline unless `env` sets ANTHROPIC_API_KEY, whatever the developer's shell has. It
-    runs in an empty temporary directory (the repository on PYTHONPATH), so the default
-    checkpoint file, `.agentmesh/checkpoints.sqlite`, goes there and never into the
-    repository; a test that resumes a run passes `--checkpoints` itself.
+    runs in an empty temporary directory (the repository on PYTHONPATH) that is also its
+    user cache directory (XDG_CACHE_HOME), so the default checkpoint file goes there and
+    never into the user's cache; a test that resumes a run passes `--checkpoints` itself.
     """
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTMESH_MODEL"):
@@ -67,6 +67,7 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     environment.update(env or {})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="research-agent-") as workdir:
+        environment.setdefault("XDG_CACHE_HOME", str(Path(workdir) / "cache"))
         completed = subprocess.run(
             [sys.executable, "-m", "examples.research_agent", *args],
             cwd=workdir,

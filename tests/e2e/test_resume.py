@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from agentmesh.checkpoints import DEFAULT_PATH
 from examples.research_agent.options import DEFAULT_CHECKPOINTS
 from tests.e2e.conftest import QUESTION, Run, run_agent
 
@@ -187,7 +186,16 @@ class TestCheckpointsBadPath:
         ]
 
 
-def test_default_checkpoint_file(markdown: Run) -> None:
-    """Without --checkpoints, a run checkpoints where agentmesh does by default."""
-    assert DEFAULT_CHECKPOINTS == DEFAULT_PATH
-    assert f"checkpoints in {DEFAULT_PATH}" in markdown.stderr.splitlines()[0]
+class TestDefaultCheckpoints:
+    def test_in_the_user_cache_directory(self, markdown: Run) -> None:
+        """Without --checkpoints, a run checkpoints in the user's cache directory (XDG on
+        Linux), never in the folder it is run from."""
+        first = markdown.stderr.splitlines()[0]
+        where = first.split("checkpoints in ", 1)[1]
+        assert where.endswith("/cache/agentmesh/research_agent/checkpoints.sqlite")
+        assert Path(where).is_absolute()
+        assert DEFAULT_CHECKPOINTS.parts[-3:] == (
+            "agentmesh",
+            "research_agent",
+            "checkpoints.sqlite",
+        )
