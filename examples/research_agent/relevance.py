@@ -18,8 +18,7 @@ A passage is relevant when it has the words that carry at least half (`FLOOR`) o
 weight of the query that found it, and a quarter (`QUESTION_FLOOR`) of the question's.
 A coverage entry is `covered` only when one of its passages is relevant (see `merge`).
 
-Measured on the evaluation set (`python -m examples.research_agent.eval`), with BM25
-scores normalised per task instead the hit@3 falls (see README, "Evaluation").
+Its figures on the evaluation set: `python -m examples.research_agent.eval`.
 """
 
 from __future__ import annotations
