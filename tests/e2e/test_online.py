@@ -215,13 +215,17 @@ class TestFallbackChain:
         run, requests = failed_over
         assert run.returncode == 0, run.stderr
         assert [s["topic"] for s in run.report["plan"]] == [
+            "whole question",
             "with statement semantics",
             "contextlib helpers",
         ]
         assert run.report["notes"] == []
         assert run.report["summary"] == "`__exit__` runs even when the block raises [1]."
         assert {r.model for r in requests} == {"claude-fake", "claude-haiku-4-5"}
-        assert all(e["status"] == "covered" for e in run.coverage("web"))
+        # Every web search was answered; one title is about contextlib, honestly empty.
+        web = {e["topic"]: e["status"] for e in run.coverage("web")}
+        assert web["with statement semantics"] == "covered"
+        assert set(web.values()) <= {"covered", "empty"}
 
     def test_the_report_says_which_model_failed_and_which_answered(
         self, failed_over: tuple[Run, list[RecordedRequest]]
