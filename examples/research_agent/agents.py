@@ -33,6 +33,7 @@ from agentmesh import (
 from .analysis import relevant
 from .injection import FaultInjector
 from .ranking import Query, QuerySyntaxError, parse_query
+from .relevance import Scorer
 from .sources import Corpus, Passage
 
 __all__ = ["CALL_TIMEOUT", "RETRY", "Analyse", "offline_analysis", "plain_words", "search_agent"]
@@ -46,16 +47,20 @@ Analyse: TypeAlias = Callable[[Context, str, Sequence[Passage]], Awaitable[list[
 """`analyse(ctx, query, passages)`: the relevant passages, best first."""
 
 
-async def offline_analysis(ctx: Context, query: str, passages: Sequence[Passage]) -> list[Passage]:
+def offline_analysis(scorer: Scorer, *, keep: int = 4) -> Analyse:
     """The deterministic analysis (see `analysis.relevant`)."""
-    return relevant(query, passages, keep=4)
+
+    async def analyse(ctx: Context, query: str, passages: Sequence[Passage]) -> list[Passage]:
+        return relevant(scorer, query, passages, keep=keep)
+
+    return analyse
 
 
 def search_agent(
     corpus: Corpus,
     faults: FaultInjector,
     *,
-    analyse: Analyse = offline_analysis,
+    analyse: Analyse,
     documents: int = 3,
     passages: int = 3,
 ) -> Subagent:

@@ -40,7 +40,7 @@ from agentmesh.models import (
 
 from .agents import Analyse
 from .injection import FaultInjector
-from .planner import Plan, Subtopic
+from .planner import MAX_SUBTOPICS, Plan, Subtopic
 from .sources import Passage
 
 __all__ = [
@@ -176,7 +176,10 @@ async def plan_with_model(
             f"{outcome.message}); the offline planner's plan was used."
         )
         return fallback, note, outcome.usage
-    return Plan(question=question, subtopics=tuple(outcome.data)), None, outcome.usage
+    # The whole question stays one of the queries, as in the offline plan.
+    whole = fallback.subtopics[0]
+    subtopics = (whole, *outcome.data[: MAX_SUBTOPICS - 1])
+    return Plan(question=question, subtopics=subtopics), None, outcome.usage
 
 
 # --- analysis ---------------------------------------------------------------------------
@@ -273,6 +276,7 @@ def _web_passages(response: ModelResponse) -> list[Passage]:
                 passages.append(
                     Passage(
                         source="web",
+                        id=f"web:{result['url']}",
                         document=title,
                         section=str(result["url"]),
                         text=f"{title}{age}",

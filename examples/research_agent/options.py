@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+import platformdirs
+
 from .faults import Fault, parse_fault
 from .planner import Plan, plan
 from .sources import SOURCES
@@ -38,8 +40,11 @@ __all__ = [
 
 SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 PROG = "python -m examples.research_agent"
-# agentmesh.checkpoints.DEFAULT_PATH, spelled out: importing agentmesh takes a second.
-DEFAULT_CHECKPOINTS = Path(".agentmesh") / "checkpoints.sqlite"
+# The user's cache directory (platformdirs: ~/.cache/agentmesh on Linux), not the folder
+# the example happens to be run from; `--checkpoints` overrides it.
+DEFAULT_CHECKPOINTS = (
+    platformdirs.user_cache_path("agentmesh") / "research_agent" / "checkpoints.sqlite"
+)
 
 
 class BadInput(Exception):

@@ -2,20 +2,21 @@
 
 Deterministic and shallow on purpose; it reads the question's wording, not its meaning:
 
-1. The question is cut into phrases at punctuation, at conjunctions ("and", "or",
-   "vs") and at filler words: English function words, question words and the generic
-   verbs of a question ("how does X handle Y"). "Python" counts as filler: every
-   source is about Python. A Python keyword is kept when it names a construct ("the
-   with statement", "a for loop") or is quoted in the question.
-2. Each phrase is a subtopic, in the question's order; after the fifth, phrases are
-   dropped (and listed in the plan). The first phrase is taken as the subject, unless
-   it opens a list ("compare A, B and C").
-3. A subtopic's query requires its own phrase's last two words (in double quotes: the
-   head of an English noun phrase) and ranks by the subject's words too:
-   "asyncio tasks", "cancellation" and "timeouts" become `"asyncio tasks"`,
-   `"cancellation" asyncio tasks` and `"timeouts" asyncio tasks`.
-4. A question with a single phrase gets two facets: the phrase itself, and the phrase
-   with "example usage" to rank passages that show it in use.
+1. The question is read as words (`question_words`): a possessive loses its "'s"
+   ("Perl's" is "perl"), a contraction ("can't", "don't", "it's") is a function word,
+   and code stays whole: `chomp()` is "chomp", `os.remove` is "os.remove".
+2. The question is cut into phrases at punctuation, at conjunctions ("and", "or",
+   "vs") and at filler words: function words, question words and the generic verbs of a
+   question ("how does X handle Y"). "Python" counts as filler: every source is about
+   Python. A Python keyword is kept when it names a construct ("the with statement",
+   "a for loop") or is quoted. Nouns such as "list", "tuple" or "type" are content.
+3. The first subtopic is always the whole question: its query is the words of all its
+   phrases, in order (nothing the user asked about is dropped from it).
+4. Each phrase is a further subtopic, in the question's order, up to five subtopics in
+   all (the rest are listed in the plan as dropped). Its query requires the phrase's
+   last two words (in double quotes: the head of an English noun phrase) and ranks by
+   the first phrase's words too, unless the first phrase opens a list ("compare A, B
+   and C"): `"cancellation" asyncio tasks`.
 
 It does not rephrase, resolve synonyms, or know that two phrases mean the same thing.
 """
@@ -26,33 +27,45 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from .text import ENGLISH_STOPWORDS
+from .text import ENGLISH_STOPWORDS, join_numbered
 
-__all__ = ["MAX_SUBTOPICS", "Plan", "Subtopic", "plan"]
+__all__ = ["MAX_SUBTOPICS", "WHOLE_QUESTION", "Plan", "Subtopic", "plan", "question_words"]
 
 MAX_SUBTOPICS = 5
+WHOLE_QUESTION = "whole question"  # the title of the first subtopic
 
 # Word lists read better as text than as list literals.
 _FILLER = ENGLISH_STOPWORDS | frozenset(
     """
-    python pythons explain describe tell show give list compare difference differences
+    python pythons explain describe tell show give compare difference differences
     happen happens handle handles handled handling work works working use uses used using
     make makes made mean means meaning way ways best good need needs write written call
-    called something anything thing things kind kinds type types like
+    called something anything thing things kind kinds like want wants possible go
+    program programs programming code script scripts correct correctly proper properly
+    instead really actually there know equivalent alternative similar
     """.split()  # noqa: SIM905
 )
 _CONSTRUCTS = frozenset(
     """
     statement statements loop loops clause clauses keyword keywords expression expressions
-    block blocks
+    block blocks operator operators
     """.split()  # noqa: SIM905
 )
 _KEYWORDS = frozenset(k.lower() for k in (*keyword.kwlist, *keyword.softkwlist))
-# Words (identifiers with dots and underscores stay whole), quoted words, and breaks.
-_TOKEN = re.compile(
-    r"""(?P<quoted>[`'"]\w+[`'"])|(?P<word>[A-Za-z_][\w.]*\w|[A-Za-z])|(?P<stop>[^\sA-Za-z_])"""
-)
 _CONJUNCTIONS = frozenset({"and", "or", "nor", "vs", "versus"})
+
+# A word: an identifier, dotted names kept whole (`os.remove`), an optional call's
+# parentheses (`chomp()`), or an apostrophe suffix ("Perl's", "can't"). A quoted word
+# is a word in matching quotes or backticks. Anything else that is not a space breaks
+# a phrase.
+_TOKEN = re.compile(
+    r"""(?<![\w'])(?P<q>[`'"])(?P<quoted>[A-Za-z_][\w.]*)(?:\(\))?(?P=q)(?!\w)"""
+    r"""|(?P<word>[A-Za-z_](?:[\w]|\.(?=[A-Za-z_]))*)(?P<call>\(\))?(?:'(?P<suffix>[A-Za-z]+))?"""
+    r"""|(?P<stop>[^\sA-Za-z_'`"])"""
+)
+_TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+# After an apostrophe: "n't" and the short forms of verbs make a function word.
+_CONTRACTED = frozenset({"t", "re", "ve", "ll", "d", "m"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,73 +83,97 @@ class Plan:
     dropped: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Word:
+    text: str  # lower-cased; a possessive without its "'s", code without its "()"
+    quoted: bool = False
+    code: bool = False  # written as code: a call, a dotted name, quoted
+    function_word: bool = False  # a contraction, or an English function word
+    stop: str | None = None  # a punctuation mark that breaks a phrase
+
+
+def question_words(question: str) -> list[str]:
+    """The question's content words, in order: the words of all its phrases."""
+    phrases, _ = _phrases(_read(question))
+    return " ".join(phrases).split()
+
+
 def plan(question: str) -> Plan:
     """Split `question` into subtopics; raises ValueError when it has no searchable word."""
-    phrases, listed = _phrases(question)
+    phrases, listed = _phrases(_read(question))
     if not phrases:
         raise ValueError(f"the question {question!r} has no searchable word")
-    kept, dropped = phrases[:MAX_SUBTOPICS], phrases[MAX_SUBTOPICS:]
+    whole = Subtopic(title=WHOLE_QUESTION, query=" ".join(phrases))
+    kept, dropped = phrases[: MAX_SUBTOPICS - 1], phrases[MAX_SUBTOPICS - 1 :]
     subject = kept[0]
-    subtopics: tuple[Subtopic, ...]
-    if len(kept) == 1:
-        subtopics = (
-            Subtopic(title=subject, query=_required(subject)),
-            Subtopic(
-                title=f"{subject}: example usage", query=f"{_required(subject)} example usage"
+    subtopics = tuple(
+        Subtopic(
+            title=phrase,
+            query=(
+                f"{_required(phrase)} {subject}"
+                if phrase != subject and not listed
+                else _required(phrase)
             ),
         )
-    else:
-        subtopics = tuple(
-            Subtopic(
-                title=phrase,
-                query=(
-                    f"{_required(phrase)} {subject}"
-                    if phrase != subject and not listed
-                    else _required(phrase)
-                ),
-            )
-            for phrase in kept
-        )
-    return Plan(question=question, subtopics=subtopics, dropped=tuple(dropped))
+        for phrase in kept
+    )
+    return Plan(question=question, subtopics=(whole, *subtopics), dropped=tuple(dropped))
 
 
-def _phrases(question: str) -> tuple[list[str], bool]:
+def _read(question: str) -> list[_Word]:
+    # Typographic apostrophes and quotes as their ASCII forms: "Perl\u2019s" is "Perl's".
+    text = question.translate(_TYPOGRAPHIC)
+    text = join_numbered(text)  # "SHA-256" is "sha256", as the index has it
+    found: list[_Word] = []
+    for match in _TOKEN.finditer(text):
+        if match["stop"] is not None:
+            found.append(_Word(text="", stop=match["stop"]))
+        elif match["quoted"] is not None:
+            found.append(_Word(text=match["quoted"].lower(), quoted=True, code=True))
+        else:
+            word = match["word"].lower()
+            suffix = (match["suffix"] or "").lower()
+            function_word = (
+                suffix in _CONTRACTED or (word in ENGLISH_STOPWORDS and word not in _KEYWORDS)
+            ) and match["call"] is None
+            code = match["call"] is not None or "." in word or "_" in word
+            found.append(_Word(text=word, code=code, function_word=function_word))
+    return found
+
+
+def _phrases(words: list[_Word]) -> tuple[list[str], bool]:
     """The question's phrases, and whether the first one opens a list (no subject then)."""
-    tokens = list(_TOKEN.finditer(question))
     phrases: list[str] = []
     current: list[str] = []
     listed = False
-
-    def close(separator: bool = False) -> None:
-        nonlocal listed
+    for position, word in enumerate(words):
+        following = words[position + 1] if position + 1 < len(words) else None
+        breaks, separator = _breaks(word, following)
+        if not breaks:
+            current.append(word.text)
+            continue
         phrase = " ".join(current)
         if current and phrase not in phrases:
             if not phrases:
                 listed = separator
             phrases.append(phrase)
-        current.clear()
-
-    for position, match in enumerate(tokens):
-        if match["stop"] is not None:
-            # A dot or hyphen inside a word was taken with it; what is left is a break.
-            close(separator=match["stop"] in ",;/&")
-            continue
-        if match["quoted"] is not None:
-            current.append(match["quoted"][1:-1].lower())
-            continue
-        word = match["word"].lower()
-        following = tokens[position + 1]["word"] if position + 1 < len(tokens) else None
-        names_construct = following is not None and following.lower() in _CONSTRUCTS
-        if word in _KEYWORDS and names_construct:
-            current.append(word)
-        elif word in _CONJUNCTIONS:
-            close(separator=True)
-        elif word in _FILLER:
-            close()
-        else:
-            current.append(word)
-    close()
+        current = []
+    if current and " ".join(current) not in phrases:
+        phrases.append(" ".join(current))
     return phrases, listed
+
+
+def _breaks(word: _Word, following: _Word | None) -> tuple[bool, bool]:
+    """Whether `word` ends the phrase, and whether it separates items of a list."""
+    if word.stop is not None:
+        return True, word.stop in ",;/&"
+    if word.quoted or word.code:
+        return False, False
+    if word.text in _KEYWORDS and following is not None and following.text in _CONSTRUCTS:
+        return False, False
+    if word.text in _CONJUNCTIONS:
+        return True, True
+    return word.function_word or word.text in _FILLER, False
 
 
 def _required(phrase: str) -> str:

@@ -9,6 +9,7 @@ also matches "cancelled" and "cancel()".
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,9 +55,11 @@ def parse_query(text: str) -> Query:
 class BM25Index:
     """BM25 over a fixed list of documents, each given as its list of terms."""
 
-    def __init__(self, documents: Sequence[Sequence[str]]) -> None:
+    def __init__(self, documents: Sequence[Sequence[str]], *, b: float = 0.75) -> None:
+        """`b` is BM25's length normalisation: 0 ignores a document's length, 1 divides
+        by it (bm25s' default is 0.75)."""
         self._sets = [frozenset(doc) for doc in documents]
-        self._bm25 = bm25s.BM25()
+        self._bm25 = bm25s.BM25(b=b)
         if documents:
             self._bm25.index([list(doc) for doc in documents], show_progress=False)
 
@@ -77,6 +80,10 @@ class BM25Index:
             if query.required <= self._sets[position]:
                 ranked.append((int(position), score))
         return ranked
+
+    def document_frequencies(self) -> Counter[str]:
+        """How many documents contain each term."""
+        return Counter(term for terms_of_doc in self._sets for term in terms_of_doc)
 
     def coverage(self, position: int, query: Query) -> float:
         """The share of the query's terms that document `position` contains."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from agentmesh import Report
 from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
 from agentmesh.models import UsageSummary
 
+from . import passages
 from .planner import Plan
 
 __all__ = ["RunInfo", "run_usage", "to_html", "to_json", "to_markdown", "usage_line"]
@@ -86,27 +88,18 @@ def to_markdown(report: Report, info: RunInfo) -> str:
     if report.synthesis_note:
         lines += [f"*{report.synthesis_note}*", ""]
     lines += ["## Findings", ""]
-    numbered = list(enumerate(report.findings, start=1))
-    if not numbered:
+    if report.findings:
+        lines += ["Most relevant first, across subtopics and sources.", ""]
+    else:
         lines += ["No findings.", ""]
-    for topic in _topics(report):
-        found = [(n, f) for n, f in numbered if f.topic == topic]
-        if not found:
-            continue
-        lines += [f"### {topic}", ""]
-        for number, finding in found:
-            mark = " *(preliminary: from a failed attempt's partial results)*"
-            lines.append(f"**[{number}]** {_passage_text(finding)}")
-            where, query = citation(finding)
-            cited = f"{' · '.join(where)} · query `{query}`"
-            lines.append(f"> {cited}{mark if finding.preliminary else ''}")
-            lines.append("")
-    lines += [
-        "## Coverage",
-        "",
-        f"{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.",
-        "",
-    ]
+    for number, finding in enumerate(report.findings, start=1):
+        mark = " *(preliminary: from a failed attempt's partial results)*"
+        lines.append(f"**[{number}]** {passages.to_markdown(_passage_text(finding))}")
+        where, query = citation(finding)
+        cited = f"{' · '.join(where)} · subtopic *{finding.topic}* · query `{query}`"
+        lines.append(f"> {cited}{mark if finding.preliminary else ''}")
+        lines.append("")
+    lines += ["## Coverage", "", coverage_line(report), ""]
     lines += [
         "| subtopic | source | status | reason | retry could help |",
         "| --- | --- | --- | --- | --- |",
@@ -177,6 +170,17 @@ def _cost(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"
 
 
+def coverage_line(report: Report) -> str:
+    """How many entries relevant passages answered, found nothing relevant, or failed."""
+    count = Counter(entry.status for entry in report.coverage)
+    covered, empty = count[CoverageStatus.COVERED], count[CoverageStatus.EMPTY]
+    failed = len(report.coverage) - covered - empty
+    return (
+        f"{covered} of {len(report.coverage)} entries answered with relevant passages; "
+        f"{empty} searched with nothing relevant found; {failed} not answered."
+    )
+
+
 def citation(finding: Finding) -> tuple[list[str], str]:
     """Where a finding is from (source, document, section) and the query that found it."""
     content = finding.content if isinstance(finding.content, dict) else {}
@@ -232,6 +236,7 @@ td.status{color:#fff;font-weight:600;text-align:center}
 height:.9rem;margin-right:.3rem;vertical-align:middle;border-radius:2px}
 .finding{margin:.8rem 0} .cite{color:#555;font-size:.9rem;border-left:3px solid #ccc;
 padding-left:.5rem} .prelim{color:#b26a00} code{background:#f3f3f3;padding:0 .2rem}
+pre{background:#f6f6f6;padding:.5rem;overflow-x:auto} pre code{background:none;padding:0}
 """
 
 
@@ -270,30 +275,24 @@ def to_html(report: Report, info: RunInfo) -> str:
             f'<span><i class="swatch" style="background:{colour}"></i>'
             f"<b>{value.value}</b>: {e(meaning)}</span>"
         )
-    out.append(
-        f"</p><p>{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.</p>"
-    )
+    out.append(f"</p><p>{e(coverage_line(report))}</p>")
     if report.summary:
         out.append(f'<h2>Summary</h2><div id="summary">{_summary_html(report.summary)}</div>')
     out.append('<h2>Findings</h2><div id="findings">')
     numbered = list(enumerate(report.findings, start=1))
-    for topic in topics:
-        found = [(n, f) for n, f in numbered if f.topic == topic]
-        if found:
-            out.append(f"<h3>{e(topic)}</h3>")
-        for number, finding in found:
-            prelim = (
-                ' <span class="prelim">(preliminary: from a failed attempt)</span>'
-                if finding.preliminary
-                else ""
-            )
-            where, query = citation(finding)
-            out.append(
-                f'<div class="finding" id="f{number}"><p><b>[{number}]</b> '
-                f"{e(_passage_text(finding))}</p>"
-                f'<p class="cite">{e(" · ".join(where))} · query <code>{e(query)}</code>'
-                f"{prelim}</p></div>"
-            )
+    for number, finding in numbered:
+        prelim = (
+            ' <span class="prelim">(preliminary: from a failed attempt)</span>'
+            if finding.preliminary
+            else ""
+        )
+        where, query = citation(finding)
+        out.append(
+            f'<div class="finding" id="f{number}"><b>[{number}]</b> '
+            f"{passages.to_html(_passage_text(finding))}"
+            f'<p class="cite">{e(" · ".join(where))} · subtopic <i>{e(finding.topic)}</i>'
+            f" · query <code>{e(query)}</code>{prelim}</p></div>"
+        )
     if not numbered:
         out.append("<p>No findings.</p>")
     out.append('</div><h2>Gaps and escalations</h2><table id="gaps"><thead><tr><th>subtopic</th>')

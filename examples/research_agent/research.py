@@ -23,6 +23,7 @@ from .agents import offline_analysis, plain_words, search_agent
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
 from .planner import Plan
+from .relevance import Scorer
 from .sources import Corpus
 from .synthesis import ExtractiveSynthesizer
 
@@ -78,12 +79,14 @@ async def research(
     `calls` counts each source's tool calls; each of `listeners` sees every event of
     the run as it happens (the live progress, the `--events` file).
     """
-    analyse = offline_analysis if model is None else model_analysis(model)
+    # One yardstick for every passage of every source: findings rank across tasks.
+    scorer = Scorer.of(corpora.values())
+    analyse = offline_analysis(scorer) if model is None else model_analysis(model)
     subagents: list[Subagent] = [
         search_agent(corpus, faults, analyse=analyse) for corpus in corpora.values()
     ]
     rewriter: Rewriter = plain_words
-    synthesizer: Synthesizer = ExtractiveSynthesizer()
+    synthesizer: Synthesizer = ExtractiveSynthesizer(scorer, plan.question)
     if model is not None:
         if web:
             subagents.append(web_agent(model, faults))

@@ -2,8 +2,16 @@
 
 * `pydoc`: the language reference topics that `help()` shows (`pydoc_data.topics`).
 * `stdlib`: the docstrings of standard-library modules, read from their source files
-  with `ast` (importing every module would run its side effects).
-* `packages`: the metadata and long descriptions of the installed distributions.
+  with `ast` (importing every module would run its side effects), and those of the
+  modules written in C (`builtins`, `math`, `itertools`, ...), which have no source
+  to read and are imported instead: they only define functions and types.
+* `packages`: the metadata and long descriptions of the installed distributions, their
+  changelogs left out (a release note is rarely the answer to a question).
+
+Names weigh more than prose: a document's name and the first line of its docstring
+count three and two times in the first stage, a function's or class's name twice in
+the second. Each passage carries a stable document id: `pydoc:<topic>`,
+`stdlib:<module>[.<name>]` or `packages:<dist>`.
 
 Each source is searched in two stages, as a person would: `find` ranks whole documents
 (a topic, a module, a distribution) with BM25, then `read` splits one document into
@@ -17,32 +25,43 @@ from __future__ import annotations
 
 import abc
 import ast
+import importlib
 import importlib.metadata
+import inspect
 import io
 import os
 import re
+import sys
 import sysconfig
 import tokenize
+import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import NotRequired, TypedDict
 
 from .ranking import BM25Index, Query
-from .text import chunk, split_identifier, terms
+from .shapes import chunk
+from .text import split_identifier, terms
 
-__all__ = ["SOURCES", "Corpus", "Document", "Passage", "load_corpus"]
+__all__ = ["FUSION_K", "SOURCES", "Corpus", "Document", "Passage", "load_corpus"]
+
+# Reciprocal rank fusion's constant (Cormack et al. 2009): 60 is the usual choice.
+FUSION_K = 60
 
 
 class Passage(TypedDict):
     """One cited piece of text: where it is (source, document, section) and its rank."""
 
     source: str
+    id: str  # the stable document id: "pydoc:with", "stdlib:contextlib.suppress"
     document: str
     section: str
-    text: str
+    text: str  # its blocks (prose, code, tables) as `shapes.chunk` writes them
     score: float  # BM25 within its document: comparable inside one document only
-    relevance: NotRequired[float]  # share of the query's words it contains (the analysis)
+    relevance: NotRequired[float]  # the comparable score (`relevance.Scorer`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +71,15 @@ class Document:
     id: str
     title: str
     text: str
+    # What it defines, one line each: a name and its docstring's first line.
+    entries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
     section: str
     text: str
+    name: str = ""  # the qualified name it documents, "" for the document itself
 
 
 class Corpus(abc.ABC):
@@ -65,31 +87,76 @@ class Corpus(abc.ABC):
 
     name: str
     description: str
+    # BM25's length normalisation in the first stage: a big module is not less about
+    # each of its functions for having many of them.
+    length_normalisation = 0.75
 
     def __init__(self, documents: list[Document]) -> None:
         self.documents = {doc.id: doc for doc in documents}
         self._ids = list(self.documents)
-        self._index = BM25Index([terms(doc.text) for doc in self.documents.values()])
+        # A document's terms are its text's and its entries'; an entry is ranked with
+        # its document's name: "os walk Directory tree generator". Each text is split
+        # into terms once.
+        self._entry_of: list[str] = []
+        entry_terms: list[list[str]] = []
+        document_terms: list[list[str]] = []
+        for doc in self.documents.values():
+            own = terms(doc.text)
+            title = terms(doc.title)
+            for entry in doc.entries:
+                found = terms(entry)
+                own += found
+                self._entry_of.append(doc.id)
+                entry_terms.append(title + found)
+            document_terms.append(own)
+        self._index = BM25Index(document_terms, b=self.length_normalisation)
+        self._entries = BM25Index(entry_terms)
         self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
 
     def __len__(self) -> int:
         return len(self.documents)
 
+    def document_frequencies(self) -> Counter[str]:
+        """How many of the source's documents contain each term (for `relevance`)."""
+        return self._index.document_frequencies()
+
     def find(self, query: Query, limit: int) -> list[str]:
-        """The ids of the `limit` best documents for `query`."""
-        return [self._ids[position] for position, _ in self._index.rank(query, limit)]
+        """The ids of the `limit` best documents for `query`.
+
+        Two rankings are fused by reciprocal rank (`FUSION_K`): the documents', and the
+        order in which their entries (a function and its first line) first rank. A
+        module whose one function is exactly what is asked ("walk: Directory tree
+        generator") is found even when the module as a whole is about much else.
+        """
+        by_document = [self._ids[position] for position, _ in self._index.rank(query, limit * 3)]
+        if not len(self._entries):
+            return by_document[:limit]
+        by_entry = list(
+            dict.fromkeys(self._entry_of[p] for p, _ in self._entries.rank(query, limit * 10))
+        )
+        fused: dict[str, float] = {}
+        for ranking in (by_document, by_entry):
+            for rank, document in enumerate(ranking, start=1):
+                fused[document] = fused.get(document, 0.0) + 1 / (FUSION_K + rank)
+        # sorted() is stable: at equal scores, the document ranking's order stays.
+        return sorted(fused, key=lambda document: -fused[document])[:limit]
 
     def read(self, document: str, query: Query, limit: int) -> list[Passage]:
         """The `limit` best passages of `document` for `query`; raises KeyError if unknown."""
         doc = self.documents[document]
         if document not in self._pieces:
             pieces = list(self.pieces(doc))
-            index = BM25Index([terms(f"{p.section} {p.text}") for p in pieces])
+            # The name a passage documents counts twice: `suppress` for "suppress".
+            named = [f"{split_identifier(p.name.replace('.', '_'))} " * 2 for p in pieces]
+            index = BM25Index(
+                [terms(f"{n}{p.section} {p.text}") for n, p in zip(named, pieces, strict=True)]
+            )
             self._pieces[document] = (pieces, index)
         pieces, index = self._pieces[document]
         return [
             Passage(
                 source=self.name,
+                id=self.document_id(document, pieces[position].name),
                 document=doc.title,
                 section=pieces[position].section,
                 text=pieces[position].text,
@@ -97,6 +164,10 @@ class Corpus(abc.ABC):
             )
             for position, score in index.rank(query, limit)
         ]
+
+    def document_id(self, document: str, name: str) -> str:
+        """The stable id of a passage of `document` about `name` ("" for the document)."""
+        return f"{self.name}:{document}"
 
     @abc.abstractmethod
     def pieces(self, doc: Document) -> Iterator[_Piece]:
@@ -112,7 +183,11 @@ class PydocCorpus(Corpus):
         from pydoc_data.topics import topics
 
         documents = [
-            Document(id=key, title=f"{_first_line(text)} (pydoc topic {key!r})", text=text)
+            Document(
+                id=key,
+                title=f"{_first_line(text)} (pydoc topic {key!r})",
+                text=_weighted(key.replace("-", " "), _first_line(text), text),
+            )
             for key, text in sorted(topics.items())
         ]
         return cls(documents)
@@ -127,15 +202,34 @@ class StdlibCorpus(Corpus):
     name = "stdlib"
     description = "docstrings of the standard library's modules, read from source with ast"
 
-    # Not documentation a reader wants: tests, demos, the IDE, bundled installers.
+    # Not documentation a reader wants: tests, demos, the IDE, bundled installers, and
+    # distutils (deprecated, gone in Python 3.12; setuptools has its own copy).
     _SKIP = frozenset(
-        {"test", "tests", "idlelib", "lib2to3", "turtledemo", "ensurepip", "pydoc_data"}
+        {
+            "test",
+            "tests",
+            "idlelib",
+            "lib2to3",
+            "turtledemo",
+            "ensurepip",
+            "pydoc_data",
+            "distutils",
+        }
     )
     _DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z]\w*)", re.M)
 
-    def __init__(self, documents: list[Document], root: Path) -> None:
+    # Modules written in C whose documentation is not for a reader of the library (or
+    # that warn or write to the terminal when imported).
+    _SKIP_C = frozenset(
+        {"audioop", "nis", "ossaudiodev", "spwd", "readline", "xxsubtype", "xxlimited"}
+    )
+
+    def __init__(
+        self, documents: list[Document], root: Path, c_modules: dict[str, ModuleType]
+    ) -> None:
         super().__init__(documents)
         self.root = root
+        self.c_modules = c_modules
 
     @classmethod
     def load(cls, root: Path | None = None) -> StdlibCorpus:
@@ -143,11 +237,52 @@ class StdlibCorpus(Corpus):
         documents = []
         for module, path in cls._modules(root):
             source = path.read_text(encoding="utf-8", errors="replace")
-            names = " ".join(split_identifier(n) for n in cls._DEFINITION.findall(source))
+            entries = tuple(cls._definitions(source))
             docstring = _module_docstring(source)
-            text = f"{split_identifier(module.replace('.', '_'))} {docstring} {names}"
-            documents.append(Document(id=module, title=module, text=text))
-        return cls(documents, root)
+            text = _weighted(split_identifier(module.replace(".", "_")), docstring)
+            documents.append(Document(id=module, title=module, text=text, entries=entries))
+        c_modules = dict(cls._c_modules(root))
+        for module, loaded in c_modules.items():
+            entries = tuple(
+                f"{split_identifier(name)} {_summary(str(value.__doc__))}"
+                for name, value in _members(loaded)
+            )
+            text = _weighted(split_identifier(module), loaded.__doc__ or "")
+            documents.append(Document(id=module, title=module, text=text, entries=entries))
+        documents.sort(key=lambda doc: doc.id)
+        return cls(documents, root, c_modules)
+
+    @classmethod
+    def _definitions(cls, source: str) -> Iterator[str]:
+        """Each function's or class's name, with its docstring's first line if it has one.
+
+        Found with regular expressions, not parsed: a docstring is the string that
+        opens on the line after the colon that ends the signature (which can span
+        lines), before the next definition.
+        """
+        found = list(cls._DEFINITION.finditer(source))
+        ends = [*(match.start() for match in found[1:]), len(source)][: len(found)]
+        for match, end in zip(found, ends, strict=True):
+            name = match[1]
+            doc = _DOCSTRING.search(source, match.end(), min(end, match.end() + 800))
+            first = doc[1].strip() if doc is not None and not name.startswith("_") else ""
+            yield f"{split_identifier(name)} {first}"
+
+    @classmethod
+    def _c_modules(cls, root: Path) -> Iterator[tuple[str, ModuleType]]:
+        """The public modules written in C (built in, or in lib-dynload), imported."""
+        dynload = root / "lib-dynload"
+        shared = dynload.iterdir() if dynload.is_dir() else iter(())
+        names = {*sys.builtin_module_names, *(p.name.split(".", 1)[0] for p in shared)}
+        for name in sorted(names):
+            if name.startswith("_") or name in cls._SKIP_C or not name.isidentifier():
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a deprecated module warns when imported
+                try:
+                    yield name, importlib.import_module(name)
+                except ImportError:
+                    continue
 
     @classmethod
     def _modules(cls, root: Path) -> Iterator[tuple[str, Path]]:
@@ -173,8 +308,14 @@ class StdlibCorpus(Corpus):
                 elif not name.startswith("_"):
                     yield ".".join((*parts, name[:-3])), here / name
 
+    def document_id(self, document: str, name: str) -> str:
+        return f"stdlib:{document}.{name}" if name else f"stdlib:{document}"
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         module = doc.id
+        if module in self.c_modules:
+            yield from _c_pieces(module, self.c_modules[module])
+            return
         relative = module.replace(".", "/")
         path = self.root / f"{relative}.py"
         if not path.exists():
@@ -184,13 +325,14 @@ class StdlibCorpus(Corpus):
         except (SyntaxError, ValueError):
             return
         for qualname, node in _documented(tree):
-            docstring = ast.get_docstring(node)
+            docstring = _docstring(node)
             if not docstring:
                 continue
             line = getattr(node, "lineno", 1)
             section = f"{module}.{qualname}" if qualname else module
+            where = f"{section} ({path.relative_to(self.root)}:{line})"
             for text in chunk(docstring):
-                yield _Piece(section=f"{section} ({path.relative_to(self.root)}:{line})", text=text)
+                yield _Piece(section=where, text=text, name=qualname)
 
 
 class PackagesCorpus(Corpus):
@@ -217,7 +359,7 @@ class PackagesCorpus(Corpus):
                 split_identifier(name.replace("-", "_")),
                 str(meta.get("summary", "")),
                 keywords if isinstance(keywords, str) else " ".join(keywords),
-                str(meta.get("description", "")),
+                _without_changelog(str(meta.get("description", ""))),
             ]
             documents.append(
                 Document(id=key, title=f"{name} {dist.version}", text="\n\n".join(parts))
@@ -249,20 +391,100 @@ def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0].strip()
 
 
+# The colon that ends a signature, then a docstring's opening quotes and first line.
+_DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3})\\?\s*([^\n]*)""")
+
+
+def _summary(docstring: str, words: int = 30) -> str:
+    """The opening `words` words of a docstring (a C one may open with a signature)."""
+    return " ".join(docstring.split()[:words])
+
+
+def _weighted(name: str, docstring: str, rest: str = "") -> str:
+    """A document's first-stage text: its name three times, its first line twice."""
+    first = _first_line(docstring) if docstring.strip() else ""
+    return "\n".join([name, name, name, first, first, docstring, rest])
+
+
+# A Markdown or reST heading that starts a package's release history.
+_CHANGELOG = re.compile(
+    r"^(?:#+[ \t]*)?(?:change ?log|changes|history|release notes|release history|"
+    r"news|what's new)\b[^\n]*(?:\n[=~^*-]{3,})?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def _without_changelog(description: str) -> str:
+    """A long description cut where its release history starts."""
+    found = _CHANGELOG.search(description)
+    return description if found is None else description[: found.start()]
+
+
+def _members(module: ModuleType) -> list[tuple[str, object]]:
+    """A C module's public functions and classes that have a docstring."""
+    return [
+        (name, value)
+        for name, value in sorted(vars(module).items())
+        if not name.startswith("_")
+        and (callable(value) or isinstance(value, type))
+        and getattr(value, "__doc__", None)
+    ]
+
+
+def _c_pieces(module: str, loaded: ModuleType) -> Iterator[_Piece]:
+    """A C module's passages: its docstring, then each public member's (methods too)."""
+    for text in chunk(loaded.__doc__ or ""):
+        yield _Piece(section=f"{module} (built in)", text=text)
+    for name, value in _members(loaded):
+        documented: list[tuple[str, object]] = [(name, value)]
+        if isinstance(value, type):
+            documented += [
+                (f"{name}.{attr}", member)
+                for attr, member in sorted(vars(value).items())
+                if not attr.startswith("_")
+                and callable(member)
+                and getattr(member, "__doc__", None)
+            ]
+        for qualname, member in documented:
+            for text in chunk(str(member.__doc__)):
+                yield _Piece(section=f"{module}.{qualname} (built in)", text=text, name=qualname)
+
+
 def _module_docstring(source: str) -> str:
     """The module's docstring from its first tokens, without parsing the whole file."""
     skip = {tokenize.ENCODING, tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE}
+    # A few modules assign it instead (`__doc__ = """..."""`, hashlib): that counts too.
+    assignment = [(tokenize.NAME, "__doc__"), (tokenize.OP, "=")]
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type in skip:
                 continue
-            if token.type == tokenize.STRING:
+            if assignment and (token.type, token.string) == assignment[0]:
+                assignment.pop(0)
+                continue
+            if token.type == tokenize.STRING and len(assignment) in (0, 2):
                 value = ast.literal_eval(token.string)
                 return value if isinstance(value, str) else ""
             return ""
     except (tokenize.TokenError, SyntaxError, ValueError):
         pass
     return ""
+
+
+def _docstring(node: _Documented) -> str | None:
+    """`ast.get_docstring`, and for a module a top-level `__doc__ = "..."` as well."""
+    found = ast.get_docstring(node)
+    if found or not isinstance(node, ast.Module):
+        return found
+    for statement in node.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and [getattr(t, "id", None) for t in statement.targets] == ["__doc__"]
+            and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str)
+        ):
+            return inspect.cleandoc(statement.value.value)
+    return None
 
 
 _Documented = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef

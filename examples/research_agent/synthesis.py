@@ -1,10 +1,10 @@
-"""Offline synthesis: the deterministic report, plus an extractive summary.
+"""Offline synthesis: the deterministic report, merged and ranked, plus an extractive summary.
 
 The summary quotes the opening of the best passage found for each subtopic, cited by
 finding number, and names the subtopics nothing answered. It does not reason, merge
 or reconcile passages; with a key set, `LLMSynthesizer` writes the summary instead.
-Findings and coverage come from `DeterministicSynthesizer` either way, so the summary
-can never hide a gap.
+Findings and coverage come from `DeterministicSynthesizer` either way, merged into one
+ranking with honest coverage (`merge`), so the summary can never hide a gap.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from agentmesh import Report
 from agentmesh.coordinator import CoverageStatus, DeterministicSynthesizer, Finding, TaskRecord
 
+from .merge import merge
+from .relevance import Scorer
+
 __all__ = ["ExtractiveSynthesizer"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -22,9 +25,12 @@ _ANSWERED = (CoverageStatus.COVERED, CoverageStatus.EMPTY)
 
 
 class ExtractiveSynthesizer:
-    """A `Synthesizer`: the deterministic report, with a quoted summary on top."""
+    """A `Synthesizer`: the deterministic report, ranked against `question`, with a quoted
+    summary on top."""
 
-    def __init__(self, *, words: int = 40) -> None:
+    def __init__(self, scorer: Scorer, question: str, *, words: int = 40) -> None:
+        self.scorer = scorer
+        self.question = question
         self.words = words
         self.fallback = DeterministicSynthesizer()
 
@@ -32,6 +38,7 @@ class ExtractiveSynthesizer:
         self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
     ) -> Report:
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
+        report = merge(report, self.scorer, self.question)
         topics = list(dict.fromkeys(entry.topic for entry in report.coverage))
         lines: list[str] = []
         for topic in topics:

@@ -9,7 +9,15 @@ from functools import lru_cache
 
 import Stemmer
 
-__all__ = ["ENGLISH_STOPWORDS", "STOPWORDS", "chunk", "split_identifier", "terms", "words"]
+__all__ = [
+    "ENGLISH_STOPWORDS",
+    "STOPWORDS",
+    "chunk",
+    "join_numbered",
+    "split_identifier",
+    "terms",
+    "words",
+]
 
 # English function words.
 ENGLISH_STOPWORDS = frozenset(
@@ -28,15 +36,25 @@ ENGLISH_STOPWORDS = frozenset(
 # Python's keywords are words people search for ("the with statement"): index them.
 STOPWORDS = ENGLISH_STOPWORDS - {*keyword.kwlist, *keyword.softkwlist}
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:'[a-z]+)?")
+# A contraction ("won't", typographic apostrophe too) is one word, not "won".
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:['\u2019][a-z]+)?")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _STEMMER = Stemmer.Stemmer("english")
 
 
 def words(text: str) -> list[str]:
     """The words of `text`, lower-cased, without stopwords (not stemmed)."""
-    found = (w.lower().removesuffix("'s") for w in _WORD.findall(text))
+    text = join_numbered(text)
+    found = (w.lower().replace("\u2019", "'").removesuffix("'s") for w in _WORD.findall(text))
     return [w for w in found if w not in STOPWORDS and len(w) > 1]
+
+
+_NUMBERED = re.compile(r"(?<=[A-Za-z])-(?=[0-9])")
+
+
+def join_numbered(text: str) -> str:
+    """A name and its number as one word, as in code: "SHA-256" is "SHA256", "UTF-8" "UTF8"."""
+    return _NUMBERED.sub("", text)
 
 
 @lru_cache(maxsize=65536)

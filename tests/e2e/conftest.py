@@ -57,9 +57,9 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     """`python -m examples.research_agent ARGS`, stdin closed, output captured (not a TTY).
 
     Offline unless `env` sets ANTHROPIC_API_KEY, whatever the developer's shell has. It
-    runs in an empty temporary directory (the repository on PYTHONPATH), so the default
-    checkpoint file, `.agentmesh/checkpoints.sqlite`, goes there and never into the
-    repository; a test that resumes a run passes `--checkpoints` itself.
+    runs in an empty temporary directory (the repository on PYTHONPATH) that is also its
+    user cache directory (XDG_CACHE_HOME), so the default checkpoint file goes there and
+    never into the user's cache; a test that resumes a run passes `--checkpoints` itself.
     """
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTMESH_MODEL"):
@@ -67,6 +67,7 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     environment.update(env or {})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="research-agent-") as workdir:
+        environment.setdefault("XDG_CACHE_HOME", str(Path(workdir) / "cache"))
         completed = subprocess.run(
             [sys.executable, "-m", "examples.research_agent", *args],
             cwd=workdir,
@@ -120,11 +121,11 @@ def mixed() -> Run:
 
 @pytest.fixture(scope="session")
 def flaky(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """stdlib times out on half its calls (seed 16: one subtopic ends partial), pydoc finds
+    """stdlib times out on half its calls (seed 3: one subtopic ends partial), pydoc finds
     nothing, packages refuses us: every status but gap, also written as HTML."""
     page = tmp_path_factory.mktemp("html") / "report.html"
     return run_agent(
-        *(QUESTION, "--json", "--seed", "16", "--html", str(page)),
+        *(QUESTION, "--json", "--seed", "3", "--html", str(page)),
         *("--inject", "stdlib=timeout@0.5", "--inject", "pydoc=empty"),
         *("--inject", "packages=permission"),
     )

@@ -1,7 +1,7 @@
 """Resume: a run that went partly wrong, then `--resume RUN_ID` with nothing injected.
 
 The first run checkpoints into a temporary file while stdlib times out on half its
-calls (seed 22: two subtopics recovered, one `partial` with one document read and one
+calls (seed 3: three subtopics recovered, one `partial` with two documents read and one
 not) and packages refuses every connection (all `gap`); pydoc works. The resume, given
 only the run id, reruns the same plan: what was read is read back from the checkpoints,
 and only what is missing is searched.
@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from agentmesh.checkpoints import DEFAULT_PATH
 from examples.research_agent.options import DEFAULT_CHECKPOINTS
 from tests.e2e.conftest import QUESTION, Run, run_agent
 
@@ -31,7 +30,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def first(checkpoints: Path) -> Run:
     return run_agent(
-        *(QUESTION, "--json", "--seed", "22", "--checkpoints", str(checkpoints)), *FAULTS
+        *(QUESTION, "--json", "--seed", "3", "--checkpoints", str(checkpoints)), *FAULTS
     )
 
 
@@ -68,6 +67,7 @@ class TestFirstRun:
         assert {e["status"] for e in first.coverage("pydoc")} == {"covered"}
         assert {e["status"] for e in first.coverage("packages")} == {"gap"}
         assert sorted(e["status"] for e in first.coverage("stdlib")) == [
+            "covered",
             "covered",
             "covered",
             "partial",
@@ -186,7 +186,16 @@ class TestCheckpointsBadPath:
         ]
 
 
-def test_default_checkpoint_file(markdown: Run) -> None:
-    """Without --checkpoints, a run checkpoints where agentmesh does by default."""
-    assert DEFAULT_CHECKPOINTS == DEFAULT_PATH
-    assert f"checkpoints in {DEFAULT_PATH}" in markdown.stderr.splitlines()[0]
+class TestDefaultCheckpoints:
+    def test_in_the_user_cache_directory(self, markdown: Run) -> None:
+        """Without --checkpoints, a run checkpoints in the user's cache directory (XDG on
+        Linux), never in the folder it is run from."""
+        first = markdown.stderr.splitlines()[0]
+        where = first.split("checkpoints in ", 1)[1]
+        assert where.endswith("/cache/agentmesh/research_agent/checkpoints.sqlite")
+        assert Path(where).is_absolute()
+        assert DEFAULT_CHECKPOINTS.parts[-3:] == (
+            "agentmesh",
+            "research_agent",
+            "checkpoints.sqlite",
+        )

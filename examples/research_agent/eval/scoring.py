@@ -1,0 +1,83 @@
+"""The evaluation's questions and how a report is scored against them."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentmesh import Report
+from agentmesh.coordinator import CoverageStatus
+
+__all__ = ["QUESTIONS", "Expected", "Score", "load_questions", "score_report"]
+
+QUESTIONS = Path(__file__).with_name("questions.toml")
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A question and the document ids a correct answer must cite (one of them)."""
+
+    question: str
+    cite: tuple[str, ...]
+
+    def cited_by(self, document_id: str) -> bool:
+        """Whether a finding's id cites one of them: "stdlib:csv.reader" cites "stdlib:csv"."""
+        return any(document_id == c or document_id.startswith(f"{c}.") for c in self.cite)
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """How one report did: the rank of its first cited finding, and what it claimed."""
+
+    expected: Expected
+    first_hit: int | None  # 1-based rank of the first finding that cites an expected id
+    covered: int  # coverage entries claimed covered
+    entries: int
+    top: tuple[str, ...]  # the first findings' ids
+
+    def hit(self, k: int) -> bool:
+        return self.first_hit is not None and self.first_hit <= k
+
+    @property
+    def false_claim(self) -> bool:
+        """Covered claimed, yet no finding cites what an answer must."""
+        return self.covered > 0 and self.first_hit is None
+
+
+def load_questions(path: Path = QUESTIONS) -> list[Expected]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return [
+        Expected(question=str(item["text"]), cite=tuple(str(c) for c in item["cite"]))
+        for item in data["question"]
+    ]
+
+
+def score_report(expected: Expected, report: Report) -> Score:
+    ids = [_document_id(f.content) for f in report.findings]
+    first = next((n for n, i in enumerate(ids, start=1) if expected.cited_by(i)), None)
+    covered = sum(e.status is CoverageStatus.COVERED for e in report.coverage)
+    return Score(expected, first, covered, len(report.coverage), tuple(ids[:10]))
+
+
+def summary(scores: Sequence[Score]) -> list[str]:
+    """The figures, one per line: hit@3, hit@10 and the false "covered" claims."""
+    answerable = [s for s in scores if s.expected.cite]
+    unanswerable = [s for s in scores if not s.expected.cite]
+    n = len(answerable)
+    return [
+        f"questions: {n} answerable, {len(unanswerable)} the sources cannot answer",
+        f"hit@3:  {sum(s.hit(3) for s in answerable)}/{n} ({_share(answerable, 3)})",
+        f"hit@10: {sum(s.hit(10) for s in answerable)}/{n} ({_share(answerable, 10)})",
+        f'"covered" claims with nothing relevant: {sum(s.false_claim for s in scores)} '
+        f"of {len(scores)} reports",
+    ]
+
+
+def _share(scores: Sequence[Score], k: int) -> str:
+    return f"{sum(s.hit(k) for s in scores) / max(len(scores), 1):.0%}"
+
+
+def _document_id(content: object) -> str:
+    return str(content.get("id", "")) if isinstance(content, dict) else ""

@@ -1,0 +1,122 @@
+"""One ranking of every finding, and coverage that says whether it is relevant.
+
+`DeterministicSynthesizer` lists findings task by task (first subtopic's first source,
+then the next) and calls an entry `covered` when its source returned anything. Here
+the findings of all tasks are merged:
+
+* each finding is scored against the whole question (`relevance.Scorer`), the same
+  yardstick for every source and subtopic; a finding that is not relevant to its own
+  task's query is dropped (the online analysis may choose one, the web may return it);
+* the same passage of the same document found by several subtopics is kept once, at
+  its best place; the second and later passages of one document count a little less
+  (`REPEAT`), so the first findings name several documents;
+* a `covered` entry with no relevant finding left becomes `empty`, with the reason
+  "nothing relevant found" (and so does an entry the analysis already left empty).
+
+Findings of failed attempts (preliminary) are ranked too, never dropped: they are what
+the report keeps of a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from agentmesh import Report
+from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
+
+from .relevance import QUESTION_FLOOR, Scorer
+from .sources import Passage
+
+__all__ = ["NOTHING_RELEVANT", "REPEAT", "merge"]
+
+NOTHING_RELEVANT = "nothing relevant found"
+REPEAT = 0.9
+
+
+def merge(report: Report, scorer: Scorer, question: str) -> Report:
+    """The report with its findings in one ranking and its coverage made honest."""
+    ranked: list[tuple[float, int, Finding]] = []
+    seen: set[tuple[str, str]] = set()
+    for position, finding in enumerate(report.findings):
+        passage = _passage(finding)
+        if passage is None:
+            ranked.append((0.0, position, finding))
+            continue
+        query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
+        if not finding.preliminary and not _relevant(scorer, query, question, passage):
+            continue
+        # The whole question is the yardstick; the own query breaks ties.
+        score = scorer.relevance(question, passage) + 0.1 * scorer.relevance(query, passage)
+        rescored = dataclasses.replace(finding, content={**passage, "relevance": round(score, 3)})
+        ranked.append((score, position, rescored))
+    ranked.sort(key=lambda item: (-item[0], item[1]))
+    findings: list[Finding] = []
+    for _, _, finding in ranked:
+        key = _key(finding)
+        if key not in seen:
+            seen.add(key)
+            findings.append(finding)
+    findings = _diversified(findings)
+    answered = {(f.topic, f.source) for f in findings if not f.preliminary}
+    coverage = tuple(_honest(entry, answered) for entry in report.coverage)
+    return report.model_copy(update={"findings": tuple(findings), "coverage": coverage})
+
+
+def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bool:
+    """Relevant to the task's own query and, less strictly, to the whole question."""
+    own = scorer.relevant(query, passage) if query else True
+    return own and scorer.relevant(question, passage, floor=QUESTION_FLOOR)
+
+
+def _diversified(findings: list[Finding]) -> list[Finding]:
+    """Stable re-order: each further passage of a document weighs `REPEAT` times less."""
+    seen: Counter[str] = Counter()
+    keyed: list[tuple[float, int, Finding]] = []
+    for position, finding in enumerate(findings):
+        document = _key(finding)[0]
+        relevance = float(_content(finding).get("relevance", 0.0))
+        keyed.append((relevance * REPEAT ** seen[document], position, finding))
+        seen[document] += 1
+    keyed.sort(key=lambda item: (-item[0], item[1]))
+    return [finding for _, _, finding in keyed]
+
+
+def _honest(entry: CoverageEntry, answered: set[tuple[str, str]]) -> CoverageEntry:
+    if entry.status is CoverageStatus.EMPTY or (
+        entry.status is CoverageStatus.COVERED and (entry.topic, entry.source) not in answered
+    ):
+        reason = NOTHING_RELEVANT if not entry.reason else _replace_reason(entry.reason)
+        return dataclasses.replace(entry, status=CoverageStatus.EMPTY, reason=reason)
+    return entry
+
+
+def _replace_reason(reason: str) -> str:
+    # The coordinator's own words for an empty answer, said more precisely; any note it
+    # added after them (policy rulings, retries) stays.
+    generic = "searched, nothing found"
+    if reason.startswith(generic):
+        return NOTHING_RELEVANT + reason[len(generic) :]
+    return f"{NOTHING_RELEVANT}; {reason}"
+
+
+def _content(finding: Finding) -> dict[str, Any]:
+    return finding.content if isinstance(finding.content, dict) else {}
+
+
+def _passage(finding: Finding) -> Passage | None:
+    content = _content(finding)
+    if not {"source", "text", "section"} <= set(content):
+        return None
+    return content  # type: ignore[return-value]  # a Passage, read back as a dict
+
+
+def _key(finding: Finding) -> tuple[str, str]:
+    content = _content(finding)
+    document = str(content.get("id") or content.get("document", ""))
+    if document.startswith("stdlib:"):
+        # One module is one document: its functions' passages are its passages.
+        module = str(content.get("document", document))
+        document = f"stdlib:{module}"
+    return document, str(content.get("text", finding.content))

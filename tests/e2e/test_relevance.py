@@ -1,0 +1,150 @@
+"""The research agent's relevance: the planner's reading of a question, honest coverage,
+the merged ranking, passages that keep their shape (real corpora, no doubles)."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cache
+
+import pytest
+
+from agentmesh import Report
+from examples.research_agent.injection import FaultInjector
+from examples.research_agent.passages import to_html, to_markdown
+from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
+from examples.research_agent.research import research
+from examples.research_agent.shapes import chunk
+from examples.research_agent.sources import SOURCES, Corpus, load_corpus
+
+
+@cache
+def corpora() -> dict[str, Corpus]:
+    return {name: load_corpus(name) for name in SOURCES}
+
+
+@cache
+def report(question: str) -> Report:
+    return asyncio.run(research(plan(question), corpora(), faults=FaultInjector()))
+
+
+def queries(question: str) -> list[str]:
+    return [s.query for s in plan(question).subtopics]
+
+
+class TestPlanner:
+    def test_possessive_loses_its_s(self) -> None:
+        """ "Perl's chomp()" is the words perl and chomp, never the term "s chomp"."""
+        words = question_words("Is there an equivalent to Perl's chomp() for strings?")
+        assert words[:2] == ["perl", "chomp"]
+        assert "s" not in words
+        assert question_words("What does Perl\u2019s chomp() do?")[:2] == ["perl", "chomp"]
+
+    def test_contractions_are_function_words(self) -> None:
+        """ "can't" and "don't" leave nothing behind: no "t", no "don"."""
+        words = question_words("Why can't I import a module, and why don't tests see it?")
+        assert not {"t", "can", "don", "can't", "don't"} & set(words)
+        assert {"import", "module", "tests"} <= set(words)
+
+    def test_code_stays_whole(self) -> None:
+        """A call and a dotted name are one word each: `chomp()` and `os.remove`."""
+        assert question_words("Why does os.remove fail on a directory?") == [
+            "os.remove",
+            "fail",
+            "directory",
+        ]
+        assert "chomp" in question_words("Is chomp() in Python?")
+        assert question_words("How do I use `shutil.copy`?") == ["shutil.copy"]
+
+    def test_list_and_tuple_are_kept(self) -> None:
+        """The content words of "list vs tuple" are searched, "list" included."""
+        subtopics = plan("What is the difference between a list and a tuple?").subtopics
+        assert [s.query for s in subtopics] == ["list tuple", '"list"', '"tuple"']
+
+    def test_whole_question_is_always_a_query(self) -> None:
+        """The first subtopic searches every content word of the question."""
+        for question in ("How do I copy a file?", "How do asyncio tasks handle cancellation?"):
+            first = plan(question).subtopics[0]
+            assert first.title == WHOLE_QUESTION
+            assert first.query == " ".join(question_words(question))
+
+    def test_different_questions_different_subtopics(self) -> None:
+        """Questions that share a verb are not planned alike."""
+        assert queries("How do I copy a file?") != queries("How do I copy an object?")
+        assert queries("How do I program using threads?") != queries("My program is too slow")
+        assert "program" not in " ".join(queries("How do I program using threads?"))
+
+
+class TestCoverage:
+    def test_nothing_relevant_is_empty_not_covered(self) -> None:
+        """A question the sources cannot answer covers nothing: every entry is empty, with
+        the reason "nothing relevant found", and the report has no findings."""
+        found = report("How do I bake sourdough bread at home?")
+        assert found.coverage
+        assert {(e.status.value, e.reason) for e in found.coverage} == {
+            ("empty", "nothing relevant found")
+        }
+        assert not found.findings
+
+    def test_covered_entries_have_relevant_findings(self) -> None:
+        """Each covered entry has a finding of its own subtopic and source."""
+        found = report("How do I read a CSV file with a custom delimiter?")
+        covered = [e for e in found.coverage if e.status.value == "covered"]
+        assert covered
+        for entry in covered:
+            assert any(f.topic == entry.topic and f.source == entry.source for f in found.findings)
+
+
+class TestRanking:
+    def test_findings_in_one_ranking_with_stable_ids(self) -> None:
+        """Findings are ordered by one relevance score across tasks, each with its id."""
+        found = report("How does the with statement handle exceptions in context managers?")
+        scores = [f.content["relevance"] for f in found.findings]
+        assert scores[0] == max(scores)
+        assert {f.content["id"].split(":")[0] for f in found.findings} <= set(SOURCES)
+        assert len({f.topic for f in found.findings[:5]}) >= 2  # not one task's list
+
+    def test_sample_question_leads_with_pydoc_with(self) -> None:
+        """The README's sample question opens with the `with` / context-manager topics."""
+        found = report("How does the with statement handle exceptions in context managers?")
+        assert found.findings[0].content["id"] in {"pydoc:with", "pydoc:context-managers"}
+
+    def test_duplicates_collapsed(self) -> None:
+        """One passage of one document appears once, whichever subtopics found it."""
+        found = report("How does the with statement handle exceptions in context managers?")
+        keys = [(f.content["id"], f.content["text"]) for f in found.findings]
+        assert len(keys) == len(set(keys))
+
+    @pytest.mark.parametrize(
+        ("question", "module"),
+        [
+            ("How do I insert an item into a sorted list and keep it sorted?", "stdlib:bisect"),
+            ("How do I compare two floats for approximate equality?", "stdlib:math"),
+        ],
+    )
+    def test_function_first_lines_and_c_modules_are_searched(
+        self, question: str, module: str
+    ) -> None:
+        """A function's docstring line (bisect.insort) or a C module (math) is found."""
+        ids = [f.content["id"] for f in report(question).findings[:10]]
+        assert any(i == module or i.startswith(f"{module}.") for i in ids), ids
+
+
+class TestShapes:
+    def test_table_and_code_keep_their_shape(self) -> None:
+        """A grid table becomes a Markdown and an HTML table; a literal block a code block."""
+        text = (
+            "The operations:\n\n"
+            "+-------+--------+\n| Op    | Result |\n|=======|========|\n"
+            '| "x+y" | sum of |\n|       | x, y   |\n+-------+--------+\n\n'
+            "For example:\n\n   with open(path) as f:\n       data = f.read()\n"
+        )
+        (passage,) = chunk(text)
+        markdown = to_markdown(passage)
+        assert '| "x+y" | sum of x, y |' in markdown
+        assert "| Op | Result |" in markdown
+        assert "```\nwith open(path) as f:\n    data = f.read()\n```" in markdown
+        page = to_html(passage)
+        assert "<th>Op</th>" in page
+        assert "<td>sum of x, y</td>" in page
+        assert "<pre><code>with open(path) as f:" in page
+        assert "+---" not in markdown
