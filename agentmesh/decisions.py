@@ -4,7 +4,8 @@ A policy that returns `Decision.ask(reason)` stops the task before the call; a r
 `Escalate` stops the task too. With a checkpoint store, each becomes a `PendingDecision`
 in the store and in `Report.pending_decisions`. A person answers with one of:
 
-* `Approve()`: make the call as it was asked (or, for an escalation, go on);
+* `Approve()`: make the call as it was asked (or, for an escalation, accept what the
+  task ended with: its result, or its failure as a gap, without running it again);
 * `Reject(reason)`: do not make it; the task becomes a gap that says who and why;
 * `Edit(arguments=...)`: make the call with these arguments instead (policies rule on
   them again), or `Edit(query=...)` for an escalated task: run it again with this query.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,12 +38,14 @@ from agentmesh.coordinator._resume import (
     check_asks,
     load_plan,
     load_records,
+    originals,
+    refuse_masked,
     save_plan,
     settle,
     stored,
 )
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
-from agentmesh.coordinator._stream import RunStream
+from agentmesh.coordinator._stream import RunStream, Start
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer, coverage_entry
 from agentmesh.decisions import HumanDecision
 from agentmesh.envelope import (
@@ -227,7 +230,7 @@ class Coordinator:
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
             raise UsageError(f"Coordinator.stream(buffer=) must be an int >= 1, got {buffer!r}")
-        return RunStream(self, self._plan(tasks), run_id or uuid.uuid4().hex[:12], buffer)
+        return RunStream(self, Start(self._plan(tasks)), run_id or uuid.uuid4().hex[:12], buffer)
 
     def _new_run(
         self, run_id: str, events: EventSink | None, book: DecisionBook | None = None
@@ -268,7 +271,11 @@ class Coordinator:
             return report
 
     async def resume(
-        self, run_id: str, *, decisions: Mapping[str, HumanDecision] | None = None
+        self,
+        run_id: str,
+        *,
+        decisions: Mapping[str, HumanDecision] | None = None,
+        tasks: Task | str | Iterable[Task | str] | None = None,
     ) -> Report:
         """Go on with run `run_id` from its checkpoints, with a person's `decisions`.
 
@@ -276,8 +283,27 @@ class Coordinator:
         `Reject(reason)` or `Edit(...)`. Finished tasks are not run again; the tasks that
         waited on an answered decision go on; unanswered ones keep waiting. The answers
         are saved before anything runs, so an interrupted resume can be repeated (with
-        the same decisions, or none). Raises `UsageError` for a run the store does not
-        have, an unknown decision id, or a decision given before.
+        the same decisions, or none). The store holds tasks with secrets masked: a task
+        stored masked that must run again needs `tasks`, the tasks the run was started
+        with (checked against its plan). Raises `UsageError` for a run the store does
+        not have, an unknown decision id, a decision given before, or a masked task
+        without `tasks`. This is `resume_stream()` drained.
+        """
+        return await self.resume_stream(run_id, decisions=decisions, tasks=tasks).drain()
+
+    def resume_stream(
+        self,
+        run_id: str,
+        *,
+        decisions: Mapping[str, HumanDecision] | None = None,
+        tasks: Task | str | Iterable[Task | str] | None = None,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> RunStream:
+        """`resume()` as it happens: `async for event in coordinator.resume_stream(...)`.
+
+        Takes the arguments of `resume()` and `buffer` as `stream()` does; the events are
+        those of the tasks that go on, then `RunFinished` with the report `resume()`
+        returns. The plan is read and the decisions checked at the first iteration.
         """
         if self.store is None:
             raise UsageError("Coordinator.resume() needs the Coordinator's store= of the run")
@@ -287,11 +313,28 @@ class Coordinator:
             raise UsageError(
                 f"resume(decisions=) takes a dict of id -> decision, got {decisions!r}"
             )
-        jobs = await load_plan(self.store, run_id, self.subagents)
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise UsageError(f"Coordinator.stream(buffer=) must be an int >= 1, got {buffer!r}")
+        given = None if tasks is None else self._plan(tasks)
+        opening = functools.partial(self._resuming, run_id, dict(decisions or {}), given)
+        return RunStream(self, opening, run_id, buffer)
+
+    async def _resuming(
+        self,
+        run_id: str,
+        decisions: dict[str, HumanDecision],
+        given: list[tuple[str, Task, Subagent]] | None,
+    ) -> Start:
+        """What a resume starts from: the plan, the decisions given (saved) and records."""
+        assert self.store is not None
+        plan = await load_plan(self.store, run_id, self.subagents)
+        jobs = list(plan.jobs) if given is None else originals(plan, given, run_id)
         book = await DecisionBook.load(self.store, run_id)
-        await book.give(dict(decisions or {}))
+        await book.give(decisions)
         saved = await load_records(self.store, run_id)
-        return await self._run(self._new_run(run_id, None, book), jobs, saved)
+        if given is None:
+            refuse_masked(plan, saved, book, run_id)
+        return Start(jobs, book, saved)
 
     async def _run_jobs(
         self,
@@ -355,12 +398,12 @@ class Coordinator:
         """Fill the slots of the tasks a resume does not run again; note what goes on how."""
         assert run.book is not None
         assert self.store is not None
-        for index, (task_id, _task, _sub) in enumerate(jobs):
+        for index, (task_id, task, _sub) in enumerate(jobs):
             record = saved.get(task_id)
             if record is None:
                 continue  # never finished (the process stopped): it runs again
             answers = run.book.answered(task_id)
-            settled = settle(record, answers) if answers else record
+            settled = settle(record, answers, task) if answers else record
             if isinstance(settled, Redo):
                 run.redo[index] = settled
                 continue

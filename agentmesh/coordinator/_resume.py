@@ -2,8 +2,12 @@
 decisions: the plan (which task went to which subagent, under which id), each finished
 task's record, and the decisions (`agentmesh._human`).
 
-Layout, stage `agentmesh.run`: key `plan` holds `[{taskId, task, subagent}]`; key
-`record/<task id>` a finished task's `TaskRecord` (secrets masked, as everything at rest).
+Layout, stage `agentmesh.run`: key `plan` holds `[{taskId, task, subagent, masked}]`;
+key `record/<task id>` a finished task's `TaskRecord` (secrets masked, as everything at
+rest). `masked` says the stored task differs from the one given (secrets were masked):
+such a task never runs again from the store alone, only with its original
+(`resume(tasks=)`). A new plan under a run id replaces the old plan with its records and
+decisions: task ids repeat from run to run (task-0, task-1, ...).
 """
 
 from __future__ import annotations
@@ -15,19 +19,31 @@ from typing import Any, Final
 import pydantic_core
 from pydantic import TypeAdapter
 
+from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
 from agentmesh._logging import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._decisions import Escalate, RouteDecision
 from agentmesh.coordinator._report import CoverageStatus, Step, TaskRecord
 from agentmesh.decisions import Approve, DecisionKind, Edit, HumanDecision, PendingDecision, Reject
-from agentmesh.envelope import Outcome, Success
+from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Redo", "check_asks", "load_plan", "load_records", "save_plan", "settle", "stored"]
+__all__ = [
+    "Plan",
+    "Redo",
+    "check_asks",
+    "load_plan",
+    "load_records",
+    "originals",
+    "refuse_masked",
+    "save_plan",
+    "settle",
+    "stored",
+]
 
 STAGE: Final = "agentmesh.run"
 _PLAN: Final = "plan"
@@ -65,21 +81,29 @@ def check_asks(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A run's plan as the store holds it: its jobs, and the tasks stored masked."""
+
+    jobs: tuple[Job, ...]
+    masked: frozenset[str]
+
+
 async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) -> None:
-    plan = [
-        {
-            "taskId": task_id,
-            "task": redact(_TASK.dump_python(task, mode="json")),
-            "subagent": sub.name,
-        }
-        for task_id, task, sub in jobs
-    ]
+    # The old plan's records and questions go first: under the same task ids they would
+    # be taken for this plan's. Deleted before the new plan is written, so a crash in
+    # between leaves no plan at all rather than a new plan with old records.
+    await store.delete(run_id, STAGE)
+    await store.delete(run_id, DECISIONS)
+    plan = []
+    for task_id, task, sub in jobs:
+        data = _TASK.dump_python(task, mode="json")
+        kept = redact(data)
+        plan.append({"taskId": task_id, "task": kept, "subagent": sub.name, "masked": kept != data})
     await store.put(run_id, STAGE, _PLAN, plan)
 
 
-async def load_plan(
-    store: CheckpointStore, run_id: str, subagents: dict[str, Subagent]
-) -> list[Job]:
+async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Subagent]) -> Plan:
     saved = await store.get(run_id, STAGE, _PLAN)
     if saved is None:
         raise UsageError(
@@ -87,6 +111,7 @@ async def load_plan(
             "run it first with Coordinator(store=...).run(tasks, run_id=...)"
         )
     jobs: list[Job] = []
+    masked: set[str] = set()
     value: Any = saved.value
     for item in value:
         name = item["subagent"]
@@ -96,7 +121,54 @@ async def load_plan(
                 f"{name!r}, which this Coordinator does not have; known: {sorted(subagents)}"
             )
         jobs.append((item["taskId"], _TASK.validate_python(item["task"]), subagents[name]))
-    return jobs
+        if item.get("masked", False):
+            masked.add(item["taskId"])
+    return Plan(tuple(jobs), frozenset(masked))
+
+
+def originals(plan: Plan, given: Sequence[Job], run_id: str) -> list[Job]:
+    """The run's jobs with the caller's original tasks, once they match the stored plan."""
+    mine = [(task_id, sub.name, task) for task_id, task, sub in plan.jobs]
+    theirs = [(task_id, sub.name, _masked(task)) for task_id, task, sub in given]
+    for index in range(max(len(mine), len(theirs))):
+        if index < min(len(mine), len(theirs)) and mine[index] == theirs[index]:
+            continue
+        where = (mine if index < len(mine) else theirs)[index][0]
+        raise UsageError(
+            f"resume(tasks=) must be the tasks run {run_id!r} was started with "
+            f"({len(mine)} jobs); they differ from its plan at {where}"
+        )
+    return list(given)
+
+
+def _masked(task: Task) -> Task:
+    return _TASK.validate_python(redact(_TASK.dump_python(task, mode="json")))
+
+
+def refuse_masked(
+    plan: Plan, saved: dict[str, TaskRecord], book: DecisionBook, run_id: str
+) -> None:
+    """Refuse a resume that would run a task on the masked values of its stored plan."""
+    if not plan.masked:
+        return
+    again = [
+        task_id
+        for task_id, task, _sub in plan.jobs
+        if task_id in plan.masked and _runs_again(saved.get(task_id), book, task)
+    ]
+    if again:
+        raise UsageError(
+            f"resume(run_id={run_id!r}): task(s) {again} would run again, but the plan "
+            "holds them with secrets masked; pass the run's original tasks with "
+            "resume(..., tasks=...) (the decisions given are kept)"
+        )
+
+
+def _runs_again(record: TaskRecord | None, book: DecisionBook, task: Task) -> bool:
+    if record is None:
+        return True  # never finished: it runs from the start
+    answers = book.answered(record.task_id)
+    return bool(answers) and isinstance(settle(record, answers, task), Redo)
 
 
 async def load_records(store: CheckpointStore, run_id: str) -> dict[str, TaskRecord]:
@@ -145,29 +217,40 @@ def _asked(outcome: Outcome) -> bool:
 
 
 def settle(
-    saved: TaskRecord, answers: Sequence[tuple[PendingDecision, HumanDecision]]
+    saved: TaskRecord, answers: Sequence[tuple[PendingDecision, HumanDecision]], task: Task
 ) -> TaskRecord | Redo:
-    """A waiting task after a person's answers: a final record, or a task to run again.
+    """A waiting task after a person's answers: a final record, or `task` to run again.
 
     An answered question about a call is answered where the call is made: the task runs
-    again (its completed side effects are replayed from the ledger, not repeated).
+    again (its completed side effects are replayed from the ledger, not repeated). An
+    escalated task runs again only with an edited query: approving an escalated failure
+    accepts it, as rejecting it does, for running it again would escalate it again.
     """
     last = saved.steps[-1]
-    again = Redo(saved.task.with_query(last.query), saved.steps)
     for pending, answer in answers:
         if pending.kind is DecisionKind.TOOL_CALL:
-            return again
+            return Redo(task.with_query(last.query), saved.steps)
         if isinstance(answer, Reject):
             why = f"rejected by a person: {answer.reason}"
             return _final(saved, "Reject", why, CoverageStatus.GAP)
         if isinstance(answer, Edit) and answer.query is not None:
-            return Redo(saved.task.with_query(answer.query), saved.steps)
+            return Redo(task.with_query(answer.query), saved.steps)
         assert isinstance(answer, Approve)
         if isinstance(last.outcome, Success):
             status = CoverageStatus.EMPTY if last.outcome.is_empty else CoverageStatus.COVERED
             return _final(saved, "Approve", "approved by a person", status)
-        return again
+        why = f"failure accepted by a person (escalated: {pending.reason})"
+        return _final(saved, "Approve", why, _failed(saved))
     return saved
+
+
+def _failed(saved: TaskRecord) -> CoverageStatus:
+    """A failure that ends the task: `partial` when some step recorded progress."""
+    for step in saved.steps:
+        found = step.outcome.partial_results if isinstance(step.outcome, ErrorEnvelope) else None
+        if found is not None and (found.findings or found.completed):
+            return CoverageStatus.PARTIAL
+    return CoverageStatus.GAP
 
 
 def _final(saved: TaskRecord, decision: str, reason: str, status: CoverageStatus) -> TaskRecord:

@@ -2,7 +2,8 @@
 
 The run works in an asyncio task of its own and the stream hands its events over
 in order; `Coordinator.run()` is the same run drained (`drain()`), with no task and no
-event built, since nobody reads them.
+event built, since nobody reads them. A resume is a stream too
+(`Coordinator.resume_stream`, drained by `resume()`): it opens from the store first.
 """
 
 from __future__ import annotations
@@ -10,24 +11,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
 
 from agentmesh._event_channel import EventChannel
 from agentmesh._events import Event
 from agentmesh._logging import get_logger
-from agentmesh.coordinator._report import Report
+from agentmesh.coordinator._report import Report, TaskRecord
 from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
+    from agentmesh._human import DecisionBook
     from agentmesh.coordinator._coordinator import Coordinator, _Run
 
-__all__ = ["RunStream", "StreamState"]
+__all__ = ["RunStream", "Start", "StreamState"]
 
 Jobs = Sequence[tuple[str, Task, Subagent]]
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """What a run starts from: its jobs; for a resume, its decisions and saved records."""
+
+    jobs: Jobs
+    book: DecisionBook | None = None
+    saved: dict[str, TaskRecord] | None = None
+
+
+# A resume reads its plan and gives its decisions only when it is started.
+Opening = Callable[[], Awaitable[Start]]
 
 STOPPED: Final = "the run was stopped: its event stream was closed before this task finished"
 
@@ -57,15 +73,22 @@ class RunStream:
     progress it had recorded) whose reason says the stream was closed. A stream that
     is simply dropped after a `break` cancels its run too, as soon as it is collected,
     without waiting for it: use `async with` to be sure nothing runs on.
+
+    The stream of a resume reads the run's plan and checks and saves the decisions at
+    its first iteration (a `UsageError` for bad ones is raised there); closed before
+    that, it has resumed nothing and has no report.
     """
 
-    def __init__(self, coordinator: Coordinator, jobs: Jobs, run_id: str, buffer: int) -> None:
+    def __init__(
+        self, coordinator: Coordinator, start: Start | Opening, run_id: str, buffer: int
+    ) -> None:
         self.run_id = run_id
         self.buffer = buffer
         self.report: Report | None = None
         self.state = StreamState.NEW
         self._coordinator = coordinator
-        self._jobs: Jobs | None = jobs
+        self._start_from: Start | Opening | None = start
+        self._jobs: Jobs | None = None
         self._run: _Run | None = None
         self._channel: EventChannel | None = None
         self._task: asyncio.Task[Report] | None = None
@@ -77,11 +100,10 @@ class RunStream:
 
     async def drain(self) -> Report:
         """Run to the end in the caller's task, reading no event; the report."""
-        jobs = self._take_jobs()
-        self.state = StreamState.RUNNING
-        run = self._coordinator._new_run(self.run_id, None)
+        start = await self._open()
+        run = self._coordinator._new_run(self.run_id, None, start.book)
         try:
-            self.report = await self._coordinator._run(run, list(jobs))
+            self.report = await self._coordinator._run(run, list(start.jobs), start.saved)
         except BaseException:
             self.state = StreamState.FAILED
             raise
@@ -93,7 +115,7 @@ class RunStream:
 
     async def __anext__(self) -> Event:
         if self._task is None:
-            self._start()
+            self._begin(await self._open())
         task, channel = self._task, self._channel
         assert task is not None
         assert channel is not None
@@ -104,25 +126,31 @@ class RunStream:
             self._settle(task)
         raise StopAsyncIteration
 
-    def _start(self) -> None:
-        if self.state is not StreamState.NEW:
-            raise UsageError(f"this stream of run {self.run_id} is {self.state.value}")
-        jobs = list(self._take_jobs())
+    def _begin(self, start: Start) -> None:
+        jobs = list(start.jobs)
         self._jobs = jobs  # kept for the partial report
         self._channel = EventChannel(self.run_id, self.buffer)
-        self._run = self._coordinator._new_run(self.run_id, self._channel)
-        self.state = StreamState.RUNNING
+        self._run = self._coordinator._new_run(self.run_id, self._channel, start.book)
         # The task holds the run, never this stream: a stream dropped after a `break` is
         # collected at once, and cancels its run (see `__del__`).
         self._task = asyncio.create_task(
-            _produce(self._coordinator, self._run, jobs, self._channel)
+            _produce(self._coordinator, self._run, start, self._channel)
         )
 
-    def _take_jobs(self) -> Jobs:
-        if self.state is not StreamState.NEW or self._jobs is None:
+    async def _open(self) -> Start:
+        """What the run starts from, taken once: the stream is running from here on."""
+        start_from = self._start_from
+        if self.state is not StreamState.NEW or start_from is None:
             raise UsageError(f"this stream of run {self.run_id} is {self.state.value}")
-        jobs, self._jobs = self._jobs, None
-        return jobs
+        self._start_from = None
+        self.state = StreamState.RUNNING
+        if isinstance(start_from, Start):
+            return start_from
+        try:
+            return await start_from()
+        except BaseException:
+            self.state = StreamState.FAILED
+            raise
 
     def _settle(self, task: asyncio.Task[Report]) -> None:
         """The run's task ended: its report, or its exception raised here."""
@@ -141,10 +169,13 @@ class RunStream:
         """
         task = self._task
         if self.state is StreamState.NEW:
-            self._jobs, jobs = None, self._jobs or ()
-            self._run = self._coordinator._new_run(self.run_id, None)
+            start_from, self._start_from = self._start_from, None
             self.state = StreamState.STOPPED
-            self.report = await self._coordinator._stopped_report(self._run, jobs, STOPPED)
+            if isinstance(start_from, Start):
+                self._run = self._coordinator._new_run(self.run_id, None)
+                self.report = await self._coordinator._stopped_report(
+                    self._run, start_from.jobs, STOPPED
+                )
             return
         if task is None or self.state is not StreamState.RUNNING:
             return
@@ -195,10 +226,10 @@ class RunStream:
 
 
 async def _produce(
-    coordinator: Coordinator, run: _Run, jobs: Jobs, channel: EventChannel
+    coordinator: Coordinator, run: _Run, start: Start, channel: EventChannel
 ) -> Report:
     try:
-        return await coordinator._run(run, list(jobs))
+        return await coordinator._run(run, list(start.jobs), start.saved)
     finally:
         channel.close()  # the consumer reads what is left, then the stream ends
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from agentmesh import Coordinator
+from agentmesh import Coordinator, Task
 from agentmesh.coordinator import Report
 from agentmesh.decisions import Approve, Edit, HumanDecision, PendingDecision, Reject
+from agentmesh.events import RunStream, TaskFinished
 from agentmesh.policies import Decision, PreToolUse, ToolCallEvent, pre_tool_use
 
 
@@ -27,3 +28,15 @@ async def answer(coordinator: Coordinator, first: Report) -> Report:
         else:
             decisions[pending.id] = Approve()
     return await coordinator.resume(first.run_id, decisions=decisions)
+
+
+async def watch(coordinator: Coordinator, first: Report, tasks: list[Task]) -> list[str]:
+    statuses: list[str] = []
+    stream: RunStream = coordinator.resume_stream(
+        first.run_id, decisions={p.id: Approve() for p in first.pending_decisions}, tasks=tasks
+    )
+    async with stream:
+        async for event in stream:
+            if isinstance(event, TaskFinished):
+                statuses.append(event.entry.status.value)
+    return statuses

@@ -1,0 +1,230 @@
+"""What a resume may and may not do: use only the records of the plan it resumes, never
+run a task on masked values, end an approved failure, and stream its events."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agentmesh import (
+    Context,
+    Coordinator,
+    PermissionDenied,
+    RetryPolicy,
+    Task,
+    UsageError,
+    subagent,
+)
+from agentmesh.checkpoints import CheckpointStore
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.decisions import Approve, Edit, Reject
+from agentmesh.events import (
+    EscalationPending,
+    Event,
+    RunFinished,
+    RunStarted,
+    RunStream,
+    TaskFinished,
+    TaskStarted,
+)
+from agentmesh.subagents import Subagent
+from tests.integration.test_human_decisions import (
+    BIG,
+    SMALL,
+    Desk,
+    EscalatingRouter,
+    only,
+    status,
+)
+
+
+def answering(seen: list[Task], gate: asyncio.Event | None = None) -> Subagent:
+    """A subagent that answers every query and notes each task it was given; with a
+    `gate`, the query "beta" waits until the gate opens."""
+
+    @subagent(name="answers", retry=RetryPolicy.never())
+    async def answers(task: Task, ctx: Context) -> str:
+        seen.append(task)
+        if gate is not None and task.query == "beta":
+            await gate.wait()
+        return f"answer to {task.query}"
+
+    return answers
+
+
+async def read_all(stream: RunStream) -> list[Event]:
+    async with stream:
+        return [event async for event in stream]
+
+
+class TestResumeUsesItsOwnPlan:
+    async def test_a_new_plan_under_the_same_run_id_drops_the_old_records(
+        self, store: CheckpointStore
+    ) -> None:
+        """The run started again with other tasks is resumed with its own, never the old ones."""
+        seen: list[Task] = []
+        gate = asyncio.Event()
+        coordinator = Coordinator([answering(seen, gate)], store=store)
+        await coordinator.run([Task(query="alpha", topic="alpha")], run_id="X")
+        stream = coordinator.stream([Task(query="beta", topic="beta")], run_id="X")
+        async with stream:
+            async for event in stream:
+                if isinstance(event, RunStarted):
+                    break  # beta cannot have finished: it waits for the gate
+        gate.set()
+        report = await coordinator.resume("X")
+        assert [e.topic for e in report.coverage] == ["beta"]
+        assert [f.content for f in report.findings] == ["answer to beta"]
+        # beta may have started before the stream was closed; alpha never runs again.
+        assert [t.query for t in seen].count("alpha") == 1
+
+    async def test_a_new_plan_drops_the_old_plans_pending_decisions(
+        self, store: CheckpointStore
+    ) -> None:
+        """A question of the old plan is neither listed nor answerable in the new one."""
+        desk = Desk()
+        first = await desk.coordinator(store).run([BIG], run_id="X")
+        again = await desk.coordinator(store).run([SMALL], run_id="X")
+        assert again.pending_decisions == ()
+        with pytest.raises(UsageError, match="no pending decision"):
+            await desk.coordinator(store).resume("X", decisions={only(first).id: Approve()})
+        assert desk.refunds == [("A-1", 40)]
+
+
+SECRET = Task(query="q", topic="vip", metadata={"api_token": "sk-live-123"})
+
+
+class TestMaskedTasks:
+    async def test_a_masked_task_is_refused_rather_than_run_on_masked_values(
+        self, store: CheckpointStore
+    ) -> None:
+        """A task stored masked that must run again needs its original: a UsageError says so."""
+        seen: list[Task] = []
+        coordinator = Coordinator([answering(seen)], router=EscalatingRouter(), store=store)
+        first = await coordinator.run([SECRET], run_id="m")
+        with pytest.raises(UsageError, match=r"task-0.*masked.*tasks="):
+            await coordinator.resume("m", decisions={only(first).id: Edit(query="q2")})
+        assert [t.metadata for t in seen] == [{"api_token": "sk-live-123"}]
+
+    async def test_the_original_tasks_given_again_run_with_their_values(
+        self, store: CheckpointStore
+    ) -> None:
+        """resume(tasks=) supplies the originals: the task runs on the real values."""
+        seen: list[Task] = []
+        coordinator = Coordinator([answering(seen)], router=EscalatingRouter(), store=store)
+        first = await coordinator.run([SECRET], run_id="m")
+        decisions: dict[str, Any] = {only(first).id: Edit(query="q2")}
+        await coordinator.resume("m", decisions=decisions, tasks=[SECRET])
+        assert [(t.query, t.metadata) for t in seen] == [
+            ("q", {"api_token": "sk-live-123"}),
+            ("q2", {"api_token": "sk-live-123"}),
+        ]
+
+    async def test_tasks_that_are_not_the_runs_are_refused(self, store: CheckpointStore) -> None:
+        """tasks= must be the run's own tasks: another list is a UsageError naming tasks=."""
+        coordinator = Coordinator([answering([])], router=EscalatingRouter(), store=store)
+        first = await coordinator.run([SECRET], run_id="m")
+        other = SECRET.model_copy(update={"query": "other"})
+        with pytest.raises(UsageError, match=r"tasks=.*task-0"):
+            await coordinator.resume(
+                "m", decisions={only(first).id: Edit(query="q2")}, tasks=[other]
+            )
+
+    async def test_a_masked_task_that_needs_no_rerun_is_settled_without_the_originals(
+        self, store: CheckpointStore
+    ) -> None:
+        """Approving an escalated answer runs nothing, so the masked plan is enough."""
+        coordinator = Coordinator([answering([])], router=EscalatingRouter(), store=store)
+        first = await coordinator.run([SECRET], run_id="m")
+        report = await coordinator.resume("m", decisions={only(first).id: Approve()})
+        assert status(report, "vip")[0] is CoverageStatus.COVERED
+
+
+class TestApprovedFailure:
+    def build(self, store: CheckpointStore, calls: list[str]) -> Coordinator:
+        @subagent(name="billing", retry=RetryPolicy.never())
+        async def billing(task: Task, ctx: Context) -> str:
+            calls.append(task.query)
+            raise PermissionDenied("the billing API refused this account")
+
+        return Coordinator([billing], store=store)
+
+    async def test_approving_an_escalated_failure_ends_the_task_without_running_it(
+        self, store: CheckpointStore
+    ) -> None:
+        """Approve accepts the failure: a gap saying a person accepted it and why it escalated."""
+        calls: list[str] = []
+        coordinator = self.build(store, calls)
+        first = await coordinator.run([Task(query="invoice 7", topic="billing")], run_id="f")
+        pending = only(first)
+        report = await coordinator.resume("f", decisions={pending.id: Approve()})
+        assert calls == ["invoice 7"]
+        state, reason = status(report, "billing")
+        assert state is CoverageStatus.GAP
+        assert reason == f"failure accepted by a person (escalated: {pending.reason})"
+        assert report.pending_decisions == ()
+
+    async def test_rejecting_an_escalated_failure_is_a_gap_too(
+        self, store: CheckpointStore
+    ) -> None:
+        """Reject also ends it without a new attempt, with the person's reason."""
+        calls: list[str] = []
+        coordinator = self.build(store, calls)
+        first = await coordinator.run([Task(query="invoice 7", topic="billing")], run_id="f")
+        report = await coordinator.resume("f", decisions={only(first).id: Reject("known issue")})
+        assert calls == ["invoice 7"]
+        assert status(report, "billing") == (
+            CoverageStatus.GAP,
+            "rejected by a person: known issue",
+        )
+
+
+class TestResumeStream:
+    async def test_a_resume_streams_the_events_of_the_tasks_that_go_on(
+        self, store: CheckpointStore
+    ) -> None:
+        """Only the task that waited starts again; the last event carries resume()'s report."""
+        desk = Desk()
+        first = await desk.coordinator(store).run([SMALL, BIG], run_id="s")
+        stream = desk.coordinator(store).resume_stream("s", decisions={only(first).id: Approve()})
+        async with stream:
+            events = [e async for e in stream]
+        kinds = [(type(e).__name__, e.task_id) for e in events]
+        started = [e.task_id for e in events if isinstance(e, TaskStarted)]
+        finished = [e.entry.status for e in events if isinstance(e, TaskFinished)]
+        assert isinstance(events[0], RunStarted), kinds
+        assert started == ["task-1"]
+        assert finished == [CoverageStatus.COVERED]
+        assert not any(isinstance(e, EscalationPending) for e in events)
+        last = events[-1]
+        assert isinstance(last, RunFinished)
+        assert last.report == stream.report
+        assert status(last.report, "A-1")[0] is CoverageStatus.COVERED
+        assert desk.refunds == [("A-1", 40), ("B-2", 900)]
+
+    async def test_a_rejection_streams_to_a_gap(self, store: CheckpointStore) -> None:
+        """The stream of a resume ends with the report of the person's answer."""
+        desk = Desk()
+        first = await desk.coordinator(store).run([BIG], run_id="s")
+        decisions: dict[str, Any] = {only(first).id: Reject("voucher")}
+        stream = desk.coordinator(store).resume_stream("s", decisions=decisions)
+        async with stream:
+            [*_, last] = [e async for e in stream]
+        assert isinstance(last, RunFinished)
+        state, reason = status(last.report, "B-2")
+        assert state in {CoverageStatus.GAP, CoverageStatus.PARTIAL}
+        assert (reason or "").startswith("rejected by a person: voucher")
+        assert desk.refunds == []
+
+    async def test_bad_decisions_are_refused_at_the_first_iteration(
+        self, store: CheckpointStore
+    ) -> None:
+        """The stream of a resume checks its decisions before anything runs."""
+        desk = Desk()
+        await desk.coordinator(store).run([BIG], run_id="s")
+        stream = desk.coordinator(store).resume_stream("s", decisions={"nope": Approve()})
+        with pytest.raises(UsageError, match="no pending decision 'nope'"):
+            await read_all(stream)
+        assert desk.refunds == []
