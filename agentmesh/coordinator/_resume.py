@@ -229,7 +229,7 @@ def settle(
     last = saved.steps[-1]
     for pending, answer in answers:
         if pending.kind is DecisionKind.TOOL_CALL:
-            return Redo(task.with_query(last.query), saved.steps)
+            return Redo(task.with_query(_last_query(task, last.query)), saved.steps)
         if isinstance(answer, Reject):
             why = f"rejected by a person: {answer.reason}"
             return _final(saved, "Reject", why, CoverageStatus.GAP)
@@ -242,6 +242,11 @@ def settle(
         why = f"failure accepted by a person (escalated: {pending.reason})"
         return _final(saved, "Approve", why, _failed(saved))
     return saved
+
+
+def _last_query(task: Task, stored: str) -> str:
+    """The query the task was at: the original's own when the step holds it masked."""
+    return task.query if redact(task.query) == stored else stored
 
 
 def _failed(saved: TaskRecord) -> CoverageStatus:

@@ -16,6 +16,7 @@ from agentmesh import (
     Task,
     UsageError,
     subagent,
+    tool,
 )
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import CoverageStatus
@@ -36,6 +37,7 @@ from tests.integration.test_human_decisions import (
     Desk,
     EscalatingRouter,
     only,
+    refund_limit,
     status,
 )
 
@@ -140,6 +142,31 @@ class TestMaskedTasks:
         first = await coordinator.run([SECRET], run_id="m")
         report = await coordinator.resume("m", decisions={only(first).id: Approve()})
         assert status(report, "vip")[0] is CoverageStatus.COVERED
+
+    async def test_an_approved_call_goes_on_with_the_original_query_and_values(
+        self, store: CheckpointStore
+    ) -> None:
+        """Without tasks= the masked call's task is refused; with them it runs on the originals."""
+        seen: list[tuple[str, dict[str, Any]]] = []
+
+        @tool(impact="financial")
+        async def refund(order: str, amount: int) -> str:
+            return f"refunded {amount} on {order}"
+
+        @subagent(name="desk", retry=RetryPolicy.never())
+        async def desk(task: Task, ctx: Context) -> str:
+            seen.append((task.query, dict(task.metadata)))
+            return await ctx.call(refund, order="B-2", amount=900)
+
+        task = Task(query="refund B-2 token=sk-live-123", metadata={"api_token": "sk-live-9"})
+        coordinator = Coordinator([desk], policies=[refund_limit], store=store)
+        first = await coordinator.run([task], run_id="m")
+        decisions: dict[str, Any] = {only(first).id: Approve()}
+        with pytest.raises(UsageError, match=r"task-0.*masked"):
+            await coordinator.resume("m", decisions=decisions)
+        report = await coordinator.resume("m", decisions=decisions, tasks=[task])
+        assert status(report, task.label)[0] is CoverageStatus.COVERED
+        assert seen == [(task.query, {"api_token": "sk-live-9"})] * 2
 
 
 class TestApprovedFailure:
