@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     Tag,
     computed_field,
@@ -228,6 +229,10 @@ class ErrorEnvelope(_Wire):
     # What the task's model calls used (retried and failed-over ones included); absent
     # when no model was called.
     usage: UsageSummary | None = None
+    # Set only by `usage_limit_envelope` (agentmesh.models._calls): the framework's own
+    # refusal, which no wire form carries, so a tool's business error named
+    # "usage_limit_exceeded" is not mistaken for it.
+    _usage_refusal: bool = PrivateAttr(default=False)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

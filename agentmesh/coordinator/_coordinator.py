@@ -58,7 +58,7 @@ from agentmesh.envelope import (
 )
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch, Executor, LocalExecutor
-from agentmesh.models._calls import usage_limit_envelope
+from agentmesh.models._calls import is_usage_refusal, usage_limit_envelope
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
@@ -625,10 +625,7 @@ class Coordinator:
 
     async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
         """The router's decision, within what no router may change."""
-        if (
-            isinstance(outcome, ErrorEnvelope)
-            and outcome.error_type == ErrorType.USAGE_LIMIT_EXCEEDED
-        ):
+        if is_usage_refusal(outcome):
             # The run's limit stopped it, whatever a router wants: a gap that says so, not
             # an escalation per task nor a new attempt that the limit would stop again.
             return RecordGap(outcome.message)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from agentmesh._attempts import attempt_call
 from agentmesh._usage import ModelFailover
@@ -29,7 +29,7 @@ from agentmesh.retry import RetryPolicy
 if TYPE_CHECKING:
     from agentmesh.context import Context
 
-__all__ = ["call_model"]
+__all__ = ["call_model", "is_usage_refusal", "usage_limit_envelope"]
 
 
 async def call_model(
@@ -150,8 +150,11 @@ def _tokens(response: ModelResponse | None) -> dict[str, int]:
 
 
 def usage_limit_envelope(reason: str, *, source: str, model: str | None = None) -> ErrorEnvelope:
-    """The envelope of a call or task a usage limit stopped: business, never retried."""
-    return ErrorEnvelope(
+    """The envelope of a call or task a usage limit stopped: business, never retried.
+
+    Marked as the framework's refusal (`is_usage_refusal`): only this function marks it.
+    """
+    envelope = ErrorEnvelope(
         error_category=ErrorCategory.BUSINESS,
         error_type=ErrorType.USAGE_LIMIT_EXCEEDED,
         is_retryable=False,
@@ -161,6 +164,17 @@ def usage_limit_envelope(reason: str, *, source: str, model: str | None = None) 
         attempts=0,
         user_message="The usage limit of this run was reached before the task was done.",
     )
+    envelope._usage_refusal = True
+    return envelope
+
+
+def is_usage_refusal(outcome: object) -> TypeGuard[ErrorEnvelope]:
+    """Whether `outcome` is a usage limit's refusal made here, not an error of that name.
+
+    `errorType` is an open string: a tool's own business error may be called
+    "usage_limit_exceeded" too, and it is routed as any other.
+    """
+    return isinstance(outcome, ErrorEnvelope) and outcome._usage_refusal
 
 
 def _with_models_tried(
