@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from agentmesh._events import AttemptFailed, PartialRecorded, PolicyRuling, RunEvent
+from agentmesh._events import AttemptFailed, PartialRecorded, PolicyRuling, RunEvent, UsageUpdated
 from agentmesh._partials import PartialRecorder
+from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
 
 __all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
@@ -161,6 +162,16 @@ class TaskEvents:
             attempt=attempt,
             envelope=envelope,
             retry_in=retry_in,
+        )
+
+    def usage_updated(self, line: ModelUsage, total: UsageSummary) -> None:
+        self.sink.emit(
+            UsageUpdated,
+            self.task_id,
+            subagent=self.subagent,
+            model=line.model,
+            usage=line,
+            total=total,
         )
 
     def ruling(self, verdict: PolicyVerdict) -> None:

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, PlainSerializer, PlainValidator, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact
+from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.coordinator._decisions import (
     Accept,
     AcceptEmpty,
@@ -43,6 +44,7 @@ __all__ = [
     "RunStarted",
     "TaskFinished",
     "TaskStarted",
+    "UsageUpdated",
     "parse_event",
 ]
 
@@ -215,6 +217,22 @@ class EscalationPending(RunEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UsageUpdated(RunEvent):
+    """A model call was settled (answered, failed or cut): what it used, and the run so far.
+
+    `usage` is this call's line (one model call; no tokens for a failed one); `total` is
+    what every model call of the run used up to and including it, as counted where the
+    call was made (a Ray worker counts its own). `subagent` is the caller: a subagent's
+    name, or "rewriter" / "synthesizer" for the coordinator's own model helpers.
+    """
+
+    subagent: str
+    model: str
+    usage: ModelUsage
+    total: UsageSummary
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskFinished(RunEvent):
     """A task reached its final state: its coverage entry, as the report will hold it."""
 
@@ -229,6 +247,7 @@ Event: TypeAlias = (
     | PartialRecorded
     | Routed
     | EscalationPending
+    | UsageUpdated
     | TaskFinished
     | RunFinished
 )
@@ -244,6 +263,7 @@ _KINDS: Final[dict[str, type[RunEvent]]] = {
         PartialRecorded,
         Routed,
         EscalationPending,
+        UsageUpdated,
         TaskFinished,
         RunFinished,
     )

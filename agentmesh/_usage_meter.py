@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentmesh._prices import PriceTable
-from agentmesh._usage import ModelUsage
+from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.errors import UsageError
 
 __all__ = ["UsageLimits", "UsageMeter"]
@@ -111,7 +111,7 @@ class UsageMeter:
         prices: the run's prices; `DEFAULT_PRICES` by default.
     """
 
-    __slots__ = ("_by_subagent", "_run", "limits", "prices")
+    __slots__ = ("_by_model", "_by_subagent", "_run", "limits", "prices")
 
     def __init__(self, limits: UsageLimits | None = None, prices: PriceTable | None = None) -> None:
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -120,6 +120,7 @@ class UsageMeter:
         self.prices = prices if prices is not None else PriceTable()
         self._run = _Counts()
         self._by_subagent: dict[str, _Counts] = {}
+        self._by_model: dict[str, ModelUsage] = {}
 
     def _of(self, subagent: str) -> _Counts:
         counts = self._by_subagent.get(subagent)
@@ -174,7 +175,13 @@ class UsageMeter:
         )
         self._run.add(line)
         self._of(subagent).add(line)
+        known = self._by_model.get(model)
+        self._by_model[model] = line if known is None else known + line
         return line
+
+    def total(self) -> UsageSummary:
+        """What the run's settled model calls used so far, by model (fail-overs not listed)."""
+        return UsageSummary.of(self._by_model.values())
 
     def exhausted(self) -> str | None:
         """Why the run's limits let no new task start, or None (for tasks not started)."""

@@ -6,6 +6,7 @@
                 case TaskStarted(task=task): ...
                 case AttemptFailed(envelope=envelope, retry_in=delay): ...
                 case Routed(task=task, decision=decision): ...
+                case UsageUpdated(usage=call, total=run_so_far): ...
                 case TaskFinished(entry=entry): ...
                 case RunFinished(report=report): ...
 
@@ -27,6 +28,7 @@ from agentmesh._events import (
     RunStarted,
     TaskFinished,
     TaskStarted,
+    UsageUpdated,
     parse_event,
 )
 from agentmesh.coordinator._stream import RunStream, StreamState
@@ -46,5 +48,6 @@ __all__ = [
     "StreamState",
     "TaskFinished",
     "TaskStarted",
+    "UsageUpdated",
     "parse_event",
 ]

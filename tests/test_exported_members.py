@@ -117,6 +117,7 @@ def test_events_exports_exactly_the_events_and_the_stream() -> None:
         "StreamState",
         "TaskFinished",
         "TaskStarted",
+        "UsageUpdated",
         "parse_event",
     }
 

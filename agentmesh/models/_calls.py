@@ -5,6 +5,7 @@
 or the one model given):
 
     admit (the run's and the subagent's usage limits) -> model.create -> count its usage
+    (a `UsageUpdated` event when the run is streamed)
     -> retried locally while transient -> fail over on the chain's error types
 
 It returns the response, or raises `CallFailed` with the final envelope: that is final
@@ -133,7 +134,10 @@ class _Turn:
         finally:
             # Counted whatever happened: a failed or cut call was a call, and its
             # tokens (when an answer came) were spent.
-            ctx.usage.add(meter.settle(name, ctx.subagent, **_tokens(response)))
+            line = meter.settle(name, ctx.subagent, **_tokens(response))
+            ctx.usage.add(line)
+            if ctx.events is not None:
+                ctx.events.usage_updated(line, meter.total())
         return response
 
 
