@@ -52,7 +52,7 @@ class EventSink:
         self._seq += 1
         self._put(dataclasses.replace(event, run_id=self.run_id, seq=self._seq))
 
-    def for_task(self, task_id: str, subagent: str) -> TaskEvents:
+    def for_task(self, task_id: str | None, subagent: str) -> TaskEvents:
         return TaskEvents(self, task_id, subagent)
 
     async def room(self) -> None:
@@ -143,11 +143,14 @@ class EventCollector(EventSink):
 
 
 class TaskEvents:
-    """The run's sink as one task's `Context` uses it: the task and subagent filled in."""
+    """The run's sink as one task's `Context` uses it: the task and subagent filled in.
+
+    `task_id` is None for the run's own model calls (the synthesizer's).
+    """
 
     __slots__ = ("sink", "subagent", "task_id")
 
-    def __init__(self, sink: EventSink, task_id: str, subagent: str) -> None:
+    def __init__(self, sink: EventSink, task_id: str | None, subagent: str) -> None:
         self.sink = sink
         self.task_id = task_id
         self.subagent = subagent

@@ -32,6 +32,8 @@ from agentmesh.coordinator._decisions import (
     RouteDecision,
     TryAlternative,
 )
+from agentmesh.coordinator._helper_models import HelperModels
+from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
 from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
 from agentmesh.coordinator._resume import (
     Redo,
@@ -376,6 +378,7 @@ class Coordinator:
         report = await self._synthesize(run, records, log)
         if run.book is not None:
             report = report.model_copy(update={"pending_decisions": run.book.unanswered()})
+        report = _with_helper_usage(report, run)
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -444,7 +447,7 @@ class Coordinator:
         if run.book is not None:
             # The questions asked before the stop are in the store: the report names them.
             update["pending_decisions"] = run.book.unanswered()
-        return report.model_copy(update=update)
+        return _with_helper_usage(report.model_copy(update=update), run)
 
     def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
         """Pair each task with its subagent(s); bad names fail before anything runs."""
@@ -656,7 +659,7 @@ class Coordinator:
                         tried_queries=frozenset(job.tried_queries),
                         tried_alternatives=frozenset(job.tried_alternatives),
                         alternatives=self.alternative_names,
-                        rewriter=self.rewriter,
+                        rewriter=self._rewriter_for(run, job),
                     )
                 )
         except TimeoutError:
@@ -690,6 +693,12 @@ class Coordinator:
             return RecordGap(f"alternative {decision.name!r} already tried")
         return decision
 
+    def _rewriter_for(self, run: _Run, job: _Job) -> Rewriter | None:
+        """The rewriter as this task's routing calls it: a model's calls counted in the run."""
+        if isinstance(self.rewriter, LLMRewriter):
+            return self.rewriter.in_run(run.helpers, job.task_id)
+        return self.rewriter
+
     async def _synthesize(self, run: _Run, records: list[TaskRecord], log: Any) -> Report:
         """The synthesizer's report; the deterministic one, saying why, if it fails or is late.
 
@@ -698,6 +707,14 @@ class Coordinator:
         """
         try:
             async with asyncio.timeout_at(run.at):
+                if isinstance(self.synthesizer, LLMSynthesizer):
+                    # Its model call is the run's: admitted by its limits, counted in its report.
+                    return await self.synthesizer.synthesize(
+                        records,
+                        run_id=run.run_id,
+                        min_coverage=self.min_coverage,
+                        helpers=run.helpers,
+                    )
                 return await self.synthesizer.synthesize(
                     records, run_id=run.run_id, min_coverage=self.min_coverage
                 )
@@ -815,6 +832,8 @@ class _Run:
     book: DecisionBook | None = None
     state: dict[str, Any] = field(default_factory=dict)
     scope: RunScope = field(init=False)
+    # The model calls of the coordinator's own helpers (LLMRewriter, LLMSynthesizer).
+    helpers: HelperModels = field(init=False)
     # Tasks of a resume that go on after a person's answer, by their index in the plan.
     redo: dict[int, Redo] = field(default_factory=dict)
     # What a stream's early stop reports: the records so far, the tasks in flight.
@@ -830,6 +849,7 @@ class _Run:
             decisions=self.book,
             events=self.events,
         )
+        self.helpers = HelperModels(self.scope, self.at)
 
     def attach(self, book: DecisionBook) -> None:
         """The run's pending decisions, once loaded from the store."""
@@ -910,6 +930,12 @@ def _normalized(outcome: Any) -> Outcome:
     if kind is _SUCCESS or kind is ErrorEnvelope:
         return cast(Outcome, outcome)
     return _OUTCOME.validate_python(outcome)
+
+
+def _with_helper_usage(report: Report, run: _Run) -> Report:
+    """The report with what the coordinator's own helpers' model calls used, if any."""
+    usage = run.helpers.usage()
+    return report.model_copy(update={"helper_usage": usage}) if usage else report
 
 
 # How long past the run's deadline an executor may take to hand back a cut task.

@@ -1,9 +1,11 @@
 """Coordinator helpers that think with a model: `LLMRewriter` and `LLMSynthesizer`.
 
 Both ask for one forced tool call (`propose_query`, `write_summary`; script them with
-`ScriptedModel.propose_query(...)` / `ScriptedModel.write_summary(...)`), retry the model
-call locally through `RetryPolicy.run` like any transient failure, and never let a model
-failure escape: the rewriter then has no proposal (the router records a gap saying what
+`ScriptedModel.propose_query(...)` / `ScriptedModel.write_summary(...)`) through
+`call_model`, as a subagent makes a model turn: in a coordinator's run, the run's usage
+limits admit the call and its usage is counted in the report (see `_helper_models`),
+transient failures are retried locally, and no model failure (a refusal by a usage
+limit included) escapes: the rewriter then has no proposal (the router records a gap saying what
 the model did wrong) and the synthesizer returns the deterministic report with a note
 that says so. What a model may not decide is decided in code: the
 synthesizer's coverage, findings and escalations are the deterministic ones, and its
@@ -19,20 +21,22 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from agentmesh._attempts import attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._decisions import RecordGap
+from agentmesh.coordinator._helper_models import REWRITER, SYNTHESIZER, HelperModels, helper_context
 from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
-from agentmesh.errors import UsageError
+from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse
+from agentmesh.models._calls import call_model
 from agentmesh.retry import RetryPolicy
+from agentmesh.scope import RunScope
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from structlog.typing import FilteringBoundLogger
+    from agentmesh.context import Context
 
 __all__ = ["PROPOSE_QUERY", "WRITE_SUMMARY", "LLMRewriter", "LLMSynthesizer"]
 
@@ -48,58 +52,47 @@ _MAX_CONTENT_CHARS = 2000
 
 
 async def _forced_call(
+    ctx: Context,
     model: Model,
     *,
     tool: Mapping[str, Any],
     system: str,
     prompt: str,
     max_tokens: int,
-    retry: RetryPolicy,
-    classifier: Classifier,
-    source: str,
     attempted_query: dict[str, Any],
-    log: FilteringBoundLogger,
 ) -> dict[str, Any] | ErrorEnvelope:
-    """The input of the model's call of `tool`, or the envelope saying why there is none."""
-    name = tool["name"]
+    """The input of the model's call of `tool`, or the envelope saying why there is none.
 
-    async def work(number: int) -> ModelResponse:
-        log.debug("model_call", attempt=number)
-        return await model.create(
+    The helper's retry policy and classifier are `ctx`'s; a usage limit's refusal is
+    an envelope like any failure of the call.
+    """
+    name = tool["name"]
+    try:
+        response = await call_model(
+            ctx,
+            model,
             messages=[{"role": "user", "content": prompt}],
             system=system,
             tools=[tool],
             tool_choice={"type": "tool", "name": name},
             max_tokens=max_tokens,
+            attempted_query=attempted_query,
         )
-
-    # The one attempt loop of agentmesh: classification, retry, the policy's deadline on
-    # attempts in flight, and why retrying stopped.
-    attempted = await attempt_call(
-        work,
-        policy=retry,
-        classifier=classifier,
-        source=source,
-        attempted_query=attempted_query,
-        budget=None,
-        deadline=None,
-        log=log,
-    )
-    if isinstance(attempted, ErrorEnvelope):
-        return attempted
-    outcome = attempted.data
-    call = next((c for c in outcome.tool_uses if c.name == name), None)
+    except CallFailed as failed:
+        return failed.envelope
+    call = next((c for c in response.tool_uses if c.name == name), None)
     if call is not None:
         return call.input
+    usage = ctx.usage.summary()
     return ErrorEnvelope(
         error_category=ErrorCategory.OTHER,
         error_type=ErrorType.TOOL_NOT_CALLED,
         is_retryable=False,
-        message=_what_instead(outcome, name),
-        attempted_query=attempted_query,
-        source=source,
-        attempts=attempted.attempts,
-        details=_short(outcome.text) or None,
+        message=_what_instead(response, name),
+        attempted_query={"model": model.name, **attempted_query},
+        source=f"{ctx.subagent}/model",
+        attempts=1 if usage is None else usage.model_calls,
+        details=_short(response.text) or None,
     )
 
 
@@ -213,20 +206,47 @@ class LLMRewriter:
         self.classifier = classifier or default_classifier
 
     async def __call__(self, task: Task, envelope: ErrorEnvelope) -> str | RecordGap:
+        """The proposal for `task`, asked on its own (no run's limits; usage not kept)."""
+        return await self._rewrite(task, envelope, None, task.id)
+
+    def in_run(self, helpers: HelperModels, task_id: str) -> _RunRewriter:
+        """This rewriter for task `task_id` of a run: its model calls counted there.
+
+        The coordinator hands this to its router: the run's usage limits admit the
+        calls, and the report counts them under "rewriter".
+        """
+        return _RunRewriter(self, helpers, task_id)
+
+    async def _rewrite(
+        self,
+        task: Task,
+        envelope: ErrorEnvelope,
+        helpers: HelperModels | None,
+        task_id: str | None,
+    ) -> str | RecordGap:
         log = get_logger(
-            helper="rewriter", model=self.model.name, task_id=task.id, subagent=envelope.source
+            helper=REWRITER, model=self.model.name, task_id=task_id, subagent=envelope.source
+        )
+        options: dict[str, Any] = {
+            "task": task,
+            "task_id": task_id,
+            "retry": self.retry,
+            "classifier": self.classifier,
+            "log": log,
+        }
+        ctx = (
+            helper_context(RunScope(), REWRITER, **options)
+            if helpers is None
+            else helpers.context(REWRITER, **options)
         )
         answer = await _forced_call(
+            ctx,
             self.model,
             tool=_PROPOSE_TOOL,
             system=_REWRITER_SYSTEM,
             prompt=_rewrite_prompt(task, envelope),
             max_tokens=self.max_tokens,
-            retry=self.retry,
-            classifier=self.classifier,
-            source="rewriter/model",
-            attempted_query={"model": self.model.name, "rewrite": task.query},
-            log=log,
+            attempted_query={"rewrite": task.query},
         )
         if isinstance(answer, ErrorEnvelope):
             reason = _failure(answer)
@@ -253,6 +273,21 @@ class LLMRewriter:
 
     def __repr__(self) -> str:
         return f"LLMRewriter({self.model.name!r})"
+
+
+class _RunRewriter:
+    """An `LLMRewriter` as the router of one run calls it, for one task."""
+
+    __slots__ = ("helpers", "rewriter", "task_id")
+
+    def __init__(self, rewriter: LLMRewriter, helpers: HelperModels, task_id: str) -> None:
+        self.rewriter, self.helpers, self.task_id = rewriter, helpers, task_id
+
+    async def __call__(self, task: Task, envelope: ErrorEnvelope) -> str | RecordGap:
+        return await self.rewriter._rewrite(task, envelope, self.helpers, self.task_id)
+
+    def __repr__(self) -> str:
+        return repr(self.rewriter)
 
 
 def _rewrite_prompt(task: Task, envelope: ErrorEnvelope) -> str:
@@ -374,23 +409,43 @@ class LLMSynthesizer:
         self.classifier = classifier or default_classifier
 
     async def synthesize(
-        self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
+        self,
+        records: Sequence[TaskRecord],
+        *,
+        run_id: str,
+        min_coverage: float | None,
+        helpers: HelperModels | None = None,
     ) -> Report:
+        """The report, with the model's summary when it is safe to use.
+
+        `helpers` are the run's (the coordinator passes them): the run's usage limits
+        admit the model call and the report counts it under "synthesizer". Without
+        them the call is made on its own, its usage not kept.
+        """
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
         if not report.findings:
             return report
-        log = get_logger(run_id=run_id, helper="synthesizer", model=self.model.name)
+        log = get_logger(run_id=run_id, helper=SYNTHESIZER, model=self.model.name)
+        options: dict[str, Any] = {
+            "task": Task(query=f"summarise run {run_id}"),
+            "task_id": None,
+            "retry": self.retry,
+            "classifier": self.classifier,
+            "log": log,
+        }
+        ctx = (
+            helper_context(RunScope(run_id), SYNTHESIZER, **options)
+            if helpers is None
+            else helpers.context(SYNTHESIZER, **options)
+        )
         answer = await _forced_call(
+            ctx,
             self.model,
             tool=_SUMMARY_TOOL,
             system=_SYNTHESIZER_SYSTEM,
             prompt=_summary_prompt(report),
             max_tokens=self.max_tokens,
-            retry=self.retry,
-            classifier=self.classifier,
-            source="synthesizer/model",
-            attempted_query={"model": self.model.name, "summarise": run_id},
-            log=log,
+            attempted_query={"summarise": run_id},
         )
         problem: str | None
         if isinstance(answer, ErrorEnvelope):

@@ -144,6 +144,8 @@ class Report(_Value):
     synthesis_note: str | None = None
     # Questions waiting for a person (`agentmesh.decisions`): `Coordinator.resume` answers.
     pending_decisions: tuple[PendingDecision, ...] = ()
+    # What the coordinator's own model helpers used, by helper ("rewriter", "synthesizer").
+    helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
 
     @property
     def coverage_ratio(self) -> float:
@@ -163,17 +165,27 @@ class Report(_Value):
 
     @property
     def usage(self) -> UsageSummary | None:
-        """What the run's model calls used, every step of every task; None without any."""
-        return summed(step.outcome.usage for record in self.records for step in record.steps)
+        """What the run's model calls used: every step of every task, and the helpers'.
+
+        None when no model was called.
+        """
+        steps = (step.outcome.usage for record in self.records for step in record.steps)
+        return summed((*steps, *self.helper_usage.values()))
 
     @property
     def usage_by_subagent(self) -> dict[str, UsageSummary]:
-        """The run's model usage by the subagent that made the calls (alternatives too)."""
+        """The run's model usage by the subagent that made the calls (alternatives too).
+
+        The coordinator's own helpers have a line each, under "rewriter" and
+        "synthesizer" (`helper_usage`).
+        """
         by: dict[str, list[UsageSummary | None]] = {}
         for record in self.records:
             for step in record.steps:
                 if step.outcome.usage is not None:
                     by.setdefault(step.subagent, []).append(step.outcome.usage)
+        for helper, usage in self.helper_usage.items():
+            by.setdefault(helper, []).append(usage)
         return {name: summary for name, items in by.items() if (summary := summed(items))}
 
     @property
@@ -212,6 +224,8 @@ class Report(_Value):
         if not self.pending_decisions:
             # A run that waits for nobody keeps the shape its JSON always had.
             del data["pendingDecisions"]
+        if not self.helper_usage:
+            del data["helperUsage"]  # the same for a run whose helpers called no model
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         usage = self.usage

@@ -12,6 +12,7 @@ from agentmesh.events import (
     RunFinished,
     RunStream,
     TaskFinished,
+    UsageUpdated,
     parse_event,
 )
 
@@ -33,6 +34,8 @@ async def follow(tasks: list[Task]) -> Report | None:
                     assert delay >= 0
                 case Routed(decision=decision):
                     assert decision is not None
+                case UsageUpdated(usage=call, total=total):
+                    assert total.model_calls >= call.model_calls
                 case TaskFinished(entry=entry):
                     entries.append(entry)
                 case RunFinished(report=report):
