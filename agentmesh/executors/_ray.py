@@ -51,6 +51,7 @@ from agentmesh._logging import get_logger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
+from agentmesh.models._calls import marked_usage_refusal
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
@@ -306,7 +307,10 @@ class RayExecutor:
         if scope is not None and scope.events is not None:
             for event in result["events"]:
                 scope.events.forward(event)  # numbered in the driver's run, in their order
-        return _OUTCOME.validate_python(result["outcome"])
+        outcome = _OUTCOME.validate_python(result["outcome"])
+        if result["usage_refusal"] and isinstance(outcome, ErrorEnvelope):
+            return marked_usage_refusal(outcome)  # the worker's usage limit refused it
+        return outcome
 
     # -- helpers -------------------------------------------------------------------------
 

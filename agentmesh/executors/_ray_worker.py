@@ -29,6 +29,7 @@ from agentmesh.checkpoints._store import Row, StoreBase
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.executors._ray_state import Op, apply_op
+from agentmesh.models._calls import is_usage_refusal
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
@@ -142,6 +143,8 @@ def run_task(spec: Spec) -> dict[str, Any]:
         counts = (budget.first_attempts, budget.retries, budget.denied, *_unsettled(budget))
     return {
         "outcome": wire(outcome),
+        # Not part of the wire form (nothing from outside may claim it): said beside it.
+        "usage_refusal": is_usage_refusal(outcome),
         "budget": counts,
         "state": state.ops,
         "shared": shared.ops,

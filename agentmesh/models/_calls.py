@@ -30,7 +30,7 @@ from agentmesh.retry import RetryPolicy
 if TYPE_CHECKING:
     from agentmesh.context import Context
 
-__all__ = ["call_model", "is_usage_refusal", "usage_limit_envelope"]
+__all__ = ["call_model", "is_usage_refusal", "marked_usage_refusal", "usage_limit_envelope"]
 
 
 async def call_model(
@@ -168,6 +168,12 @@ def usage_limit_envelope(reason: str, *, source: str, model: str | None = None) 
         attempts=0,
         user_message="The usage limit of this run was reached before the task was done.",
     )
+    return marked_usage_refusal(envelope)
+
+
+def marked_usage_refusal(envelope: ErrorEnvelope) -> ErrorEnvelope:
+    """`envelope` marked as the framework's usage refusal: for the framework's own
+    transports only (a Ray worker's outcome, rebuilt on the driver), never outside input."""
     envelope._usage_refusal = True
     return envelope
 
