@@ -254,8 +254,9 @@ class TestFallbackChain:
         planning = run.report["planningUsage"]
         assert planning["modelCalls"] == 2  # the primary's 529, then the fallback's plan
         research_calls = run.report["usage"]["modelCalls"]
-        # LLMSynthesizer's and LLMRewriter's calls are made outside any task: not counted.
-        assert planning["modelCalls"] + research_calls < len(requests)
+        # Every request is counted: the tasks', and LLMSynthesizer's and LLMRewriter's too.
+        assert planning["modelCalls"] + research_calls == len(requests)
+        assert set(run.report["usage"]["bySubagent"]) >= {"synthesizer"}
         assert "usage: " in run.stderr
         assert "model calls" in run.stderr
         assert "cost $" in run.stderr
