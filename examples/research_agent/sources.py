@@ -4,7 +4,9 @@
 * `stdlib`: the docstrings of standard-library modules, read from their source files
   with `ast` (importing every module would run its side effects), and those of the
   modules written in C (`builtins`, `math`, `itertools`, ...), which have no source
-  to read and are imported instead: they only define functions and types.
+  to read and are imported instead: they only define functions and types. A module
+  without a docstring is read from the implementation it re-exports (`decimal` from
+  `_pydecimal.py`), a C one by the type it is named after (`mmap.mmap`).
 * `packages`: the metadata and long descriptions of the installed distributions, their
   changelogs left out (a release note is rarely the answer to a question).
 
@@ -225,20 +227,31 @@ class StdlibCorpus(Corpus):
     )
 
     def __init__(
-        self, documents: list[Document], root: Path, c_modules: dict[str, ModuleType]
+        self,
+        documents: list[Document],
+        root: Path,
+        c_modules: dict[str, ModuleType],
+        sources: dict[str, Path] | None = None,
     ) -> None:
         super().__init__(documents)
         self.root = root
         self.c_modules = c_modules
+        # The file each module's documentation is read from (`_implementation`).
+        self.sources = sources or {}
 
     @classmethod
     def load(cls, root: Path | None = None) -> StdlibCorpus:
         root = root or Path(sysconfig.get_paths()["stdlib"])
         documents = []
+        sources: dict[str, Path] = {}
         for module, path in cls._modules(root):
             source = path.read_text(encoding="utf-8", errors="replace")
-            entries = tuple(cls._definitions(source))
             docstring = _module_docstring(source)
+            if not docstring.strip():
+                path, source = cls._implementation(root, path, source)
+                docstring = _module_docstring(source)
+            sources[module] = path
+            entries = tuple(cls._definitions(source))
             text = _weighted(split_identifier(module.replace(".", "_")), docstring)
             documents.append(Document(id=module, title=module, text=text, entries=entries))
         c_modules = dict(cls._c_modules(root))
@@ -247,10 +260,24 @@ class StdlibCorpus(Corpus):
                 f"{split_identifier(name)} {_summary(str(value.__doc__))}"
                 for name, value in _members(loaded)
             )
-            text = _weighted(split_identifier(module), loaded.__doc__ or "")
+            text = _weighted(split_identifier(module), _c_docstring(module, loaded))
             documents.append(Document(id=module, title=module, text=text, entries=entries))
         documents.sort(key=lambda doc: doc.id)
-        return cls(documents, root, c_modules)
+        return cls(documents, root, c_modules, sources)
+
+    @classmethod
+    def _implementation(cls, root: Path, path: Path, source: str) -> tuple[Path, str]:
+        """The file that documents a module without a docstring, and its source.
+
+        A module such as `decimal` only re-exports its implementation (`from _decimal
+        import *`, else `from _pydecimal import *`): the documentation is in the first
+        private module it star-imports that has a source file. Otherwise, its own.
+        """
+        for private in _STAR_IMPORT.findall(source):
+            candidate = root / f"{private.replace('.', '/')}.py"
+            if candidate.is_file():
+                return candidate, candidate.read_text(encoding="utf-8", errors="replace")
+        return path, source
 
     @classmethod
     def _definitions(cls, source: str) -> Iterator[str]:
@@ -316,10 +343,7 @@ class StdlibCorpus(Corpus):
         if module in self.c_modules:
             yield from _c_pieces(module, self.c_modules[module])
             return
-        relative = module.replace(".", "/")
-        path = self.root / f"{relative}.py"
-        if not path.exists():
-            path = self.root / relative / "__init__.py"
+        path = self.sources.get(module) or self._path(module)
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except (SyntaxError, ValueError):
@@ -333,6 +357,11 @@ class StdlibCorpus(Corpus):
             where = f"{section} ({path.relative_to(self.root)}:{line})"
             for text in chunk(docstring):
                 yield _Piece(section=where, text=text, name=qualname)
+
+    def _path(self, module: str) -> Path:
+        relative = module.replace(".", "/")
+        path = self.root / f"{relative}.py"
+        return path if path.exists() else self.root / relative / "__init__.py"
 
 
 class PackagesCorpus(Corpus):
@@ -391,6 +420,9 @@ def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0].strip()
 
 
+# `from _private import *`, at any indentation (decimal's is inside a `try:`).
+_STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+(_[\w.]+)[ \t]+import[ \t]+\*", re.M)
+
 # The colon that ends a signature, then a docstring's opening quotes and first line.
 _DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3})\\?\s*([^\n]*)""")
 
@@ -429,6 +461,17 @@ def _members(module: ModuleType) -> list[tuple[str, object]]:
         and (callable(value) or isinstance(value, type))
         and getattr(value, "__doc__", None)
     ]
+
+
+def _c_docstring(module: str, loaded: ModuleType) -> str:
+    """A C module's docstring; without one, that of the type it is named after.
+
+    `mmap` documents itself in `mmap.mmap` ("Maps length bytes from the file ...").
+    """
+    if loaded.__doc__:
+        return loaded.__doc__
+    namesake = getattr(loaded, module, None)
+    return str(namesake.__doc__) if isinstance(namesake, type) and namesake.__doc__ else ""
 
 
 def _c_pieces(module: str, loaded: ModuleType) -> Iterator[_Piece]:

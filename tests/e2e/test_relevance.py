@@ -12,6 +12,7 @@ from agentmesh import Report
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
+from examples.research_agent.ranking import parse_query
 from examples.research_agent.research import research
 from examples.research_agent.shapes import chunk
 from examples.research_agent.sources import SOURCES, Corpus, load_corpus
@@ -127,6 +128,24 @@ class TestRanking:
         """A function's docstring line (bisect.insort) or a C module (math) is found."""
         ids = [f.content["id"] for f in report(question).findings[:10]]
         assert any(i == module or i.startswith(f"{module}.") for i in ids), ids
+
+
+class TestUndocumentedModules:
+    def test_module_that_reexports_is_read_from_its_implementation(self) -> None:
+        """`decimal` has no docstring of its own: its passages come from `_pydecimal.py`."""
+        stdlib = corpora()["stdlib"]
+        query = parse_query("decimal context rounding precision")
+        assert "decimal" in stdlib.find(query, 3)
+        passages = stdlib.read("decimal", query, 3)
+        assert passages
+        assert all("_pydecimal.py:" in p["section"] for p in passages)
+        assert all(p["id"].startswith("stdlib:decimal") for p in passages)
+
+    def test_c_module_without_docstring_is_found_by_its_namesake_type(self) -> None:
+        """`mmap` is searched by the words of `mmap.mmap`'s docstring and found."""
+        assert "anonymous memory" in corpora()["stdlib"].documents["mmap"].text
+        found = report("What is a memory-mapped file object?").findings[:10]
+        assert any(f.content["id"].startswith("stdlib:mmap") for f in found)
 
 
 class TestShapes:
