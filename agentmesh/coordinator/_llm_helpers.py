@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._decisions import RecordGap
@@ -77,12 +77,9 @@ async def _forced_call(
     # attempts in flight, and why retrying stopped.
     attempted = await attempt_call(
         work,
-        policy=retry,
-        classifier=classifier,
+        rules=AttemptRules(retry, classifier),
         source=source,
         attempted_query=attempted_query,
-        budget=None,
-        deadline=None,
         log=log,
     )
     if isinstance(attempted, ErrorEnvelope):

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any, Unpack
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger
 from agentmesh._tracing import agent_span, record_outcome
@@ -68,6 +68,10 @@ class Subagent(abc.ABC):
         if breaker is not None and breaker.name is None:
             breaker.name = self.name
         self.breaker = breaker
+        # Made once: every task's attempts are judged by the same rules.
+        self._attempt_rules = AttemptRules(
+            checked.retry, checked.classifier, breaker, user_code=True
+        )
 
     @abc.abstractmethod
     async def handle(self, task: Task, ctx: Context) -> Any:
@@ -144,18 +148,12 @@ class Subagent(abc.ABC):
             try:
                 outcome = await attempt_call(
                     body.attempt,
-                    policy=self.retry,
-                    classifier=self.classifier,
+                    rules=self._attempt_rules,
                     source=self.name,
                     attempted_query=recorded(task.query),
-                    budget=scope.budget,
-                    deadline=at,
                     log=log,
+                    scope=ctx,  # the run's budget, the task's deadline, tally and events
                     adjust=body.at_deadline,
-                    breaker=self.breaker,
-                    user_code=True,
-                    tally=ctx.retries,
-                    events=ctx.events,
                 )
             finally:
                 if checkpointing:
