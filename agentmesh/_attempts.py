@@ -14,8 +14,9 @@ and, in strict mode, a programming error in user code. Any other exception, a st
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh.breaker import CircuitBreaker
@@ -27,7 +28,7 @@ from agentmesh.retry import RetryBudget, RetryPolicy
 if TYPE_CHECKING:
     from agentmesh._event_channel import TaskEvents
 
-__all__ = ["RetryTally", "attempt_call", "propagates"]
+__all__ = ["AttemptRules", "AttemptScope", "RetryTally", "attempt_call", "propagates"]
 
 T = TypeVar("T")
 
@@ -68,46 +69,78 @@ class RetryTally:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttemptRules:
+    """How one source's attempts are judged: made once per source where it can be.
+
+    Args:
+        policy: the retry policy.
+        classifier: turns the work's exceptions into envelopes.
+        breaker: fails attempts fast while the source is known to be down.
+        user_code: the work runs the user's body or tool function, so strict mode applies.
+    """
+
+    policy: RetryPolicy
+    classifier: Classifier
+    breaker: CircuitBreaker | None = None
+    user_code: bool = False
+
+
+class AttemptScope(Protocol):
+    """What a call shares with its task (a `Context` is one): where its retries count.
+
+    `budget` is the run's retry budget, `deadline` the task's (absolute, in the loop's
+    clock), `retries` counts each retry by source and error type, and `events` gets an
+    `AttemptFailed` for every failed attempt (None when nobody streams the run).
+    """
+
+    @property
+    def budget(self) -> RetryBudget | None: ...
+    @property
+    def deadline(self) -> float | None: ...
+    @property
+    def retries(self) -> RetryTally: ...
+    @property
+    def events(self) -> TaskEvents | None: ...
+
+
 async def attempt_call(
     work: Callable[[int], Awaitable[T]],
     *,
-    policy: RetryPolicy,
-    classifier: Classifier,
+    rules: AttemptRules,
     source: str,
     attempted_query: str | dict[str, Any],
-    budget: RetryBudget | None,
-    deadline: float | None,
     log: Any,
+    scope: AttemptScope | None = None,
     adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None = None,
     review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
-    breaker: CircuitBreaker | None = None,
     deposit: Callable[[], bool] | None = None,
-    user_code: bool = False,
-    tally: RetryTally | None = None,
-    events: TaskEvents | None = None,
 ) -> Success[T] | ErrorEnvelope:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
 
     Args:
-        deadline: absolute, in the loop's clock; with the policy's own `deadline` (counted
-            from now) the earlier one bounds the waits and every attempt in flight.
+        rules: the source's retry policy, classifier, breaker and strictness.
+        source, attempted_query: what an envelope says was tried, and by whom.
+        scope: the task's budget, deadline, retry tally and events; None for a call of
+            no task (no budget, no deadline). With the policy's own `timeout` the earlier
+            deadline bounds the waits and every attempt in flight.
         adjust: refines the classified envelope of an exception (e.g. not retryable for a
             non-idempotent tool whose failure may have taken effect).
         review: sees every attempt's outcome and may replace it (post-tool policies).
-        breaker: fails attempts fast while the source is known to be down.
         deposit: asked before the first attempt whether this call deposits into the
             retry budget (see `RetryPolicy.run`); by default it does.
-        user_code: `work` runs the user's body or tool function, so strict mode applies.
-        tally: counts each retry, by `source` and the error type that caused it.
-        events: the task's events: an `AttemptFailed` for every failed attempt, with the
-            delay before the next one (None after the last).
     """
+    policy, breaker = rules.policy, rules.breaker
+    if scope is None:
+        budget = deadline = tally = events = None
+    else:
+        budget, deadline, tally, events = scope.budget, scope.deadline, scope.retries, scope.events
     if policy.timeout is not None:
         deadline = policy.deadline_within(deadline)
         assert deadline is not None  # the policy's own timeout gives one
         work = _bounded(work, deadline)
-    call = _Call(work, classifier, source, attempted_query, log, adjust, review, breaker)
-    call.user_code, call.tally, call.events = user_code, tally, events
+    call = _Call(work, rules, source, attempted_query, log, adjust, review)
+    call.tally, call.events = tally, events
     if deadline is None and breaker is None and not tracing():
         # Nothing to enter around attempt 1 (no timeout, breaker or span): it runs here,
         # not three coroutines down in the retry loop. Most calls end with it, and every
@@ -167,23 +200,23 @@ class _Call(Generic[T]):
     def __init__(
         self,
         work: Callable[[int], Awaitable[T]],
-        classifier: Classifier,
+        rules: AttemptRules,
         source: str,
         attempted_query: str | dict[str, Any],
         log: Any,
         adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None,
         review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None,
-        breaker: CircuitBreaker | None,
     ) -> None:
         self.work = work
-        self.classifier = classifier
+        # The rules' parts, held directly: each attempt reads them without a hop.
+        self.classifier = rules.classifier
+        self.breaker = rules.breaker
+        self.user_code = rules.user_code
         self.source = source
         self.attempted_query = attempted_query
         self.log = log
         self.adjust = adjust
         self.review = review
-        self.breaker = breaker
-        self.user_code = False
         self.tally: RetryTally | None = None
         self.events: TaskEvents | None = None
         self.final = False  # a CallFailed was retried where it happened: never again here

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pydantic
 import pydantic_core
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._human import AskWithoutStore, Go, ask_person
 from agentmesh._limits import recorded
 from agentmesh._rulings import apply_verdict, blocked
@@ -133,22 +133,18 @@ async def call_tool(
     else:
         outcome = await attempt_call(
             work,
-            policy=tool.retry or ctx.retry,
-            classifier=ctx.classifier,
+            rules=AttemptRules(
+                tool.retry or ctx.retry, ctx.classifier, tool.breaker, user_code=True
+            ),
             source=source,
             attempted_query=attempted_query,
-            budget=ctx.budget,
-            deadline=ctx.deadline,
             log=log,
+            scope=ctx,
             adjust=lambda envelope, exc: _unless_repeat_is_safe(
                 ctx, tool, call_id, envelope, exc, key
             ),
             review=review,
-            breaker=tool.breaker,
             deposit=ctx.deposit_for_call,
-            user_code=True,
-            tally=ctx.retries,
-            events=ctx.events,
         )
     if isinstance(outcome, Success):
         log.debug("tool_outcome", status="success", attempts=outcome.attempts)

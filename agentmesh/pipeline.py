@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 import pydantic_core
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointError, CheckpointStore, SQLiteStore
 from agentmesh.checkpoints._codec import declared_output_type, decode, encode, revive
@@ -201,12 +201,9 @@ class Pipeline:
 
         return await attempt_call(
             work,
-            policy=stage.retry,
-            classifier=self.classifier,
+            rules=AttemptRules(stage.retry, self.classifier),
             source=self._address(stage),
             attempted_query=self._query(stage, run_id),
-            budget=None,
-            deadline=None,
             log=log.bind(stage=stage.name),
         )
 

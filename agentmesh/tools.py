@@ -29,23 +29,21 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_args, get_type_hints, overload
+from typing import Any, Generic, ParamSpec, TypeVar, Unpack, get_args, get_type_hints, overload
 
 import pydantic_core
 from pydantic import AllowInfNan, BaseModel, ConfigDict, create_model
 from pydantic.dataclasses import is_pydantic_dataclass
 
+from agentmesh._tool_options import Impact, ToolKwargs, ToolOptions
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
-from agentmesh.retry import RetryPolicy
-from agentmesh.throttle import Limiter, RateLimitSpec
 
-__all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "Impact", "Tool", "tool"]
+__all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "Impact", "Tool", "ToolOptions", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-Impact = Literal["financial", "legal", "safety"]
 IDEMPOTENCY_KEY = "idempotency_key"
 CONTEXT_PARAMETER = "ctx"
 _INJECTED = (IDEMPOTENCY_KEY, CONTEXT_PARAMETER)
@@ -58,38 +56,21 @@ class Tool(Generic[P, R]):
     policies or retries, which is handy in the tool's own unit tests.
     """
 
-    def __init__(
-        self,
-        fn: Callable[P, Awaitable[R]],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        idempotent: bool = False,
-        impact: Impact | None = None,
-        retry: RetryPolicy | None = None,
-        rate_limit: RateLimitSpec | None = None,
-        max_concurrency: int | None = None,
-        breaker: CircuitBreaker | None = None,
-    ) -> None:
+    def __init__(self, fn: Callable[P, Awaitable[R]], **options: Unpack[ToolKwargs]) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise UsageError(
                 f"@tool needs an async function (async def); {fn.__qualname__} is not. "
                 "Wrap blocking code with asyncio.to_thread inside an async def."
             )
-        if impact is not None and impact not in get_args(Impact):
-            raise UsageError(
-                f"@tool(impact=) must be one of {get_args(Impact)} or None, got {impact!r}"
-            )
         self.fn = fn
-        self.name = name or fn.__name__
-        self.description = description or inspect.getdoc(fn) or self.name
-        self.idempotent = idempotent
-        self.impact: Impact | None = impact
-        self.retry = retry
-        self.breaker = _named(breaker, self.name)
-        self.limiter = Limiter(
-            name=f"tool {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
-        )
+        self.name = options.get("name") or fn.__name__
+        self.options = checked = ToolOptions.of(self.name, options)
+        self.description = checked.description or inspect.getdoc(fn) or self.name
+        self.idempotent = checked.idempotent
+        self.impact: Impact | None = checked.impact
+        self.retry = checked.retry
+        self.breaker = _named(checked.breaker, self.name)
+        self.limiter = checked.limiter(self.name)
         self._signature = inspect.signature(fn)
         self.accepts_idempotency_key = IDEMPOTENCY_KEY in self._signature.parameters
         self.accepts_context = CONTEXT_PARAMETER in self._signature.parameters
@@ -243,8 +224,6 @@ def _model_non_finite(
 
 
 def _named(breaker: CircuitBreaker | None, owner: str) -> CircuitBreaker | None:
-    if breaker is not None and not isinstance(breaker, CircuitBreaker):
-        raise UsageError(f"{owner}: breaker= takes a CircuitBreaker, got {breaker!r}")
     if breaker is not None and breaker.name is None:
         breaker.name = owner
     return breaker
@@ -279,31 +258,11 @@ def tool(fn: Callable[P, Awaitable[R]], /) -> Tool[P, R]: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    idempotent: bool = False,
-    impact: Impact | None = None,
-    retry: RetryPolicy | None = None,
-    rate_limit: RateLimitSpec | None = None,
-    max_concurrency: int | None = None,
-    breaker: CircuitBreaker | None = None,
-) -> Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]: ...
+def tool(**options: Unpack[ToolKwargs]) -> Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]: ...
 
 
 def tool(
-    fn: Callable[P, Awaitable[R]] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    idempotent: bool = False,
-    impact: Impact | None = None,
-    retry: RetryPolicy | None = None,
-    rate_limit: RateLimitSpec | None = None,
-    max_concurrency: int | None = None,
-    breaker: CircuitBreaker | None = None,
+    fn: Callable[P, Awaitable[R]] | None = None, /, **options: Unpack[ToolKwargs]
 ) -> Tool[P, R] | Callable[[Callable[P, Awaitable[R]]], Tool[P, R]]:
     """Make a typed tool from an async function; usable bare (`@tool`) or with options.
 
@@ -319,16 +278,6 @@ def tool(
     """
 
     def make(func: Callable[P, Awaitable[R]]) -> Tool[P, R]:
-        return Tool(
-            func,
-            name=name,
-            description=description,
-            idempotent=idempotent,
-            impact=impact,
-            retry=retry,
-            rate_limit=rate_limit,
-            max_concurrency=max_concurrency,
-            breaker=breaker,
-        )
+        return Tool(func, **options)
 
     return make if fn is None else make(fn)

@@ -20,11 +20,12 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
 
 from agentmesh._logging import get_logger
 from agentmesh._mappers import describe
+from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
 from agentmesh.envelope import ErrorCategory
@@ -32,9 +33,7 @@ from agentmesh.errors import AgentError, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session
 from agentmesh.mcp._errors import CONNECTION_CLOSED, ServerConnectionLost
 from agentmesh.mcp._tool import MCPTool
-from agentmesh.retry import RetryPolicy
-from agentmesh.throttle import RateLimitSpec
-from agentmesh.tools import Impact, Tool
+from agentmesh.tools import Tool
 
 if TYPE_CHECKING:
     import mcp
@@ -254,17 +253,7 @@ class MCPServer:
 
     # --- tools -------------------------------------------------------------------------
 
-    def tool(
-        self,
-        name: str,
-        *,
-        idempotent: bool | None = None,
-        impact: Impact | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        rate_limit: RateLimitSpec | None = None,
-        max_concurrency: int | None = None,
-    ) -> MCPTool:
+    def tool(self, name: str, **options: Unpack[MCPToolKwargs]) -> MCPTool:
         """The server's tool `name`, usable before the server is connected.
 
         Without options it is the same object `list_tools()` returns for that name;
@@ -276,19 +265,10 @@ class MCPServer:
             timeout: seconds one call may wait for its answer (default: the server's).
             retry, rate_limit, max_concurrency: as for `@tool`.
         """
-        plain = (idempotent, impact, timeout, retry, rate_limit, max_concurrency) == (None,) * 6
+        plain = all(value is None for value in options.values())
         if plain and name in self._tools:
             return self._tools[name]
-        made = MCPTool(
-            self,
-            name,
-            idempotent=idempotent,
-            impact=impact,
-            timeout=timeout,
-            retry=retry,
-            rate_limit=rate_limit,
-            max_concurrency=max_concurrency,
-        )
+        made = MCPTool(self, name, **options)
         if name in self._listed:
             made.learn(self._listed[name])
         if plain:

@@ -9,15 +9,14 @@ body is a `tools/call` on the server's shared connection.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
 from agentmesh.errors import AgentError, UsageError, ValidationError
 from agentmesh.mcp._errors import tool_error
-from agentmesh.retry import RetryPolicy
-from agentmesh.throttle import RateLimitSpec
-from agentmesh.tools import Impact, Tool
+from agentmesh.tools import Tool
 
 # jsonschema ships no type information (a dependency of the mcp SDK).
 Validator = Any
@@ -28,6 +27,8 @@ if TYPE_CHECKING:
     from agentmesh.mcp._server import MCPServer
 
 __all__ = ["MCPTool", "idempotent_from"]
+
+_OPTIONS = frozenset(MCPToolKwargs.__annotations__)
 
 
 async def _remote(ctx: Any = None) -> Any:
@@ -50,35 +51,25 @@ class MCPTool(Tool[..., Any]):
         retry, rate_limit, max_concurrency: as for `@tool`.
     """
 
-    def __init__(
-        self,
-        server: MCPServer,
-        name: str,
-        *,
-        idempotent: bool | None = None,
-        impact: Impact | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        rate_limit: RateLimitSpec | None = None,
-        max_concurrency: int | None = None,
-    ) -> None:
+    def __init__(self, server: MCPServer, name: str, **options: Unpack[MCPToolKwargs]) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer.tool(name=) takes the tool's name, got {name!r}")
+        check_keywords(f"MCPServer.tool({name!r})", options, _OPTIONS)
+        idempotent = options.get("idempotent")
         if idempotent is not None and not isinstance(idempotent, bool):
             raise UsageError(
                 f"MCPServer.tool(idempotent=) takes True, False or None, got {idempotent!r}"
             )
-        super().__init__(
-            _remote,
-            name=name,
-            description=name,
-            idempotent=bool(idempotent),
-            impact=impact,
-            retry=retry,
-            rate_limit=rate_limit,
-            max_concurrency=max_concurrency,
-            breaker=server.breaker,
-        )
+        timeout = options.get("timeout")
+        # The limits pass on as given; name, description and breaker are the server's.
+        shared = {key: value for key, value in options.items() if key in TOOL_KEYWORDS}
+        described = {
+            "name": name,
+            "description": name,
+            "idempotent": bool(idempotent),
+            "breaker": server.breaker,
+        }
+        super().__init__(_remote, **cast(ToolKwargs, shared | described))
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise UsageError(f"MCPServer.tool(timeout=) must be seconds > 0, got {timeout!r}")
         self.server = server

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._usage import ModelFailover
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
@@ -64,20 +64,17 @@ async def call_model(
     }
     chain = model.models if isinstance(model, FallbackModel) else (model,)
     tried: list[tuple[str, ErrorEnvelope]] = []
+    rules = AttemptRules(retry or ctx.retry, ctx.classifier)
     for index, member in enumerate(chain):
         turn = _Turn(ctx, member, request, usage_limits)
         outcome = await attempt_call(
             turn.attempt,
-            policy=retry or ctx.retry,
-            classifier=ctx.classifier,
+            rules=rules,
             source=f"{ctx.subagent}/model",
             attempted_query={"model": member.name, **(attempted_query or {})},
-            budget=ctx.budget,
-            deadline=ctx.deadline,
             log=turn.log,
+            scope=ctx,
             deposit=ctx.deposit_for_call,
-            tally=ctx.retries,
-            events=ctx.events,
         )
         if isinstance(outcome, Success):
             if tried:

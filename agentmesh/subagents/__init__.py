@@ -3,6 +3,7 @@
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._function import FunctionSubagent, subagent
 from agentmesh.subagents._llm import REPORT_FAILURE, SUBMIT_RESULT, LLMSubagent
+from agentmesh.subagents._options import SubagentOptions
 
 __all__ = [
     "REPORT_FAILURE",
@@ -10,5 +11,6 @@ __all__ = [
     "FunctionSubagent",
     "LLMSubagent",
     "Subagent",
+    "SubagentOptions",
     "subagent",
 ]

@@ -5,31 +5,27 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Unpack
 
-from agentmesh._attempts import attempt_call
+from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger
 from agentmesh._tracing import agent_span, record_outcome
-from agentmesh.breaker import CircuitBreaker
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
-from agentmesh.classify import Classifier, default_classifier
 from agentmesh.context import Context, merge_partials
 from agentmesh.envelope import ErrorEnvelope, ErrorType, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.policies import PolicyChain, ToolPolicy
-from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
 from agentmesh.subagents._as_tool import subagent_tool
+from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.task import Task
-from agentmesh.throttle import Limiter, RateLimitSpec
 from agentmesh.tools import Impact, Tool
 
 __all__ = ["Subagent"]
-
-DEFAULT_RETRY = RetryPolicy()
 
 
 class Subagent(abc.ABC):
@@ -52,48 +48,30 @@ class Subagent(abc.ABC):
         checkpoint: persist `ctx.record_partial` when run with a `store`, so a re-run of
             the same run and task continues from its pending sources.
         breaker: a `CircuitBreaker`: fail fast while this subagent keeps failing.
+
+    The options, checked, are `self.options` (a `SubagentOptions`).
     """
 
     name: str = ""
     description: str = ""
 
-    def __init__(
-        self,
-        name: str | None = None,
-        *,
-        retry: RetryPolicy | None = None,
-        alternatives: Iterable[str] = (),
-        policies: Sequence[ToolPolicy] = (),
-        rate_limit: RateLimitSpec | None = None,
-        max_concurrency: int | None = None,
-        classifier: Classifier | None = None,
-        checkpoint: bool = False,
-        breaker: CircuitBreaker | None = None,
-    ) -> None:
+    def __init__(self, name: str | None = None, **options: Unpack[SubagentKwargs]) -> None:
         self.name = name or self.name or type(self).__name__
-        if isinstance(alternatives, str):
-            raise UsageError(f"subagent {self.name}: alternatives must be a list of names")
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise UsageError(f"subagent {self.name}: retry= takes a RetryPolicy, got {retry!r}")
-        for policy in policies:
-            if not isinstance(policy, ToolPolicy):
-                raise UsageError(
-                    f"subagent {self.name}: {policy!r} is not a policy; decorate it with "
-                    "@pre_tool_use or @post_tool_use"
-                )
-        self.retry = retry or DEFAULT_RETRY
-        self.alternatives = tuple(alternatives)
-        self.policies = tuple(policies)
-        self.limiter = Limiter(
-            name=f"subagent {self.name}", rate_limit=rate_limit, max_concurrency=max_concurrency
-        )
-        self.classifier = classifier or default_classifier
-        self.checkpoint = checkpoint
-        if breaker is not None and not isinstance(breaker, CircuitBreaker):
-            raise UsageError(f"subagent {self.name}: breaker= takes a CircuitBreaker")
+        self.options = checked = SubagentOptions.of(self.name, options)
+        self.retry = checked.retry
+        self.alternatives = checked.alternatives
+        self.policies = checked.policies
+        self.limiter = checked.limiter(self.name)
+        self.classifier = checked.classifier
+        self.checkpoint = checked.checkpoint
+        breaker = checked.breaker
         if breaker is not None and breaker.name is None:
             breaker.name = self.name
         self.breaker = breaker
+        # Made once: every task's attempts are judged by the same rules.
+        self._attempt_rules = AttemptRules(
+            checked.retry, checked.classifier, breaker, user_code=True
+        )
 
     @abc.abstractmethod
     async def handle(self, task: Task, ctx: Context) -> Any:
@@ -170,18 +148,12 @@ class Subagent(abc.ABC):
             try:
                 outcome = await attempt_call(
                     body.attempt,
-                    policy=self.retry,
-                    classifier=self.classifier,
+                    rules=self._attempt_rules,
                     source=self.name,
                     attempted_query=recorded(task.query),
-                    budget=scope.budget,
-                    deadline=at,
                     log=log,
+                    scope=ctx,  # the run's budget, the task's deadline, tally and events
                     adjust=body.at_deadline,
-                    breaker=self.breaker,
-                    user_code=True,
-                    tally=ctx.retries,
-                    events=ctx.events,
                 )
             finally:
                 if checkpointing:

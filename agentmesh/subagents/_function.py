@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, overload
+from collections.abc import Awaitable, Callable
+from typing import Any, Unpack, overload
 
-from agentmesh.breaker import CircuitBreaker
-from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.errors import UsageError
-from agentmesh.policies import ToolPolicy
-from agentmesh.retry import RetryPolicy
 from agentmesh.subagents._base import Subagent
+from agentmesh.subagents._options import SubagentKwargs
 from agentmesh.task import Task
-from agentmesh.throttle import RateLimitSpec
 
 __all__ = ["FunctionSubagent", "subagent"]
 
@@ -24,7 +20,9 @@ SubagentFn = Callable[[Task, Context], Awaitable[Any]]
 class FunctionSubagent(Subagent):
     """A `Subagent` whose `handle` is a function."""
 
-    def __init__(self, fn: SubagentFn, name: str | None = None, **options: Any) -> None:
+    def __init__(
+        self, fn: SubagentFn, name: str | None = None, **options: Unpack[SubagentKwargs]
+    ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise UsageError(
                 f"@subagent needs an async function `async def f(task, ctx)`; "
@@ -49,45 +47,18 @@ class FunctionSubagent(Subagent):
 def subagent(fn: SubagentFn, /) -> FunctionSubagent: ...
 @overload
 def subagent(
-    *,
-    name: str | None = None,
-    retry: RetryPolicy | None = None,
-    alternatives: Iterable[str] = (),
-    policies: Sequence[ToolPolicy] = (),
-    rate_limit: RateLimitSpec | None = None,
-    max_concurrency: int | None = None,
-    classifier: Classifier | None = None,
-    checkpoint: bool = False,
-    breaker: CircuitBreaker | None = None,
+    *, name: str | None = None, **options: Unpack[SubagentKwargs]
 ) -> Callable[[SubagentFn], FunctionSubagent]: ...
 def subagent(
     fn: SubagentFn | None = None,
     /,
     *,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
-    alternatives: Iterable[str] = (),
-    policies: Sequence[ToolPolicy] = (),
-    rate_limit: RateLimitSpec | None = None,
-    max_concurrency: int | None = None,
-    classifier: Classifier | None = None,
-    checkpoint: bool = False,
-    breaker: CircuitBreaker | None = None,
+    **options: Unpack[SubagentKwargs],
 ) -> FunctionSubagent | Callable[[SubagentFn], FunctionSubagent]:
     """Turn `async def f(task, ctx)` into a `Subagent`; see `Subagent` for the options."""
 
     def make(func: SubagentFn) -> FunctionSubagent:
-        return FunctionSubagent(
-            func,
-            name,
-            retry=retry,
-            alternatives=alternatives,
-            policies=policies,
-            rate_limit=rate_limit,
-            max_concurrency=max_concurrency,
-            classifier=classifier,
-            checkpoint=checkpoint,
-            breaker=breaker,
-        )
+        return FunctionSubagent(func, name, **options)
 
     return make if fn is None else make(fn)

@@ -10,8 +10,8 @@ whatever the model or the task text says. The model ends the loop with plain tex
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Unpack
 
 import pydantic
 
@@ -19,19 +19,15 @@ from agentmesh._limits import recorded
 from agentmesh._tool_source import ToolSource
 from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
-from agentmesh.breaker import CircuitBreaker
-from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
-from agentmesh.policies import ToolPolicy
-from agentmesh.retry import RetryPolicy
 from agentmesh.subagents._base import Subagent
+from agentmesh.subagents._options import SubagentKwargs
 from agentmesh.subagents._output import OutputType, Submissions
 from agentmesh.task import Task
-from agentmesh.throttle import RateLimitSpec
 from agentmesh.tools import Tool
 
 __all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
@@ -83,27 +79,10 @@ class LLMSubagent(Subagent):
         max_tokens: int = 1024,
         output_type: Any = None,
         output_retries: int = 2,
-        retry: RetryPolicy | None = None,
-        alternatives: Iterable[str] = (),
-        policies: Sequence[ToolPolicy] = (),
-        rate_limit: RateLimitSpec | None = None,
-        max_concurrency: int | None = None,
-        classifier: Classifier | None = None,
-        checkpoint: bool = False,
-        breaker: CircuitBreaker | None = None,
         usage_limits: UsageLimits | None = None,
+        **options: Unpack[SubagentKwargs],
     ) -> None:
-        super().__init__(
-            name,
-            retry=retry,
-            alternatives=alternatives,
-            policies=policies,
-            rate_limit=rate_limit,
-            max_concurrency=max_concurrency,
-            classifier=classifier,
-            checkpoint=checkpoint,
-            breaker=breaker,
-        )
+        super().__init__(name, **options)
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
             raise UsageError(
                 f"LLMSubagent {name}: usage_limits= takes UsageLimits, got {usage_limits!r}"
