@@ -1,10 +1,9 @@
-"""Words and passages: the tokenizer every index shares, and a paragraph chunker."""
+"""Words: the tokenizer every index shares (passages are cut by `shapes.chunk`)."""
 
 from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 import Stemmer
@@ -12,7 +11,6 @@ import Stemmer
 __all__ = [
     "ENGLISH_STOPWORDS",
     "STOPWORDS",
-    "chunk",
     "join_numbered",
     "split_identifier",
     "terms",
@@ -71,54 +69,3 @@ def split_identifier(name: str) -> str:
     """`AbstractContextManager` or `wait_for` as the words a person would search for."""
     parts = [p for piece in name.split("_") for p in _CAMEL.findall(piece)]
     return " ".join(parts)
-
-
-def chunk(text: str, *, target: int = 110, minimum: int = 25) -> Iterator[str]:
-    """Split `text` into passages of about `target` words along paragraph boundaries.
-
-    Short paragraphs are merged with the next one; a paragraph longer than twice the
-    target is cut between sentences. Whitespace inside a passage is collapsed.
-    """
-    pending: list[str] = []
-    size = 0
-    for paragraph in _paragraphs(text):
-        for piece in _limit(paragraph, 2 * target):
-            count = len(piece.split())
-            if pending and size + count > target:
-                yield " ".join(pending)
-                pending, size = [], 0
-            pending.append(piece)
-            size += count
-            if size >= minimum and size >= target // 2:
-                yield " ".join(pending)
-                pending, size = [], 0
-    if pending:
-        yield " ".join(pending)
-
-
-_RULE = re.compile(r"^[=*~^#-]{3,}$")  # a heading's underline, reST or Markdown
-
-
-def _paragraphs(text: str) -> Iterable[str]:
-    for block in re.split(r"\n\s*\n", text):
-        flat = " ".join(word for word in block.split() if not _RULE.match(word))
-        if flat:
-            yield flat
-
-
-def _limit(paragraph: str, most: int) -> Iterator[str]:
-    """`paragraph` in pieces of at most `most` words, cut between sentences where it can."""
-    if len(paragraph.split()) <= most:
-        yield paragraph
-        return
-    current: list[str] = []
-    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", paragraph):
-        tokens = sentence.split()
-        # A sentence that is itself too long (a grammar rule, a table) is cut by words.
-        for start in range(0, len(tokens), most):
-            current += tokens[start : start + most]
-            if len(current) >= most // 2:
-                yield " ".join(current)
-                current = []
-    if current:
-        yield " ".join(current)
