@@ -181,6 +181,7 @@ class RunStream:
             return
         task.cancel()
         interrupted = await _wait_out(task)
+        failure: BaseException | None = None
         if self.state is StreamState.RUNNING:
             if task.cancelled():
                 assert self._run is not None
@@ -193,13 +194,17 @@ class RunStream:
                     "run_stopped", reason="event stream closed", entries=len(self.report.coverage)
                 )
             elif task.exception() is not None:
-                self.state = StreamState.FAILED
+                # The run failed before the consumer left: its caller gets the exception,
+                # as from run(), never a stream that quietly ends.
+                self.state, failure = StreamState.FAILED, task.exception()
             else:
                 self.report, self.state = task.result(), StreamState.FINISHED
         if self._channel is not None:
             self._channel.close()
         if interrupted:
             raise asyncio.CancelledError  # the caller's own cancellation goes on
+        if failure is not None:
+            raise failure
 
     async def __aenter__(self) -> Self:
         return self

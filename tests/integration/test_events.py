@@ -424,3 +424,35 @@ class TestJson:
         """An unknown event name is a UsageError that names the argument."""
         with pytest.raises(UsageError, match="data"):
             parse_event(json.dumps({"event": "Nope"}))
+
+
+class TestFailedRunAtExit:
+    async def test_a_run_that_failed_before_the_consumer_left_raises_there(self) -> None:
+        """A run's exception (an ask nobody can answer) reaches the caller who breaks."""
+
+        @tool
+        async def refund(order: str) -> str:
+            return f"refunded {order}"
+
+        @pre_tool_use(tool="refund")
+        def needs_a_person(event: ToolCallEvent) -> Decision:
+            return Decision.ask("a person must look")
+
+        @subagent(name="desk", policies=[needs_a_person])
+        async def desk(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, order=task.query)
+
+        stream = Coordinator([desk]).stream(["A-1"])
+        with pytest.raises(UsageError, match=r"Decision.ask"):
+            await leave_after_the_run_ended(stream)
+        assert stream.state is StreamState.FAILED
+
+
+async def leave_after_the_run_ended(stream: RunStream) -> None:
+    """Read one event, let the run end meanwhile, then leave the loop."""
+    async with stream:
+        async for _event in stream:
+            # No event marks the run's task ending: wait until it is the only one gone.
+            while not nothing_else_runs():  # noqa: ASYNC110
+                await asyncio.sleep(0)
+            break
