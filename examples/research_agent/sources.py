@@ -42,11 +42,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from .ranking import BM25Index, Query
 from .shapes import chunk
 from .text import split_identifier, terms
+
+if TYPE_CHECKING:
+    from importlib.metadata import PackageMetadata
 
 __all__ = ["FUSION_K", "SOURCES", "Corpus", "Document", "Passage", "load_corpus"]
 
@@ -195,7 +198,11 @@ class PydocCorpus(Corpus):
         return cls(documents)
 
     def pieces(self, doc: Document) -> Iterator[_Piece]:
-        body = doc.text.split("\n", 2)[-1]  # the title and its underline are the document's
+        from pydoc_data.topics import topics
+
+        # The topic as written, not `doc.text` (whose first lines repeat its name to
+        # weigh it); the title and its underline are the document's.
+        body = topics[doc.id].split("\n", 2)[-1]
         for text in chunk(body):
             yield _Piece(section="", text=text)
 
@@ -218,7 +225,9 @@ class StdlibCorpus(Corpus):
             "distutils",
         }
     )
-    _DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z]\w*)", re.M)
+    # Anchored on the newline, not on `^` with re.M: a pattern that opens with a literal
+    # is searched for that character first, ten times faster over the ~9 MB of source.
+    _DEFINITION = re.compile(r"\n[ \t]*+(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z]\w*)")
 
     # Modules written in C whose documentation is not for a reader of the library (or
     # that warn or write to the terminal when imported).
@@ -287,11 +296,12 @@ class StdlibCorpus(Corpus):
         opens on the line after the colon that ends the signature (which can span
         lines), before the next definition.
         """
-        found = list(cls._DEFINITION.finditer(source))
-        ends = [*(match.start() for match in found[1:]), len(source)][: len(found)]
+        text = "\n" + source  # a definition on the first line follows a newline too
+        found = list(cls._DEFINITION.finditer(text))
+        ends = [*(match.start() for match in found[1:]), len(text)][: len(found)]
         for match, end in zip(found, ends, strict=True):
             name = match[1]
-            doc = _DOCSTRING.search(source, match.end(), min(end, match.end() + 800))
+            doc = _DOCSTRING.search(text, match.end(), min(end, match.end() + 800))
             first = doc[1].strip() if doc is not None and not name.startswith("_") else ""
             yield f"{split_identifier(name)} {first}"
 
@@ -376,19 +386,20 @@ class PackagesCorpus(Corpus):
         seen: set[str] = set()
         documents = []
         for dist in importlib.metadata.distributions():
-            # The metadata as JSON (PEP 566): the long description is its "description".
-            meta = dist.metadata.json
-            name = str(meta.get("name", ""))
+            # Four fields read one by one: `.json` transforms every field of every
+            # distribution, a tenth of a second for nothing.
+            meta = dist.metadata
+            name = _field(meta, "Name")
             key = re.sub(r"[-_.]+", "-", name).lower()
             if not key or key in seen or key in cls._OWN:
                 continue
             seen.add(key)
-            keywords = meta.get("keywords", "")
             parts = [
                 split_identifier(name.replace("-", "_")),
-                str(meta.get("summary", "")),
-                keywords if isinstance(keywords, str) else " ".join(keywords),
-                _without_changelog(str(meta.get("description", ""))),
+                _field(meta, "Summary"),
+                _field(meta, "Keywords"),
+                # The long description: its header, or the body (as `.json` reads it).
+                _without_changelog(_field(meta, "Description")),
             ]
             documents.append(
                 Document(id=key, title=f"{name} {dist.version}", text="\n\n".join(parts))
@@ -414,6 +425,12 @@ def load_corpus(name: str) -> Corpus:
         "packages": PackagesCorpus.load,
     }
     return loaders[name]()
+
+
+def _field(meta: PackageMetadata, key: str) -> str:
+    """A metadata field's first value, "" when absent (`meta[key]` warns then)."""
+    found = meta.get_all(key)
+    return str(found[0]) if found else ""
 
 
 def _first_line(text: str) -> str:

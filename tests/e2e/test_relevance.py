@@ -167,3 +167,18 @@ class TestShapes:
         assert "<td>sum of x, y</td>" in page
         assert "<pre><code>with open(path) as f:" in page
         assert "+---" not in markdown
+
+
+class TestSourcesText:
+    def test_pydoc_passages_open_with_the_topic_not_its_weighting(self) -> None:
+        """A pydoc topic's first passage is its first paragraph, not its name repeated."""
+        pydoc = corpora()["pydoc"]
+        (first, *_) = pydoc.pieces(pydoc.documents["with"])
+        assert first.text.startswith('The "with" statement is used to wrap the execution')
+
+    def test_package_metadata_fields_are_read(self) -> None:
+        """A distribution's summary and long description are its document's text."""
+        pytest_doc = corpora()["packages"].documents["pytest"]
+        assert pytest_doc.title.startswith("pytest ")
+        assert "simple powerful testing with Python" in pytest_doc.text
+        assert "The ``pytest`` framework makes it easy" in pytest_doc.text
