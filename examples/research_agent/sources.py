@@ -12,7 +12,8 @@
 
 Names weigh more than prose: a document's name and the first line of its docstring
 count three and two times in the first stage, a function's or class's name twice in
-the second. Each passage carries a stable document id: `pydoc:<topic>`,
+the second. A function's name run together ("findall") is ranked by its words too
+("find all", `compounds`). Each passage carries a stable document id: `pydoc:<topic>`,
 `stdlib:<module>[.<name>]` or `packages:<dist>`.
 
 Each source is searched in two stages, as a person would: `find` ranks whole documents
@@ -44,6 +45,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from .compounds import Compounds
 from .ranking import BM25Index, Query
 from .shapes import chunk
 from .text import split_identifier, terms
@@ -104,15 +106,22 @@ class Corpus(abc.ABC):
         # into terms once.
         self._entry_of: list[str] = []
         entry_terms: list[list[str]] = []
+        texts = [terms(doc.text) for doc in self.documents.values()]
+        # The prose's words, to cut a name such as "findall" into "find all".
+        compounds = Compounds({term for text in texts for term in text})
         document_terms: list[list[str]] = []
-        for doc in self.documents.values():
-            own = terms(doc.text)
+        for doc, own in zip(self.documents.values(), texts, strict=True):
             title = terms(doc.title)
             for entry in doc.entries:
+                # An entry opens with its name: "findall Return a list of all ...".
                 found = terms(entry)
                 own += found
                 self._entry_of.append(doc.id)
-                entry_terms.append(title + found)
+                # The words of a name such as "findall" that its first line does not
+                # say already ("Return a list of all matches"): saying "find" twice
+                # would make `findmatch` ("Find a match") twice as much about it.
+                halves = compounds.terms(entry.split(maxsplit=1)[0]) if entry.strip() else ()
+                entry_terms.append(title + found + [t for t in halves if t not in found])
             document_terms.append(own)
         self._index = BM25Index(document_terms, b=self.length_normalisation)
         self._entries = BM25Index(entry_terms)

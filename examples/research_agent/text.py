@@ -13,6 +13,7 @@ __all__ = [
     "STOPWORDS",
     "join_numbered",
     "split_identifier",
+    "stem",
     "terms",
     "words",
 ]
@@ -56,13 +57,14 @@ def join_numbered(text: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """One lower-case word's index term: "cancellation" is "cancel"."""
     return str(_STEMMER.stemWord(word))
 
 
 def terms(text: str) -> list[str]:
     """Index terms: words, stemmed, so that "cancelled" and "cancellation" meet at "cancel"."""
-    return [_stem(w) for w in words(text)]
+    return [stem(w) for w in words(text)]
 
 
 def split_identifier(name: str) -> str:

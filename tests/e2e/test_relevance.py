@@ -9,6 +9,7 @@ from functools import cache
 import pytest
 
 from agentmesh import Report
+from examples.research_agent.compounds import Compounds
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
@@ -182,3 +183,20 @@ class TestSourcesText:
         assert pytest_doc.title.startswith("pytest ")
         assert "simple powerful testing with Python" in pytest_doc.text
         assert "The ``pytest`` framework makes it easy" in pytest_doc.text
+
+
+class TestCompoundNames:
+    def test_name_run_together_is_cut_into_known_words(self) -> None:
+        """ "findall" is find + all and "readline" read + line; prose-less cuts are not made."""
+        compounds = Compounds({"find", "read", "line", "start", "with"})
+        assert compounds.terms("findall") == ("find",)  # "all" is a function word
+        assert compounds.terms("readline") == ("read", "line")
+        assert compounds.terms("startswith") == ("start", "with")
+        assert compounds.terms("fnmatch") == ()  # "fn" is too short to be a word
+        assert compounds.terms("glob") == ()
+
+    def test_find_all_matches_finds_re(self) -> None:
+        """ "find all matches of a regular expression" is answered from `re` (its findall)."""
+        found = report("How do I find all matches of a regular expression in a string?")
+        ids = [f.content["id"] for f in found.findings[:3]]
+        assert any(i == "stdlib:re" or i.startswith("stdlib:re.") for i in ids), ids
