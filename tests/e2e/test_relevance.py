@@ -10,6 +10,7 @@ import pytest
 
 from agentmesh import Report
 from examples.research_agent.compounds import Compounds
+from examples.research_agent.eval import load_questions
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
@@ -200,3 +201,14 @@ class TestCompoundNames:
         found = report("How do I find all matches of a regular expression in a string?")
         ids = [f.content["id"] for f in found.findings[:3]]
         assert any(i == "stdlib:re" or i.startswith("stdlib:re.") for i in ids), ids
+
+
+class TestEvalSet:
+    def test_questions_are_distinct_and_cite_real_documents(self) -> None:
+        """Each of the eval's questions is asked once and cites documents the sources have."""
+        questions = load_questions()
+        assert len(questions) >= 70
+        assert len({q.question for q in questions}) == len(questions)
+        known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
+        for expected in questions:
+            assert set(expected.cite) <= known, expected
