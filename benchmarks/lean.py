@@ -13,6 +13,10 @@ The dispatch work suspends once (`await asyncio.sleep(0)`) in every task, in raw
 gather's coroutine too: a real subagent always awaits I/O, and a task that never
 suspends hides what in-flight objects cost the garbage collector. Times are CPU time
 (`time.process_time`), medians of the rounds.
+
+Each tree's sources are compiled once (`compileall` into the normal `__pycache__`) before
+any child runs, and the children may read that bytecode: a user who ran `pip install` has
+it, so the import figure is what they get, not the cost of compiling our sources.
 """
 
 from __future__ import annotations
@@ -60,9 +64,20 @@ def tree(ref: str) -> Path:
     return target
 
 
+def compiled(source: Path) -> Path:
+    """`source` with bytecode for its library and examples, as `pip install` leaves it."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "agentmesh", "examples"],
+        cwd=source,
+        capture_output=True,
+        check=True,
+    )
+    return source
+
+
 def _python(source: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `code` in a fresh interpreter that imports agentmesh from `source`."""
-    env = {**os.environ, "PYTHONPATH": str(source), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(source)}
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
@@ -103,7 +118,7 @@ def measure_import(source: Path) -> dict[str, Any]:
 
 def import_time_top(source: Path, top: int = 5) -> list[tuple[str, float]]:
     """The largest cumulative entries of `python -X importtime -c 'import agentmesh'` (ms)."""
-    env = {**os.environ, "PYTHONPATH": str(source), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(source)}
     completed = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import agentmesh"],
         capture_output=True,
@@ -231,7 +246,7 @@ def measure_research(source: Path) -> float | None:
     """Wall seconds of the offline research example, interpreter start to exit."""
     if not (source / "examples" / "research_agent").exists():
         return None
-    env = {**os.environ, "PYTHONPATH": str(source), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(source)}
     env.pop("ANTHROPIC_API_KEY", None)
     checkpoints = CACHE / f"research-{source.name}.sqlite"
     started = time.perf_counter()
@@ -269,7 +284,7 @@ def _median(values: list[float]) -> float:
 
 def run(baseline: str = BASELINE, rounds: int = 5, n: int = PROBE_N) -> dict[str, Any]:
     """Every lean-core figure for the baseline and this tree, alternating round by round."""
-    trees = {"baseline": tree(baseline), "now": ROOT}
+    trees = {"baseline": compiled(tree(baseline)), "now": compiled(ROOT)}
     samples: dict[str, dict[str, list[float]]] = {
         name: {
             "import_wall": [],
