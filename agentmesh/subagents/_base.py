@@ -68,6 +68,7 @@ class Subagent(abc.ABC):
         if breaker is not None and breaker.name is None:
             breaker.name = self.name
         self.breaker = breaker
+        self._chain = PolicyChain(self.policies)
         # Made once: every task's attempts are judged by the same rules.
         self._attempt_rules = AttemptRules(
             checked.retry, checked.classifier, breaker, user_code=True
@@ -132,7 +133,7 @@ class Subagent(abc.ABC):
             scope=scope,
             task_id=task_id,
             retry=self.retry,
-            policies=PolicyChain((*policies, *self.policies)),
+            policies=self._policy_chain(policies),
             classifier=self.classifier,
             deadline=at,
             state=state,
@@ -190,6 +191,14 @@ class Subagent(abc.ABC):
             attempts=outcome.attempts,
         )
         return outcome
+
+    def _policy_chain(self, policies: Sequence[ToolPolicy]) -> PolicyChain:
+        """`policies`, then the subagent's own: made once when nothing is added."""
+        chain = self._chain
+        if policies or chain.policies is not self.policies:
+            # Added policies (a coordinator's), or `self.policies` set after __init__.
+            chain = PolicyChain((*policies, *self.policies))
+        return chain
 
     def _scope(
         self, scope: RunScope | None, run_id: str | None, budget: RetryBudget | None
