@@ -80,7 +80,7 @@ class Context:
         # source call (tool or model turn) is that attempt, later ones deposit their own.
         # One deposit per task, not one per layer: a storm stays at 1.3x, not 1.5x.
         self._deposit_covered = True
-        self.partials = PartialRecorder()
+        self._partials: PartialRecorder | None = None  # made at the first record
         self._verdicts = TaskRulings()
         # What this task's model calls used, across all its attempts (`ctx.call_model`).
         self.usage = UsageTally()
@@ -105,6 +105,17 @@ class Context:
                 self.store, self.run_id, self.subagent, self.task_id, self.log
             )
         return self._ledger
+
+    @property
+    def partials(self) -> PartialRecorder:
+        """The task's progress across its attempts (`record_partial`, restored checkpoints).
+
+        Made at first use: most tasks record none, and every task in flight would hold an
+        empty recorder.
+        """
+        if self._partials is None:
+            self._partials = PartialRecorder()
+        return self._partials
 
     @property
     def checkpointing(self) -> bool:
