@@ -54,6 +54,10 @@ class RetryTally:
         key = (source, error_type)
         self._counts[key] = self._counts.get(key, 0) + count
 
+    def __bool__(self) -> bool:
+        """Whether any retry was counted (without building the counts)."""
+        return self._counts is not None
+
     def merge(self, retries: tuple[RetryCount, ...] | None) -> None:
         """Add counts already on an outcome (a nested subagent's, a tool's)."""
         for item in retries or ():
@@ -147,7 +151,14 @@ async def attempt_call(
         # call in flight then holds fewer frames.
         if budget is not None and (deposit is None or deposit()):
             budget.record_first_attempt()  # before the attempt, as RetryPolicy.run does
-        first = await call.one(1)
+        # `call.one(1)` written out: a coroutine less per call in flight.
+        first: Success[T] | ErrorEnvelope
+        try:
+            data = await call.work(1)
+        except BaseException as exc:
+            first = call.failed(exc, 1)
+        else:
+            first = call.succeeded(data, 1)
         if review is not None:
             first = review(first, 1)
         if not (isinstance(first, ErrorEnvelope) and call.retryable(first)):
@@ -243,22 +254,38 @@ class _Call(Generic[T]):
         return self.review(outcome, number) if self.review is not None else outcome
 
     async def one(self, number: int) -> Success[T] | ErrorEnvelope:
-        outcome: Success[T] | ErrorEnvelope
-        classifier, source, query = self.classifier, self.source, self.attempted_query
         try:
             data = await self.work(number)
-            # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
-            outcome = _SUCCESS(data=data, source=source, attempted_query=query, attempts=number)
-        except CallFailed as failed:
-            self.final = True
-            outcome = failed.envelope
         except BaseException as exc:
+            return self.failed(exc, number)
+        return self.succeeded(data, number)
+
+    def succeeded(self, data: T, number: int) -> Success[T]:
+        """The outcome of attempt `number`, which returned `data`."""
+        # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
+        outcome: Success[T] = _SUCCESS(
+            data=data, source=self.source, attempted_query=self.attempted_query, attempts=number
+        )
+        if self.breaker is not None:
+            self.breaker.record(outcome)
+        return outcome
+
+    def failed(self, exc: BaseException, number: int) -> ErrorEnvelope:
+        """The envelope of attempt `number`, which raised `exc` (called while handling it).
+
+        What must not become an envelope is raised again, as it was.
+        """
+        if isinstance(exc, CallFailed):
+            self.final = True
+            outcome = exc.envelope
+        else:
+            classifier = self.classifier
             if propagates(exc, classifier, user_code=self.user_code):
                 if self.breaker is not None:
                     self.breaker.release()  # no verdict on the source
-                raise
+                raise exc
             outcome = classifier.classify(
-                exc, source=source, attempted_query=query, attempts=number
+                exc, source=self.source, attempted_query=self.attempted_query, attempts=number
             )
             if self.adjust is not None:
                 outcome = self.adjust(outcome, exc)

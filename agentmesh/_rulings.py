@@ -86,7 +86,7 @@ class TaskRulings:
 
         Counts already on the outcome (a nested subagent's, passed on) are kept and added.
         """
-        if self._rulings is None and self.retries.counts() is None:
+        if self._rulings is None and not self.retries:
             return outcome
         update: dict[str, Any] = {}
         if self._rulings is not None:

@@ -8,19 +8,28 @@ from agentmesh._partials import PartialRecorder
 from agentmesh.checkpoints._ledger import ProgressSaver, ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 
-__all__ = ["open_checkpoints", "restore_partials"]
+__all__ = ["open_ledger", "open_progress", "restore_partials"]
 
 
-def open_checkpoints(
-    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any, *, save: bool
-) -> tuple[ToolLedger | None, ProgressSaver | None]:
-    """The task's ledger (with a store) and progress saver (with a store and `save`)."""
-    if store is None:
-        return None, None
+def _namespace(subagent: str, task_id: str) -> str:
     # Checkpoints of this task live under "<subagent>/<task id>" in the run.
-    namespace = f"{subagent}/{task_id}"
-    ledger = ToolLedger(store, run_id, namespace, log)
-    return ledger, ProgressSaver(store, run_id, namespace, log) if save else None
+    return f"{subagent}/{task_id}"
+
+
+def open_ledger(
+    store: CheckpointStore, run_id: str, subagent: str, task_id: str, log: Any
+) -> ToolLedger:
+    """The task's side-effect ledger in `store`."""
+    return ToolLedger(store, run_id, _namespace(subagent, task_id), log)
+
+
+def open_progress(
+    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any, *, save: bool
+) -> ProgressSaver | None:
+    """The task's progress saver (with a store and `save`), else None."""
+    if store is None or not save:
+        return None
+    return ProgressSaver(store, run_id, _namespace(subagent, task_id), log)
 
 
 async def restore_partials(saver: ProgressSaver, partials: PartialRecorder, log: Any) -> bool:

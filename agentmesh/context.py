@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentmesh._attempts import RetryTally
 from agentmesh._partials import PartialRecorder, merge_partials
 from agentmesh._rulings import TaskRulings, apply_verdict
-from agentmesh._task_checkpoints import open_checkpoints, restore_partials
+from agentmesh._task_checkpoints import open_ledger, open_progress, restore_partials
 from agentmesh._tool_call import call_tool
 from agentmesh._tracing import record_outcome, span
 from agentmesh._usage import UsageTally
+from agentmesh.checkpoints._ledger import ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success
@@ -79,7 +80,7 @@ class Context:
         # source call (tool or model turn) is that attempt, later ones deposit their own.
         # One deposit per task, not one per layer: a storm stays at 1.3x, not 1.5x.
         self._deposit_covered = True
-        self.partials = PartialRecorder()
+        self._partials: PartialRecorder | None = None  # made at the first record
         self._verdicts = TaskRulings()
         # What this task's model calls used, across all its attempts (`ctx.call_model`).
         self.usage = UsageTally()
@@ -91,9 +92,30 @@ class Context:
         # The run's events as this task emits them; None when nobody streams the run.
         self.events = None if scope.events is None else scope.events.for_task(task_id, subagent)
         self.store = store
-        self.ledger, self._progress = open_checkpoints(
-            store, scope.run_id, subagent, task_id, log, save=checkpoint
-        )
+        # Made at its first use: most tasks call no non-idempotent tool, and a ledger per
+        # task in flight would be two objects more for the garbage collector to walk.
+        self._ledger: ToolLedger | None = None
+        self._progress = open_progress(store, scope.run_id, subagent, task_id, log, save=checkpoint)
+
+    @property
+    def ledger(self) -> ToolLedger | None:
+        """The task's side-effect ledger of non-idempotent calls (None without a store)."""
+        if self._ledger is None and self.store is not None:
+            self._ledger = open_ledger(
+                self.store, self.run_id, self.subagent, self.task_id, self.log
+            )
+        return self._ledger
+
+    @property
+    def partials(self) -> PartialRecorder:
+        """The task's progress across its attempts (`record_partial`, restored checkpoints).
+
+        Made at first use: most tasks record none, and every task in flight would hold an
+        empty recorder.
+        """
+        if self._partials is None:
+            self._partials = PartialRecorder()
+        return self._partials
 
     @property
     def checkpointing(self) -> bool:
@@ -119,8 +141,8 @@ class Context:
         """Called by `Subagent.run` before each attempt of the task."""
         self.attempt = number
         self.ask_counts.clear()
-        if self.ledger is not None:
-            self.ledger.new_attempt()
+        if self._ledger is not None:  # one made later starts with no calls counted
+            self._ledger.new_attempt()
 
     async def restore_partials(self) -> bool:
         """Load the progress a previous run of this task saved; True when there was some.

@@ -157,8 +157,9 @@ class RetryPolicy:
                 if number > 1:  # attempt 1 is the one made above
                     await self.sleep(waits.pop())
                     outcome = await attempt(number)
-                with round_:
-                    pass  # the attempt ran above: an exception never reaches tenacity
+                # The attempt ran above and never raises: its result is the round's, set as
+                # tenacity's retry-on-result recipe does. No `with round_:` around nothing,
+                # which would first record a None result (a Future and a lock per round).
                 round_.retry_state.set_result(outcome)
                 state.attempts = number
         finally:

@@ -24,11 +24,20 @@ from benchmarks import dispatch, lean, logging_cost, memory, rate, retry_storm
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
 SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging")
-SCENARIOS = {"happy": 0.0, "failures": 0.1}
+# name -> (share of first attempts that fail, whether every attempt suspends once)
+SCENARIOS = {
+    "happy": (0.0, False),
+    "failures": (0.1, False),
+    "happy_suspending": (0.0, True),
+    "failures_suspending": (0.1, True),
+}
 SCENARIO_TITLES = {
     "happy": "Dispatch, happy path (nothing fails)",
     "failures": "Dispatch, 10% of first attempts fail with a transient error (retried)",
+    "happy_suspending": "Dispatch, happy path, every attempt suspends once (asyncio.sleep(0))",
+    "failures_suspending": "Dispatch, 10% transient first attempts, every attempt suspends once",
 }
+SUSPENDING_MAX_N = 10_000  # the issue's size; 100,000 would add minutes for the same ratios
 
 
 def _n(n: int) -> str:
@@ -41,9 +50,9 @@ def run_dispatch(
     """µs per task for every contender, scenario and N; GC time apart."""
     with_langgraph = dispatch.langgraph_available()
     results: dict[str, Any] = {}
-    for scenario, failure_rate in SCENARIOS.items():
+    for scenario, (failure_rate, suspend) in SCENARIOS.items():
         per_n: dict[str, Any] = {}
-        for n in sizes:
+        for n in _sizes_of(scenario, sizes):
             contenders = [
                 c
                 for c in dispatch.CONTENDERS
@@ -57,7 +66,9 @@ def run_dispatch(
                 for contender in rotated(contenders, round_number):
                     if contender.key == "langgraph" and round_number >= langgraph_rounds:
                         continue  # seconds per round at 10,000: fewer rounds
-                    workload = dispatch.Workload(n, failure_rate, retried=contender.retries)
+                    workload = dispatch.Workload(
+                        n, failure_rate, retried=contender.retries, suspend=suspend
+                    )
                     timing = time_call(contender.prepare(workload))
                     dispatch.check(contender.key, timing.result, workload)
                     wall[contender.key].add(1e6 * timing.wall / n)
@@ -88,9 +99,17 @@ def run_dispatch(
     return results
 
 
-def print_dispatch(results: dict[str, Any], sizes: Sequence[int]) -> None:
+def _sizes_of(scenario: str, sizes: Sequence[int]) -> list[int]:
+    """The sizes a scenario runs at: the suspending ones stop at SUSPENDING_MAX_N."""
+    if SCENARIOS[scenario][1]:
+        return [n for n in sizes if n <= SUSPENDING_MAX_N]
+    return list(sizes)
+
+
+def print_dispatch(results: dict[str, Any], all_sizes: Sequence[int]) -> None:
     for scenario in SCENARIOS:
         per_n = results[scenario]
+        sizes = _sizes_of(scenario, all_sizes)
         headers = ["contender"]
         for n in sizes:
             headers += [f"N={_n(n)} µs/task", "× raw"]
@@ -269,6 +288,14 @@ def targets(results: dict[str, Any], sizes: Sequence[int]) -> list[tuple[str, st
         failing = dispatch_results["failures"]["10000"]["coordinator"]["ratio_to_raw"]
         checks.append(("happy path ≤ 3× raw at 10,000", f"{happy:.1f}×", happy <= 3))
         checks.append(("10% failures ≤ 4× raw at 10,000", f"{failing:.1f}×", failing <= 4))
+    if dispatch_results and "10000" in dispatch_results["happy_suspending"]:
+        # Issue 18's targets hold for work that suspends (as a real subagent's does).
+        happy = dispatch_results["happy_suspending"]["10000"]["coordinator"]["ratio_to_raw"]
+        failing = dispatch_results["failures_suspending"]["10000"]["coordinator"]["ratio_to_raw"]
+        checks.append(("suspending, happy path ≤ 5× raw at 10,000", f"{happy:.1f}×", happy <= 5))
+        checks.append(
+            ("suspending, 10% failures ≤ 6× raw at 10,000", f"{failing:.1f}×", failing <= 6)
+        )
     if dispatch_results and {"1000", "100000"} <= set(dispatch_results["failures"]):
         small = dispatch_results["failures"]["1000"]["coordinator"]["us_per_task"]["median"]
         large = dispatch_results["failures"]["100000"]["coordinator"]["us_per_task"]["median"]
@@ -374,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
             table(
                 ["target", "measured", "met"],
                 [[name, value, "yes" if ok else "NO"] for name, value, ok in checks],
-                "Targets (issue 7)",
+                "Targets (issues 7 and 18)",
             )
         )
         results["targets"] = [

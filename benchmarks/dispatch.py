@@ -6,6 +6,7 @@ A contender with retries retries it (at most 3 attempts, backoff computed but ne
 slept: the sleep is injected and returns at once, except LangGraph's, which cannot be
 injected and sleeps 0 s, a bare yield to the loop). Raw `asyncio.gather` has no retry:
 it collects the exceptions and is the floor every other contender is compared with.
+With `suspend`, every attempt yields to the loop once first, for every contender alike.
 """
 
 from __future__ import annotations
@@ -40,12 +41,22 @@ class Workload:
         blocking: hold every successful attempt until `release()`, to measure memory
             with all tasks in flight.
         retried: whether the contender retries; a raw gather's failed tasks never wait.
+        suspend: every attempt first yields to the loop once (`await asyncio.sleep(0)`),
+            as a real subagent awaiting I/O does: more tasks are alive at once, and the
+            garbage collector walks them (issue 18).
     """
 
     def __init__(
-        self, n: int, failure_rate: float, *, blocking: bool = False, retried: bool = True
+        self,
+        n: int,
+        failure_rate: float,
+        *,
+        blocking: bool = False,
+        retried: bool = True,
+        suspend: bool = False,
     ) -> None:
         self.n = n
+        self.suspend = suspend
         self.queries = [str(i) for i in range(n)]
         every = round(1 / failure_rate) if failure_rate > 0 else 0
         self.failing = frozenset(self.queries[::every]) if every else frozenset[str]()
@@ -58,6 +69,8 @@ class Workload:
 
     async def step(self, query: str, attempt: int) -> str:
         self.attempts += 1
+        if self.suspend:
+            await asyncio.sleep(0)
         if attempt == 1 and query in self.failing:
             raise TransientError("injected", error_type="unavailable")
         if self.gate is not None and self.all_waiting is not None:

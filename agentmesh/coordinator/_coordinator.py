@@ -755,24 +755,20 @@ class Coordinator:
                 return usage_limit_envelope(
                     f"{exhausted}; this task did not start", source=subagent.name
                 )
-            dispatch = Dispatch(
-                run_id=run.run_id,
-                task_id=job.task_id,
-                timeout=remaining,
-                policies=self.policies,
-                budget=run.budget,
-                state=run.state,
-                store=self.store,
-                scope=run.scope,
-            )
             try:
-                # The executor is trusted to honour `dispatch.timeout`, but not blindly: a
-                # remote engine that ignores it must not hold the run past its deadline.
+                # The executor is trusted to honour the dispatch's timeout, but not blindly:
+                # a remote engine that ignores it must not hold the run past its deadline.
+                # The Dispatch is an argument, not a local: once the executor has read it,
+                # a task in flight does not keep it.
                 if run.at is None:  # no deadline, no guard: a Timeout costs ~1 us per task
-                    outcome = await self.executor.execute(subagent, task, dispatch)
+                    outcome = await self.executor.execute(
+                        subagent, task, self._dispatch(run, job, remaining)
+                    )
                 else:
                     async with asyncio.timeout_at(run.at + _EXECUTOR_GRACE):
-                        outcome = await self.executor.execute(subagent, task, dispatch)
+                        outcome = await self.executor.execute(
+                            subagent, task, self._dispatch(run, job, remaining)
+                        )
                 # A custom executor may hand back the wire form (a dict from elsewhere).
                 outcome = _normalized(outcome)
             except BaseException as exc:
@@ -789,6 +785,19 @@ class Coordinator:
         finally:
             run.slots.release()
         return outcome
+
+    def _dispatch(self, run: _Run, job: _Job, timeout: float | None) -> Dispatch:
+        """How the executor runs `job`'s next step: its identity, time, the run's parts."""
+        return Dispatch(
+            run_id=run.run_id,
+            task_id=job.task_id,
+            timeout=timeout,
+            policies=self.policies,
+            budget=run.budget,
+            state=run.state,
+            store=self.store,
+            scope=run.scope,
+        )
 
     async def _alternative(
         self, run: _Run, job: _Job, name: str, envelope: ErrorEnvelope

@@ -277,3 +277,39 @@ class TestCoordinatorDispatch:
 
         with pytest.raises(UsageError, match="run_id"):
             await Coordinator([docs]).run(["q"], run_id=42)  # type: ignore[arg-type]
+
+
+class TestInFlightFootprint:
+    async def test_a_task_in_flight_holds_few_objects_for_the_collector(self) -> None:
+        """A waiting task keeps no ledger, recorder or Dispatch: at most 32 tracked objects."""
+
+        async def count_in_flight(n: int) -> float:
+            release, everyone = asyncio.Event(), asyncio.Event()
+            waiting = 0
+
+            @subagent(name="held", retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+            async def held(task: Task, ctx: Context) -> str:
+                nonlocal waiting
+                waiting += 1
+                if waiting == n:
+                    everyone.set()
+                await release.wait()
+                return task.query
+
+            coordinator = Coordinator(
+                [held], max_concurrency=n, retry_budget=RetryBudget.unlimited()
+            )
+            tasks = [Task(query=f"q{i}") for i in range(n)]
+            gc.collect()
+            before = len(gc.get_objects())
+            job = asyncio.ensure_future(coordinator.run(tasks))
+            await everyone.wait()
+            gc.collect()
+            during = len(gc.get_objects())
+            release.set()
+            report = await job
+            assert report.coverage_ratio == 1.0
+            return (during - before) / n
+
+        await count_in_flight(20)  # first-use imports and caches are not the tasks'
+        assert await count_in_flight(200) <= 32
