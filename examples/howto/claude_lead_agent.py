@@ -84,7 +84,7 @@ def show(outcome: Outcome) -> None:
         print(f"\nanswer: {outcome.data}")
     else:
         print(f"\nfailed: {outcome.error_type}: {outcome.message}")
-    for retry in outcome.retries:
+    for retry in outcome.retries or ():  # None when nothing was retried
         print(f"local retries: {retry.source} {retry.error_type} x{retry.count}")
     if outcome.usage is not None:
         print(
