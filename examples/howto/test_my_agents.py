@@ -2,7 +2,7 @@
 
 Copy this file next to your tests and run `pytest`. What it needs in your project:
 
-    pip install 'agentmesh-failwell[anthropic,testing]' pytest pytest-asyncio
+    pip install 'agentmesh-failwell[testing]' pytest pytest-asyncio
 
     # pyproject.toml
     [tool.pytest.ini_options]
