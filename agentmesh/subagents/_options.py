@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, default_classifier
@@ -37,6 +37,15 @@ class SubagentKwargs(TypedDict, total=False):
     breaker: CircuitBreaker | None
 
 
+# Keywords newcomers reach for that live elsewhere: the error says where.
+_HINTS: Final = {
+    "description": (
+        " (a subagent's description is its function's docstring, or the class attribute"
+        " `description`; as_tool(description=...) sets the one a lead's model sees)"
+    ),
+}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class SubagentOptions:
     """A subagent's options, checked and with the defaults filled in.
@@ -58,9 +67,10 @@ class SubagentOptions:
         """Check the keyword arguments given to subagent `owner`; UsageError names the one."""
         unknown = options.keys() - _FIELDS
         if unknown:
+            first = sorted(unknown)[0]
             raise UsageError(
-                f"subagent {owner}: unexpected keyword argument {sorted(unknown)[0]!r}; "
-                f"the options are {', '.join(sorted(_FIELDS))}"
+                f"subagent {owner}: unexpected keyword argument {first!r}; "
+                f"the options are {', '.join(sorted(_FIELDS))}{_HINTS.get(first, '')}"
             )
         alternatives = options.get("alternatives", ())
         if isinstance(alternatives, str):
