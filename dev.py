@@ -6,6 +6,7 @@ into it, then runs the job asked for.
     python3 dev.py demo     # the research agent on a sample question, offline
     python3 dev.py demo --inject stdlib=timeout   # extra arguments go to the agent
     python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest
+    python3 dev.py wheel-check   # the built wheel installs and imports silently in a fresh venv
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def setup() -> None:
     if MARKER.exists() and MARKER.read_text() == digest:
         return
     _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    # The distribution was called "agentmesh" before 0.1.0 shipped: a venv made then still
+    # holds it, and two distributions would claim the same package and pytest plugin.
+    _run(PY, "-m", "pip", "uninstall", "--quiet", "--yes", "agentmesh")
     _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
     MARKER.write_text(digest)
 
@@ -57,13 +61,23 @@ def test() -> None:
     _run(PY, "-m", "pytest")
 
 
+def wheel_check() -> None:
+    _run(PY, ROOT / "scripts" / "wheel_check.py")
+
+
 def bench() -> None:
     # The benchmark-only extra (LangGraph) is installed here, never by `setup`.
     _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev,bench]")
     _run(PY, "-m", "benchmarks", *sys.argv[2:])  # e.g. `python3 dev.py bench --quick`
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench, "setup": lambda: None}
+JOBS = {
+    "demo": demo,
+    "test": test,
+    "bench": bench,
+    "wheel-check": wheel_check,
+    "setup": lambda: None,
+}
 
 if __name__ == "__main__":
     job = sys.argv[1] if len(sys.argv) > 1 else "test"

@@ -2,7 +2,7 @@
 
 Off until `configure_tracing()` is called, so the dispatch path pays one `is None` test
 per span site and nothing else; `opentelemetry-api` is needed only then
-(`pip install agentmesh[otel]`).
+(`pip install agentmesh-failwell[otel]`).
 
 Besides the `agentmesh.*` spans, the GenAI semantic conventions' spans and metric, so
 back-ends that read those see model calls, tool calls and agents: `chat {model}`,
@@ -65,7 +65,7 @@ def configure_tracing(
         from opentelemetry import metrics, trace
     except ImportError:
         raise UsageError(
-            "configure_tracing() needs OpenTelemetry: pip install 'agentmesh[otel]'"
+            "configure_tracing() needs OpenTelemetry: pip install 'agentmesh-failwell[otel]'"
         ) from None
     from agentmesh import __name__ as package
 

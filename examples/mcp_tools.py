@@ -1,6 +1,6 @@
 """MCP tools with agentmesh: a real MCP server's tools, its failures as envelopes.
 
-Run it with `python examples/mcp_tools.py` (needs `pip install 'agentmesh[mcp]'
+Run it with `python examples/mcp_tools.py` (needs `pip install 'agentmesh-failwell[mcp]'
 mcp-server-time`). Offline: the server is a local child process, no key, no network.
 
 1. the time server's tools, listed with their schemas and idempotency;

@@ -59,7 +59,7 @@ _MAX_IDENTIFIER: Final = 63
 class PostgresStore(StoreBase):
     """Checkpoints in a PostgreSQL database, shared by every process that opens it.
 
-    Needs the `postgres` extra (`pip install 'agentmesh[postgres]'`: psycopg 3 and
+    Needs the `postgres` extra (`pip install 'agentmesh-failwell[postgres]'`: psycopg 3 and
     psycopg_pool).
 
     Args:
@@ -402,5 +402,6 @@ def _require_driver() -> None:
         import psycopg_pool  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agentmesh[postgres]'"
+            "PostgresStore needs psycopg 3 and psycopg_pool: "
+            "pip install 'agentmesh-failwell[postgres]'"
         ) from exc

@@ -1,6 +1,6 @@
 """Where subagents run: `LocalExecutor` (this event loop, the default) and `RayExecutor`.
 
-`RayExecutor` needs the `ray` extra (`pip install 'agentmesh[ray]'`); Ray itself is
+`RayExecutor` needs the `ray` extra (`pip install 'agentmesh-failwell[ray]'`); Ray itself is
 imported only when one is created. The seam they implement, `Executor` (what the
 `Coordinator` calls) and `Dispatch` (how to run one task), is here too.
 """

@@ -110,7 +110,9 @@ class RayExecutor:
         try:
             import ray  # noqa: F401  # fail here, not at the first dispatch
         except ImportError:
-            raise UsageError("RayExecutor needs Ray: pip install 'agentmesh[ray]'") from None
+            raise UsageError(
+                "RayExecutor needs Ray: pip install 'agentmesh-failwell[ray]'"
+            ) from None
         if address is not None and not isinstance(address, str):
             raise UsageError(
                 f"RayExecutor(address=) takes None, 'auto' or 'ray://…', got {address!r}"

@@ -1,4 +1,4 @@
-"""MCP with the official SDK (the `mcp` extra, `pip install 'agentmesh[mcp]'`), both ways:
+"""MCP with the official SDK (the `mcp` extra, `pip install 'agentmesh-failwell[mcp]'`), both ways:
 MCP servers' tools as agentmesh tools, and subagents served as the tools of an MCP server.
 
     from agentmesh.mcp import MCPServer

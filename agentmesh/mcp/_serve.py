@@ -36,7 +36,7 @@ try:
     from mcp.types import CallToolResult, InputRequiredResult
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "agentmesh.mcp needs the official MCP SDK: pip install 'agentmesh[mcp]'"
+        "agentmesh.mcp needs the official MCP SDK: pip install 'agentmesh-failwell[mcp]'"
     ) from exc
 
 from agentmesh.mcp._serve_result import invalid_arguments, outcome_result, unknown_tool

@@ -7,7 +7,7 @@ assert sleep.delays == [0.1, 0.2, 0.4]
 
 `FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK;
 the `fake_messages_api` pytest fixture (registered by agentmesh's pytest plugin) gives
-each test a started one. It needs the `testing` extra (`pip install 'agentmesh[testing]'`,
+each test a started one. It needs the `testing` extra (`pip install 'agentmesh-failwell[testing]'`,
 for its HTTP server) and is imported on first use, so `RecordingSleep` and `FailTimes`
 cost nothing more.
 """

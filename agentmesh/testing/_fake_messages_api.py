@@ -37,7 +37,7 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "agentmesh.testing.FakeMessagesAPI serves HTTP with werkzeug, which is not "
-        "installed: pip install 'agentmesh[testing]'"
+        "installed: pip install 'agentmesh-failwell[testing]'"
     ) from missing
 
 __all__ = [

@@ -7,6 +7,6 @@ per subtopic and source through a `Coordinator` (`research`, `agents`), keeps th
 relevant passages (`analysis`), and writes a report with citations and coverage
 (`synthesis`, `rendering`). `--inject SOURCE=KIND[@P]` makes a source fail on purpose
 (`faults`) to watch the framework route the failure. Every run is checkpointed, and
-`--resume RUN_ID` reruns it from its checkpoints (`resume`, `agents`). See the README's
-"Research agent".
+`--resume RUN_ID` reruns it from its checkpoints (`resume`, `agents`). See
+docs/research-agent.md.
 """

@@ -95,7 +95,7 @@ def captured(
 def figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
     """`figure(name, value)`: a measured figure, kept in the test's `user_properties`.
 
-    The README's reliability table quotes them; `--junitxml` with `-o junit_family=xunit1`
+    docs/reliability.md quotes them; `--junitxml` with `-o junit_family=xunit1`
     writes them out. Unlike `record_property`, this never warns under other families.
     """
 

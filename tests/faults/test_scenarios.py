@@ -1,6 +1,6 @@
 """Fault scenarios, each with a figure: what is injected, what agentmesh promises, measured.
 
-The figures asserted here are the ones in the README's reliability table. Backoff never
+The figures asserted here are the ones in the reliability table (docs/reliability.md). Backoff never
 really sleeps (`RecordingSleep`); the only real waits are the deadline scenarios' few
 hundred milliseconds, because a deadline is about wall time.
 """
@@ -144,7 +144,7 @@ class TestRetryAfterBeyondTheDeadline:
         figure("elapsed_s", round(elapsed, 3))
         assert fake_messages_api.request_count == 1
         assert sleep.delays == []
-        # Wall time is the promise (the README's figure): every backoff is recorded, so only
+        # Wall time is the promise (docs/reliability.md): every backoff is recorded, so only
         # a real wait, such as for the 2 s deadline, fails this; 0.5 s is ten times the usual.
         assert elapsed < 0.5
         assert isinstance(final, ErrorEnvelope)

@@ -641,9 +641,9 @@ class TestPostgresStoreArguments:
     def test_without_the_extra_the_error_says_what_to_install(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Without psycopg, making a PostgresStore says to install agentmesh[postgres]."""
+        """Without psycopg, making a PostgresStore names agentmesh-failwell[postgres]."""
         monkeypatch.setitem(sys.modules, "psycopg", None)
-        with pytest.raises(ImportError, match=r"agentmesh\[postgres\]"):
+        with pytest.raises(ImportError, match=r"agentmesh-failwell\[postgres\]"):
             PostgresStore("")
 
 

@@ -1,4 +1,4 @@
-"""Every row of the README's failure-mapping table, against a real MCP server of our own.
+"""Every row of the failure-mapping table (docs/how-to/mcp.md), against our own MCP server.
 
 The stateless rows share one server process (a module-scoped event loop); the rows about
 starting, dying and reconnecting start their own.

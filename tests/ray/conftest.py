@@ -11,7 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("ray", reason="RayExecutor needs the ray extra: pip install 'agentmesh[ray]'")
+pytest.importorskip(
+    "ray", reason="RayExecutor needs the ray extra: pip install 'agentmesh-failwell[ray]'"
+)
 
 from agentmesh.executors import RayExecutor
 
