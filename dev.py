@@ -5,7 +5,9 @@ into it, then runs the job asked for.
 
     python3 dev.py demo     # the research agent on a sample question, offline
     python3 dev.py demo --inject stdlib=timeout   # extra arguments go to the agent
-    python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest
+    python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest, docs
+    python3 dev.py docs     # build the docs site into site/ (strict: a warning fails)
+    python3 dev.py docs --serve   # serve it on http://127.0.0.1:8000, rebuilt on change
     python3 dev.py wheel-check   # the built wheel installs and imports silently in a fresh venv
 """
 
@@ -59,6 +61,17 @@ def test() -> None:
     _run(PY, "-m", "ruff", "format", "--check", ".")
     _run(PY, "-m", "mypy", "agentmesh", "tests/typecheck")
     _run(PY, "-m", "pytest")
+    docs()
+
+
+def docs(*extra: str) -> None:
+    # Strict: a broken link, a missing page or a reference mkdocstrings cannot resolve fails.
+    # Material's banner about its end of life is not about our docs: keep the build quiet.
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    if "--serve" in extra:
+        _run(PY, "-m", "mkdocs", "serve", "--strict")
+    else:
+        _run(PY, "-m", "mkdocs", "build", "--strict", "--quiet")
 
 
 def wheel_check() -> None:
@@ -74,6 +87,7 @@ def bench() -> None:
 JOBS = {
     "demo": demo,
     "test": test,
+    "docs": docs,
     "bench": bench,
     "wheel-check": wheel_check,
     "setup": lambda: None,
@@ -84,7 +98,7 @@ if __name__ == "__main__":
     if job not in JOBS:
         sys.exit(f"usage: python3 dev.py [{'|'.join(JOBS)}]")
     setup()
-    if job == "demo":
-        demo(*sys.argv[2:])
+    if job in ("demo", "docs"):
+        JOBS[job](*sys.argv[2:])
     else:
         JOBS[job]()

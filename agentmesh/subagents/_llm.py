@@ -65,7 +65,7 @@ class LLMSubagent(Subagent):
             schema, and the result is the validated instance. None: any JSON value.
         output_retries: invalid results sent back to the model, with the validation
             errors, before the task ends in a `validation` envelope naming the fields.
-        Other arguments as for `Subagent`; `retry` also governs the model calls.
+        **options: as for `Subagent`; `retry` also governs the model calls.
     """
 
     def __init__(
