@@ -32,9 +32,6 @@ __all__ = ["AttemptRules", "AttemptScope", "RetryTally", "attempt_call", "propag
 
 T = TypeVar("T")
 
-# Success[Any], the class an Outcome field holds: a report then serializes it as is.
-_SUCCESS: type[Success[Any]] = Success[Any]
-
 
 class RetryTally:
     """The local retries of one task, counted by source and error type.
@@ -263,7 +260,7 @@ class _Call(Generic[T]):
     def succeeded(self, data: T, number: int) -> Success[T]:
         """The outcome of attempt `number`, which returned `data`."""
         # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
-        outcome: Success[T] = _SUCCESS(
+        outcome: Success[T] = Success(
             data=data, source=self.source, attempted_query=self.attempted_query, attempts=number
         )
         if self.breaker is not None:

@@ -18,7 +18,6 @@ none of them: the anthropic SDK alone takes about a second to import.
 
 from __future__ import annotations
 
-import email.utils
 import math
 import socket
 import sys
@@ -214,6 +213,8 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         if math.isfinite(seconds) and seconds >= 0:
             return seconds
     try:
+        import email.utils  # only for an HTTP-date Retry-After: most runs never parse one
+
         date = email.utils.parsedate_tz(headers.get("retry-after", ""))
         if date is None:
             return None

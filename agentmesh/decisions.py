@@ -26,7 +26,8 @@ from agentmesh.errors import UsageError
 
 __all__ = ["Approve", "DecisionKind", "Edit", "HumanDecision", "PendingDecision", "Reject"]
 
-_CAMEL: Final = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+# Schemas are built at first use (a run that asks a person), not by `import agentmesh`.
+_CAMEL: Final = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
 
 class DecisionKind(enum.StrEnum):

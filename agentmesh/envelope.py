@@ -9,7 +9,17 @@ work. Both are frozen pydantic models: snake_case in Python, camelCase on the wi
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    TypeAlias,
+    TypeVar,
+)
 
 import pydantic_core
 from pydantic import (
@@ -347,8 +357,16 @@ def _outcome_tag(value: Any) -> str:
     return "success"
 
 
+if TYPE_CHECKING:
+    _AnySuccess: TypeAlias = Success[Any]
+else:
+    # At run time the plain class, which validates as `Success[Any]` does (an unbound
+    # `T` is `Any`). Subscripting it would build its schema at once: pydantic rebuilds
+    # a generic's origin in `__class_getitem__`, here at import (issue 18).
+    _AnySuccess = Success
+
 Outcome: TypeAlias = Annotated[
-    Annotated[Success[Any], Tag("success")] | Annotated[ErrorEnvelope, Tag("error")],
+    Annotated[_AnySuccess, Tag("success")] | Annotated[ErrorEnvelope, Tag("error")],
     Discriminator(_outcome_tag),
 ]
 """`Success | ErrorEnvelope`, discriminated by `isError` when read from JSON."""

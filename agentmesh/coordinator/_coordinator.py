@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, cast
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from agentmesh._attempts import propagates
 from agentmesh._event_channel import DEFAULT_BUFFER, EventSink
@@ -924,19 +924,17 @@ def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | No
     )
 
 
-_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome)
-_SUCCESS: Final = Success[Any]
+_OUTCOME: Final[TypeAdapter[Outcome]] = TypeAdapter(Outcome, config=ConfigDict(defer_build=True))
 
 
 def _normalized(outcome: Any) -> Outcome:
-    """The outcome as a Step holds it: `Success[Any]` or `ErrorEnvelope`, else validated.
+    """The outcome as a Step holds it: a `Success` or an `ErrorEnvelope`, else validated.
 
     Steps are built without validation; this is the part of it that changed anything:
-    a plain `Success(...)` (a handler's, a model subagent's) or the wire form (a dict)
-    becomes the `Success[Any]` that the report's serializer expects.
+    the wire form (a dict) becomes the model the report's serializer expects.
     """
     kind = type(outcome)
-    if kind is _SUCCESS or kind is ErrorEnvelope:
+    if kind is Success or kind is ErrorEnvelope:
         return cast(Outcome, outcome)
     return _OUTCOME.validate_python(outcome)
 

@@ -31,14 +31,18 @@ class CoverageStatus(enum.StrEnum):
 
 
 # camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
+# Schemas are built when a report is first validated or serialized, not at import.
 _CAMEL: Final = ConfigDict(
-    arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
+    arbitrary_types_allowed=True,
+    alias_generator=to_camel,
+    populate_by_name=True,
+    defer_build=True,
 )
 
 
 class _Value(BaseModel):
     # A report is validated once per run at most: its schema is built then, not at import.
-    model_config = ConfigDict(frozen=True, defer_build=True, **_CAMEL)
+    model_config = ConfigDict(frozen=True, **_CAMEL)
 
 
 # The records below are plain frozen dataclasses: the framework builds several per task

@@ -94,7 +94,8 @@ class ModelResponse(BaseModel):
 
     content: tuple[ContentBlock, ...]
     stop_reason: str | None = None
-    usage: Usage = Usage()
+    # A factory, not `Usage()`: an instance here would build its schema at import.
+    usage: Usage = Field(default_factory=Usage)
     model: str = ""
     id: str | None = None
 

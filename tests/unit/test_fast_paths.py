@@ -56,7 +56,7 @@ class TestReportRecords:
             return ["a"]
 
         outcome = await docs.run(Task(query="q"))
-        slow = Success[Any](data=["a"], source="docs", attempted_query="q", attempts=1)
+        slow = Success(data=["a"], source="docs", attempted_query="q", attempts=1)
         assert outcome == slow
         assert outcome.model_fields_set == slow.model_fields_set
         assert repr(outcome) == repr(slow)

@@ -43,3 +43,26 @@ class TestImportCost:
             """
         )
         assert complete == [[False] * 5, True]
+
+    def test_the_import_builds_no_schema(self) -> None:
+        """No model, dataclass record or TypeAdapter of agentmesh builds its schema at import.
+
+        A schema build costs milliseconds each and makes pydantic load its plugins (and
+        `importlib.metadata` with them): a first use pays for what it uses, no more.
+        """
+        built = after_import(
+            """
+            loaded = [m for name, m in list(sys.modules.items()) if name.startswith("agentmesh")]
+            from pydantic import TypeAdapter
+            complete = sorted(
+                f"{module.__name__}.{name}"
+                for module in loaded
+                for name, value in vars(module).items()
+                if (isinstance(value, type) and value.__module__ == module.__name__
+                    and vars(value).get("__pydantic_complete__") is True)
+                or (isinstance(value, TypeAdapter) and value.pydantic_complete)
+            )
+            print(json.dumps([complete, "importlib.metadata" in sys.modules]))
+            """
+        )
+        assert built == [[], False]
