@@ -89,7 +89,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         print("== run 1: a child process, killed right after sending the email")
-        child = subprocess.run([sys.executable, "-m", __spec__.name, "--crash", tmp], check=False)
+        # The same program again, started as this one was: `python -m ...` or `python file.py`.
+        program = ["-m", __spec__.name] if __spec__ is not None else [__file__]
+        child = subprocess.run([sys.executable, *program, "--crash", tmp], check=False)
         print(f"  (exit code {child.returncode})")
 
         print("== run 2: the same run id again, in this process")

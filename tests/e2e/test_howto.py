@@ -39,14 +39,21 @@ def support_hub() -> str:
     return run_in_process("support_hub")
 
 
+def run_pipeline(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # A subprocess: the program starts (and kills) a child process of its own.
+    return subprocess.run(
+        [sys.executable, *command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def pipeline_run() -> subprocess.CompletedProcess[str]:
-    # A subprocess: the program starts (and kills) a child process of its own.
-    module = "examples.howto.checkpointed_pipeline"
-    command = [sys.executable, "-m", module]
-    return subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    return run_pipeline("-m", "examples.howto.checkpointed_pipeline", cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +117,15 @@ class TestCheckpointedPipeline:
         assert pipeline_run.stdout.count("retrieval: searching") == 1
         assert "retrieval" not in resumed.split("result:")[0]
         assert "summary:" not in resumed
+
+    def test_a_copy_of_the_program_runs_as_a_file(self, tmp_path: Path) -> None:
+        """Saved as a file outside the repository, as the guide offers, it runs the same."""
+        copy = tmp_path / "checkpointed_pipeline.py"
+        copy.write_text((ROOT / "examples/howto/checkpointed_pipeline.py").read_text())
+        done = run_pipeline(copy, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "(exit code 1)" in done.stdout
+        assert "emails in the outbox: 1\n" in done.stdout
 
 
 class TestClaudeLeadAgent:
