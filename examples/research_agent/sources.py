@@ -80,6 +80,7 @@ class Passage(TypedDict):
     text: str  # its blocks (prose, code, tables) as `shapes.chunk` writes them
     score: float  # BM25 within its document: comparable inside one document only
     relevance: NotRequired[float]  # the comparable score (`relevance.Scorer`)
+    also_topics: NotRequired[list[str]]  # other subtopics that found it (`merge`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,13 +381,22 @@ class StdlibCorpus(Corpus):
 
         A module such as `decimal` only re-exports its implementation (`from _decimal
         import *`, else `from _pydecimal import *`): the documentation is in the first
-        private module it star-imports that has a source file. Otherwise, its own.
+        private module it star-imports that has a source file. A package such as
+        `zoneinfo` or `tomllib` re-exports names from its private modules
+        (`zoneinfo/_tzpath.py`): it is documented by them too. Otherwise, its own.
         """
         for private in _STAR_IMPORT.findall(source):
             candidate = root / f"{private.replace('.', '/')}.py"
             if candidate.is_file():
                 return [(candidate, candidate.read_text(encoding="utf-8", errors="replace"))]
-        return [(path, source)]
+        found = [(path, source)]
+        if path.name == "__init__.py":
+            found += [
+                (private, private.read_text(encoding="utf-8", errors="replace"))
+                for private in sorted(path.parent.glob("_*.py"))
+                if not private.name.startswith("__")
+            ]
+        return found
 
     @classmethod
     def _definitions(cls, source: str) -> Iterator[str]:
