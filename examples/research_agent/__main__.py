@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -25,4 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The run is over: what is left (modules, indexes) is freed by the process's exit.
+    # Frozen, the collector's passes during interpreter shutdown skip it (~0.15 s).
+    gc.freeze()
+    sys.exit(code)

@@ -61,7 +61,7 @@ def search_agent(
     faults: FaultInjector,
     *,
     analyse: Analyse,
-    documents: int = 3,
+    documents: int = 4,
     passages: int = 3,
 ) -> Subagent:
     """The subagent that searches `corpus`, named after it."""

@@ -29,6 +29,7 @@ from agentmesh.checkpoints import CheckpointError, SQLiteStore
 from agentmesh.events import Event
 from agentmesh.models import Model, UsageSummary
 
+from .index_cache import IndexCache
 from .injection import FaultInjector
 from .online import claude, plan_with_model
 from .options import BadInput, Options, RunSpec, check_faults
@@ -166,12 +167,18 @@ class _Session:
     ) -> Report:
         """Index the local sources, then research with live progress."""
         corpora: dict[str, Corpus] = {}
+        cache = None if self.options.index_cache is None else IndexCache(self.options.index_cache)
         for name in spec.sources:
             if name in SOURCES:
                 began = time.perf_counter()
-                corpora[name] = load_corpus(name)
+                how = ""
+                if cache is None:
+                    corpora[name] = load_corpus(name)
+                else:
+                    loaded = cache.load(name)
+                    corpora[name], how = loaded.corpus, f" ({loaded.describe()})"
                 elapsed = time.perf_counter() - began
-                self.say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s")
+                self.say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s{how}")
         tasks = build_tasks(spec.plan, list(spec.sources))
         progress = Progress(
             self.console,

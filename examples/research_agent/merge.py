@@ -8,8 +8,9 @@ the findings of all tasks are merged:
   yardstick for every source and subtopic; a finding that is not relevant to its own
   task's query is dropped (the online analysis may choose one, the web may return it);
 * the same passage of the same document found by several subtopics is kept once, at
-  its best place; the second and later passages of one document count a little less
-  (`REPEAT`), so the first findings name several documents;
+  its best place, naming the other subtopics in `also_topics` (it answers them too);
+  the second and later passages of one document count a little less (`REPEAT`), so
+  the first findings name several documents;
 * a `covered` entry with no relevant finding left becomes `empty`, with the reason
   "nothing relevant found" (and so does an entry the analysis already left empty).
 
@@ -38,7 +39,6 @@ REPEAT = 0.9
 def merge(report: Report, scorer: Scorer, question: str) -> Report:
     """The report with its findings in one ranking and its coverage made honest."""
     ranked: list[tuple[float, int, Finding]] = []
-    seen: set[tuple[str, str]] = set()
     for position, finding in enumerate(report.findings):
         passage = _passage(finding)
         if passage is None:
@@ -52,14 +52,10 @@ def merge(report: Report, scorer: Scorer, question: str) -> Report:
         rescored = dataclasses.replace(finding, content={**passage, "relevance": round(score, 3)})
         ranked.append((score, position, rescored))
     ranked.sort(key=lambda item: (-item[0], item[1]))
-    findings: list[Finding] = []
-    for _, _, finding in ranked:
-        key = _key(finding)
-        if key not in seen:
-            seen.add(key)
-            findings.append(finding)
-    findings = _diversified(findings)
-    answered = {(f.topic, f.source) for f in findings if not f.preliminary}
+    findings = _diversified(_collapsed([finding for _, _, finding in ranked]))
+    # Counted before duplicates collapse: a passage that two subtopics found answers
+    # both, though the report lists it once (under the first, `also_topics` the others).
+    answered = {(f.topic, f.source) for _, _, f in ranked if not f.preliminary}
     coverage = tuple(_honest(entry, answered) for entry in report.coverage)
     return report.model_copy(update={"findings": tuple(findings), "coverage": coverage})
 
@@ -68,6 +64,25 @@ def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bo
     """Relevant to the task's own query and, less strictly, to the whole question."""
     own = scorer.relevant(query, passage) if query else True
     return own and scorer.relevant(question, passage, floor=QUESTION_FLOOR)
+
+
+def _collapsed(findings: list[Finding]) -> list[Finding]:
+    """Each passage once, at its best place; the other subtopics that found it are
+    listed in its `also_topics`."""
+    kept: dict[tuple[str, str], Finding] = {}
+    others: dict[tuple[str, str], list[str]] = {}
+    for finding in findings:
+        key = _key(finding)
+        if key not in kept:
+            kept[key], others[key] = finding, []
+        elif finding.topic != kept[key].topic and finding.topic not in others[key]:
+            others[key].append(finding.topic)
+    return [
+        dataclasses.replace(f, content={**_content(f), "also_topics": others[key]})
+        if others[key] and isinstance(f.content, dict)
+        else f
+        for key, f in kept.items()
+    ]
 
 
 def _diversified(findings: list[Finding]) -> list[Finding]:

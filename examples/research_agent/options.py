@@ -28,7 +28,9 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_FALLBACK_MODEL = "claude-haiku-4-5"
 
 __all__ = [
+    "CACHE_DIRECTORY",
     "DEFAULT_CHECKPOINTS",
+    "DEFAULT_INDEX_CACHE",
     "PROG",
     "SAMPLE_QUESTION",
     "BadInput",
@@ -40,11 +42,12 @@ __all__ = [
 
 SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 PROG = "python -m examples.research_agent"
-# The user's cache directory (platformdirs: ~/.cache/agentmesh on Linux), not the folder
-# the example happens to be run from; `--checkpoints` overrides it.
-DEFAULT_CHECKPOINTS = (
-    platformdirs.user_cache_path("agentmesh") / "research_agent" / "checkpoints.sqlite"
-)
+# The user's cache directory (platformdirs: ~/.cache/agentmesh on Linux, or under
+# $XDG_CACHE_HOME), not the folder the example happens to be run from. `--checkpoints`
+# overrides the checkpoint file, `--no-cache` turns the saved indexes off.
+CACHE_DIRECTORY = platformdirs.user_cache_path("agentmesh") / "research_agent"
+DEFAULT_CHECKPOINTS = CACHE_DIRECTORY / "checkpoints.sqlite"
+DEFAULT_INDEX_CACHE = CACHE_DIRECTORY / "indexes"
 
 
 class BadInput(Exception):
@@ -90,6 +93,7 @@ class Options:
     checkpoints: Path = DEFAULT_CHECKPOINTS
     events: Path | None = None  # write the run's events there, one JSON line each
     resume: str | None = None  # the run id to resume
+    index_cache: Path | None = DEFAULT_INDEX_CACHE  # None: build the indexes every run
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -144,6 +148,11 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         metavar="PATH",
         help=f"the checkpoint file (default: {DEFAULT_CHECKPOINTS})",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help=f"build the source indexes afresh, not from or into {DEFAULT_INDEX_CACHE}",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--out", type=Path, help="write the report to FILE instead of stdout")
     parser.add_argument("--html", type=Path, help="also write a self-contained HTML report")
@@ -189,6 +198,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         checkpoints=args.checkpoints,
         resume=args.resume,
         events=args.events,
+        index_cache=None if args.no_cache else DEFAULT_INDEX_CACHE,
     )
 
 

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import abc
 import ast
+import contextlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import io
 import os
@@ -39,7 +41,7 @@ import sysconfig
 import tokenize
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,7 +55,16 @@ from .text import split_identifier, terms
 if TYPE_CHECKING:
     from importlib.metadata import PackageMetadata
 
-__all__ = ["FUSION_K", "SOURCES", "Corpus", "Document", "Passage", "load_corpus"]
+__all__ = [
+    "CORPORA",
+    "FUSION_K",
+    "SOURCES",
+    "Corpus",
+    "Document",
+    "Indexes",
+    "Passage",
+    "load_corpus",
+]
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009): 60 is the usual choice.
 FUSION_K = 60
@@ -69,6 +80,7 @@ class Passage(TypedDict):
     text: str  # its blocks (prose, code, tables) as `shapes.chunk` writes them
     score: float  # BM25 within its document: comparable inside one document only
     relevance: NotRequired[float]  # the comparable score (`relevance.Scorer`)
+    also_topics: NotRequired[list[str]]  # other subtopics that found it (`merge`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,15 @@ class Document:
     text: str
     # What it defines, one line each: a name and its docstring's first line.
     entries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Indexes:
+    """A source's first stage: BM25 over its documents, and over their entries."""
+
+    documents: BM25Index
+    entries: BM25Index
+    entry_of: tuple[str, ...]  # the id of each entry's document
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,41 +119,73 @@ class Corpus(abc.ABC):
     # each of its functions for having many of them.
     length_normalisation = 0.75
 
-    def __init__(self, documents: list[Document]) -> None:
+    def __init__(self, documents: list[Document], indexes: Indexes | None = None) -> None:
+        """The documents, and their indexes: built unless given (read from a cache)."""
         self.documents = {doc.id: doc for doc in documents}
         self._ids = list(self.documents)
+        self.indexes = indexes or self._build(list(self.documents.values()))
+        self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
+
+    @classmethod
+    def _build(cls, documents: list[Document]) -> Indexes:
         # A document's terms are its text's and its entries'; an entry is ranked with
         # its document's name: "os walk Directory tree generator". Each text is split
         # into terms once.
-        self._entry_of: list[str] = []
+        entry_of: list[str] = []
         entry_terms: list[list[str]] = []
-        texts = [terms(doc.text) for doc in self.documents.values()]
+        texts = [terms(doc.text) for doc in documents]
         # The prose's words, to cut a name such as "findall" into "find all".
         compounds = Compounds({term for text in texts for term in text})
         document_terms: list[list[str]] = []
-        for doc, own in zip(self.documents.values(), texts, strict=True):
+        for doc, own in zip(documents, texts, strict=True):
             title = terms(doc.title)
             for entry in doc.entries:
                 # An entry opens with its name: "findall Return a list of all ...".
                 found = terms(entry)
                 own += found
-                self._entry_of.append(doc.id)
+                entry_of.append(doc.id)
                 # The words of a name such as "findall" that its first line does not
                 # say already ("Return a list of all matches"): saying "find" twice
                 # would make `findmatch` ("Find a match") twice as much about it.
                 halves = compounds.terms(entry.split(maxsplit=1)[0]) if entry.strip() else ()
                 entry_terms.append(title + found + [t for t in halves if t not in found])
             document_terms.append(own)
-        self._index = BM25Index(document_terms, b=self.length_normalisation)
-        self._entries = BM25Index(entry_terms)
-        self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
+        return Indexes(
+            documents=BM25Index(document_terms, b=cls.length_normalisation),
+            entries=BM25Index(entry_terms),
+            entry_of=tuple(entry_of),
+        )
+
+    @classmethod
+    @abc.abstractmethod
+    def load(cls) -> Corpus:
+        """Read the source's documents and build their indexes."""
+
+    @classmethod
+    @abc.abstractmethod
+    def fingerprint(cls) -> str:
+        """What the documents are read from, cheaply: it changes when they may have.
+
+        The index cache keys a saved index by it (`index_cache`).
+        """
+
+    def state(self) -> dict[str, object]:
+        """What else than documents and indexes the source needs, as JSON (for a cache)."""
+        return {}
+
+    @classmethod
+    def restore(
+        cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
+    ) -> Corpus:
+        """The source from its saved documents, indexes and `state`."""
+        return cls(documents, indexes)
 
     def __len__(self) -> int:
         return len(self.documents)
 
     def document_frequencies(self) -> Counter[str]:
         """How many of the source's documents contain each term (for `relevance`)."""
-        return self._index.document_frequencies()
+        return self.indexes.documents.document_frequencies()
 
     def find(self, query: Query, limit: int) -> list[str]:
         """The ids of the `limit` best documents for `query`.
@@ -142,11 +195,12 @@ class Corpus(abc.ABC):
         module whose one function is exactly what is asked ("walk: Directory tree
         generator") is found even when the module as a whole is about much else.
         """
-        by_document = [self._ids[position] for position, _ in self._index.rank(query, limit * 3)]
-        if not len(self._entries):
+        indexes = self.indexes
+        by_document = [self._ids[p] for p, _ in indexes.documents.rank(query, limit * 3)]
+        if not len(indexes.entries):
             return by_document[:limit]
         by_entry = list(
-            dict.fromkeys(self._entry_of[p] for p, _ in self._entries.rank(query, limit * 10))
+            dict.fromkeys(indexes.entry_of[p] for p, _ in indexes.entries.rank(query, limit * 10))
         )
         fused: dict[str, float] = {}
         for ranking in (by_document, by_entry):
@@ -206,6 +260,11 @@ class PydocCorpus(Corpus):
         ]
         return cls(documents)
 
+    @classmethod
+    def fingerprint(cls) -> str:
+        spec = importlib.util.find_spec("pydoc_data.topics")
+        return _stat(Path(spec.origin)) if spec is not None and spec.origin else ""
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         from pydoc_data.topics import topics
 
@@ -248,28 +307,61 @@ class StdlibCorpus(Corpus):
         self,
         documents: list[Document],
         root: Path,
-        c_modules: dict[str, ModuleType],
-        sources: dict[str, Path] | None = None,
+        c_modules: Collection[str],
+        sources: Mapping[str, Sequence[Path]] | None = None,
+        indexes: Indexes | None = None,
     ) -> None:
-        super().__init__(documents)
+        super().__init__(documents, indexes)
         self.root = root
-        self.c_modules = c_modules
-        # The file each module's documentation is read from (`_implementation`).
-        self.sources = sources or {}
+        # The modules written in C: imported for their docstrings when read.
+        self.c_modules = frozenset(c_modules)
+        # The files each module's documentation is read from (`_implementation`).
+        self.sources = {module: tuple(paths) for module, paths in (sources or {}).items()}
+
+    @classmethod
+    def fingerprint(cls) -> str:
+        # Which modules there are; their text is the interpreter's own (its version is
+        # in the cache key).
+        root = Path(sysconfig.get_paths()["stdlib"])
+        found = [str(root), *sys.builtin_module_names]
+        for directory in (root, root / "lib-dynload"):
+            with contextlib.suppress(OSError):  # no lib-dynload: nothing there to list
+                found += sorted(os.listdir(directory))
+        return "\n".join(found)
+
+    def state(self) -> dict[str, object]:
+        return {
+            "root": str(self.root),
+            "c_modules": sorted(self.c_modules),
+            "sources": {m: [str(p) for p in paths] for m, paths in self.sources.items()},
+        }
+
+    @classmethod
+    def restore(
+        cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
+    ) -> StdlibCorpus:
+        root, c_modules, sources = state["root"], state["c_modules"], state["sources"]
+        if not (isinstance(root, str) and isinstance(c_modules, list)):
+            raise ValueError("not a saved stdlib state")
+        if not isinstance(sources, dict):
+            raise ValueError("not a saved stdlib state")
+        paths = {str(module): [Path(str(p)) for p in found] for module, found in sources.items()}
+        return cls(documents, Path(root), [str(m) for m in c_modules], paths, indexes)
 
     @classmethod
     def load(cls, root: Path | None = None) -> StdlibCorpus:
         root = root or Path(sysconfig.get_paths()["stdlib"])
         documents = []
-        sources: dict[str, Path] = {}
+        sources: dict[str, list[Path]] = {}
         for module, path in cls._modules(root):
             source = path.read_text(encoding="utf-8", errors="replace")
             docstring = _module_docstring(source)
+            read = [(path, source)]
             if not docstring.strip():
-                path, source = cls._implementation(root, path, source)
-                docstring = _module_docstring(source)
-            sources[module] = path
-            entries = tuple(cls._definitions(source))
+                read = cls._implementation(root, path, source)
+                docstring = next(filter(None, (_module_docstring(text) for _, text in read)), "")
+            sources[module] = [where for where, _ in read]
+            entries = tuple(entry for _, text in read for entry in cls._definitions(text))
             text = _weighted(split_identifier(module.replace(".", "_")), docstring)
             documents.append(Document(id=module, title=module, text=text, entries=entries))
         c_modules = dict(cls._c_modules(root))
@@ -281,21 +373,30 @@ class StdlibCorpus(Corpus):
             text = _weighted(split_identifier(module), _c_docstring(module, loaded))
             documents.append(Document(id=module, title=module, text=text, entries=entries))
         documents.sort(key=lambda doc: doc.id)
-        return cls(documents, root, c_modules, sources)
+        return cls(documents, root, list(c_modules), sources)
 
     @classmethod
-    def _implementation(cls, root: Path, path: Path, source: str) -> tuple[Path, str]:
-        """The file that documents a module without a docstring, and its source.
+    def _implementation(cls, root: Path, path: Path, source: str) -> list[tuple[Path, str]]:
+        """The files that document a module without a docstring, and their sources.
 
         A module such as `decimal` only re-exports its implementation (`from _decimal
         import *`, else `from _pydecimal import *`): the documentation is in the first
-        private module it star-imports that has a source file. Otherwise, its own.
+        private module it star-imports that has a source file. A package such as
+        `zoneinfo` or `tomllib` re-exports names from its private modules
+        (`zoneinfo/_tzpath.py`): it is documented by them too. Otherwise, its own.
         """
         for private in _STAR_IMPORT.findall(source):
             candidate = root / f"{private.replace('.', '/')}.py"
             if candidate.is_file():
-                return candidate, candidate.read_text(encoding="utf-8", errors="replace")
-        return path, source
+                return [(candidate, candidate.read_text(encoding="utf-8", errors="replace"))]
+        found = [(path, source)]
+        if path.name == "__init__.py":
+            found += [
+                (private, private.read_text(encoding="utf-8", errors="replace"))
+                for private in sorted(path.parent.glob("_*.py"))
+                if not private.name.startswith("__")
+            ]
+        return found
 
     @classmethod
     def _definitions(cls, source: str) -> Iterator[str]:
@@ -360,12 +461,18 @@ class StdlibCorpus(Corpus):
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         module = doc.id
         if module in self.c_modules:
-            yield from _c_pieces(module, self.c_modules[module])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a deprecated module warns when imported
+                loaded = importlib.import_module(module)
+            yield from _c_pieces(module, loaded)
             return
-        path = self.sources.get(module) or self._path(module)
+        for path in self.sources.get(module) or (self._path(module),):
+            yield from self._file_pieces(module, path)
+
+    def _file_pieces(self, module: str, path: Path) -> Iterator[_Piece]:
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
-        except (SyntaxError, ValueError):
+        except (OSError, SyntaxError, ValueError):
             return
         for qualname, node in _documented(tree):
             docstring = _docstring(node)
@@ -416,6 +523,21 @@ class PackagesCorpus(Corpus):
         documents.sort(key=lambda doc: doc.id)
         return cls(documents)
 
+    @classmethod
+    def fingerprint(cls) -> str:
+        # The distributions installed where `importlib.metadata` looks: their metadata
+        # directories' names (name and version) and times.
+        found = []
+        for entry in sys.path:
+            # Not a directory (a zip, or gone): no distributions there.
+            with contextlib.suppress(OSError), os.scandir(entry or ".") as listing:
+                found += [
+                    f"{item.path} {_stat(Path(item.path))}"
+                    for item in listing
+                    if item.name.endswith((".dist-info", ".egg-info"))
+                ]
+        return "\n".join(sorted(found))
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         for text in chunk(doc.text):
             # Badges, link lists and HTML say little: keep passages with some prose.
@@ -424,16 +546,25 @@ class PackagesCorpus(Corpus):
 
 
 SOURCES = ("pydoc", "stdlib", "packages")
+CORPORA: Mapping[str, type[Corpus]] = {
+    "pydoc": PydocCorpus,
+    "stdlib": StdlibCorpus,
+    "packages": PackagesCorpus,
+}
 
 
 def load_corpus(name: str) -> Corpus:
-    """Build the named source's index (a fraction of a second each)."""
-    loaders: dict[str, Callable[[], Corpus]] = {
-        "pydoc": PydocCorpus.load,
-        "stdlib": StdlibCorpus.load,
-        "packages": PackagesCorpus.load,
-    }
-    return loaders[name]()
+    """Build the named source's index (a fraction of a second each; `index_cache` keeps it)."""
+    return CORPORA[name].load()
+
+
+def _stat(path: Path) -> str:
+    """A file's size and modification time, "" when it cannot be read."""
+    try:
+        found = path.stat()
+    except OSError:
+        return ""
+    return f"{found.st_size} {found.st_mtime_ns}"
 
 
 def _field(meta: PackageMetadata, key: str) -> str:

@@ -19,6 +19,9 @@ from examples.research_agent.research import research
 from examples.research_agent.shapes import chunk
 from examples.research_agent.sources import SOURCES, Corpus, load_corpus
 
+# The sample question: its subtopics find some of the same pydoc passages.
+QUESTION_OF_SHARED_PASSAGES = "How does the with statement handle exceptions in context managers?"
+
 
 @cache
 def corpora() -> dict[str, Corpus]:
@@ -89,12 +92,29 @@ class TestCoverage:
         assert not found.findings
 
     def test_covered_entries_have_relevant_findings(self) -> None:
-        """Each covered entry has a finding of its own subtopic and source."""
+        """Each covered entry has a finding of its own subtopic and source: listed under
+        it, or under another subtopic that found the same passage (`also_topics`)."""
         found = report("How do I read a CSV file with a custom delimiter?")
         covered = [e for e in found.coverage if e.status.value == "covered"]
         assert covered
         for entry in covered:
-            assert any(f.topic == entry.topic and f.source == entry.source for f in found.findings)
+            assert any(
+                entry.topic in (f.topic, *f.content.get("also_topics", ()))
+                and f.source == entry.source
+                for f in found.findings
+            )
+
+    def test_a_passage_two_subtopics_found_is_listed_once_and_covers_both(self) -> None:
+        """A passage found by two subtopics is one finding; both entries are covered."""
+        found = report(QUESTION_OF_SHARED_PASSAGES)
+        shared = [f for f in found.findings if f.content.get("also_topics")]
+        assert shared
+        keys = [(f.content["id"], f.content["text"]) for f in found.findings]
+        assert len(keys) == len(set(keys))
+        status = {(e.topic, e.source): e.status.value for e in found.coverage}
+        for finding in shared:
+            for topic in (finding.topic, *finding.content["also_topics"]):
+                assert status[(topic, finding.source)] == "covered"
 
 
 class TestRanking:
@@ -142,6 +162,16 @@ class TestUndocumentedModules:
         assert passages
         assert all("_pydecimal.py:" in p["section"] for p in passages)
         assert all(p["id"].startswith("stdlib:decimal") for p in passages)
+
+    def test_package_without_docstring_is_read_from_its_private_modules(self) -> None:
+        """`zoneinfo` re-exports `_tzpath` and `_common`: they document it, and it is found."""
+        stdlib = corpora()["stdlib"]
+        query = parse_query("available time zones")
+        passages = stdlib.read("zoneinfo", query, 3)
+        assert any("zoneinfo/_tzpath.py:" in p["section"] for p in passages), passages
+        assert passages[0]["id"] == "stdlib:zoneinfo.available_timezones"
+        found = report("How do I convert a datetime to another time zone?").findings[:10]
+        assert any(f.content["id"].startswith("stdlib:zoneinfo") for f in found)
 
     def test_c_module_without_docstring_is_found_by_its_namesake_type(self) -> None:
         """`mmap` is searched by the words of `mmap.mmap`'s docstring and found."""
