@@ -137,11 +137,12 @@ class RetryPolicy:
             state.result = first
             return state
 
-        # Tenacity decides (retry, wait, stop, callbacks) through its public `iter`; this
-        # loop only awaits. The call's own state is a fresh `RetryCallState`; the
-        # `Retrying` holding the strategies is shared (see `_RETRYING`).
-        # Tenacity's statistics are per thread and shared by its calls (we read none);
-        # `begin` makes sure they exist in this thread before `iter` updates them.
+        # Tenacity decides about every retryable envelope (retry, wait, stop, callbacks)
+        # through its public `iter`; this loop only awaits, and ends at a final outcome.
+        # The call's own state is a fresh `RetryCallState`; the `Retrying` holding the
+        # strategies is shared (see `_RETRYING`). Tenacity's statistics are per thread
+        # and shared by its calls (we read none); `begin` makes sure they exist in this
+        # thread before `iter` updates them.
         _RETRYING.begin()
         retry_state = _CallState(self, retryable, budget, state, on_retry)
         retry_state.record(first)  # attempt 1, made above
@@ -154,8 +155,10 @@ class RetryPolicy:
             await self.sleep(float(action))
             number = retry_state.attempt_number
             outcome = await attempt(number)
-            retry_state.record(outcome)
             state.attempts = number
+            if not (isinstance(outcome, ErrorEnvelope) and retryable(outcome)):
+                break  # the end, as after attempt 1: tenacity's retry test would say so
+            retry_state.record(outcome)
         state.result = outcome
         return state
 

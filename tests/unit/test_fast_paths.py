@@ -22,8 +22,9 @@ from agentmesh import (
     UsageError,
     subagent,
 )
-from agentmesh.coordinator import CoverageStatus, Finding, Report, Step
-from agentmesh.envelope import is_empty_value
+from agentmesh.coordinator import CoverageStatus, Finding, Report, Step, TaskRecord
+from agentmesh.coordinator._synthesis import coverage_entry
+from agentmesh.envelope import RetryCount, is_empty_value
 from agentmesh.executors import Dispatch
 from agentmesh.subagents import Subagent
 
@@ -77,6 +78,36 @@ class TestReportRecords:
         assert len(repr(report)) < 200
         assert "findings=100" in repr(report)
         assert str(report) == repr(report)
+
+
+class TestCoverageOfOneStep:
+    def _entry(self, retries: tuple[RetryCount, ...]) -> Any:
+        outcome = Success[Any](
+            data=["x"], source="docs", attempted_query="q", attempts=3, retries=retries
+        )
+        step = Step("docs", "q", outcome, "Accept")
+        record = TaskRecord("t1", Task(query="q"), "docs", (step,), CoverageStatus.COVERED)
+        return coverage_entry(record)
+
+    def test_distinct_counts_are_reported_as_they_are(self) -> None:
+        """A step's own retry counts become the entry's, each source and error type once."""
+        retries = (
+            RetryCount(source="docs", error_type="unavailable", count=2),
+            RetryCount(source="search", error_type="timeout", count=1),
+        )
+        entry = self._entry(retries)
+        assert entry.retries == retries
+        assert entry.reason == "3 local retries: docs unavailable x2, search timeout x1"
+
+    def test_repeated_counts_from_a_wire_form_are_merged(self) -> None:
+        """Two counts of one source and error type (from elsewhere) are added up."""
+        retries = (
+            RetryCount(source="docs", error_type="unavailable", count=2),
+            RetryCount(source="docs", error_type="unavailable", count=1),
+        )
+        entry = self._entry(retries)
+        assert entry.retries == (RetryCount(source="docs", error_type="unavailable", count=3),)
+        assert entry.reason == "3 local retries: docs unavailable x3"
 
 
 class TestIsEmptyValue:
