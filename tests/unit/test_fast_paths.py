@@ -184,6 +184,19 @@ class TestNoCyclesPerCall:
         assert cyclic_garbage() == []
 
 
+def transient(query: str = "q") -> ErrorEnvelope:
+    """A retryable envelope, as an attempt that failed for a moment returns it."""
+    return ErrorEnvelope(
+        error_category="transient",
+        error_type="unavailable",
+        is_retryable=True,
+        message="down",
+        attempted_query=query,
+        source="s",
+        attempts=1,
+    )
+
+
 class TestRetryLoop:
     async def test_delays_callbacks_and_attempts_follow_the_policy(self) -> None:
         """Every retry is announced, slept through the injected sleep, and counted."""
@@ -194,15 +207,7 @@ class TestRetryLoop:
             slept.append(seconds)
 
         policy = RetryPolicy(max_attempts=4, initial_delay=1, jitter="none", sleep=sleep)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> str | ErrorEnvelope:
             return "done" if number == 4 else envelope
@@ -219,15 +224,7 @@ class TestRetryLoop:
         """An empty budget ends the loop with the last envelope and says why."""
         policy = RetryPolicy(max_attempts=5, sleep=no_sleep)
         budget = RetryBudget(ratio=0, reserve=1)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> ErrorEnvelope:
             return envelope
@@ -240,15 +237,7 @@ class TestRetryLoop:
     async def test_cancellation_propagates_out_of_a_retry(self) -> None:
         """A cancelled attempt is not retried: the CancelledError reaches the caller."""
         policy = RetryPolicy(max_attempts=3, sleep=no_sleep)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> ErrorEnvelope:
             if number == 2:
@@ -266,20 +255,9 @@ class TestRetryLoop:
             slept.append(seconds)
             await asyncio.sleep(0)  # every call's rounds interleave with the others'
 
-        def envelope(query: str) -> ErrorEnvelope:
-            return ErrorEnvelope(
-                error_category="transient",
-                error_type="unavailable",
-                is_retryable=True,
-                message="down",
-                attempted_query=query,
-                source="s",
-                attempts=1,
-            )
-
         async def one(max_attempts: int, succeeds_at: int | None) -> tuple[Any, int, Any]:
             policy = RetryPolicy(max_attempts=max_attempts, jitter="none", sleep=sleep)
-            failure = envelope(f"{max_attempts}-{succeeds_at}")
+            failure = transient(f"{max_attempts}-{succeeds_at}")
 
             async def attempt(number: int) -> str | ErrorEnvelope:
                 await asyncio.sleep(0)
@@ -307,15 +285,7 @@ class TestRetryLoop:
     def test_a_call_in_another_threads_loop_retries(self) -> None:
         """A loop in a worker thread retries as the main thread's loop does."""
         policy = RetryPolicy(max_attempts=3, sleep=no_sleep)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> str | ErrorEnvelope:
             return "done" if number == 3 else envelope
