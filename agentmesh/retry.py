@@ -1,8 +1,9 @@
 """Local retry: `RetryPolicy` (a frozen value that builds tenacity objects) and `RetryBudget`.
 
-One logical call = one fresh tenacity `Retrying` (driven by an async loop): policies are
-shared, retry state never is (tenacity keeps per-run state on the instance, so sharing
-one across concurrent calls would mix their attempt counts).
+One logical call = one fresh tenacity `RetryCallState`, driven by an async loop through
+tenacity's public `Retrying.iter`: policies and the stateless strategies are shared, a
+call's retry state never is (attempt number, outcome, stop reason, budget and callback
+live on its own `RetryCallState`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_result
+from tenacity import DoSleep, RetryCallState, Retrying
+from tenacity.retry import retry_base
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
@@ -127,7 +129,7 @@ class RetryPolicy:
         if budget is not None and (deposit is None or deposit()):
             budget.record_first_attempt()
         # Most calls succeed or fail for good at once: the first attempt runs directly,
-        # and tenacity's machinery is built only when there is something to retry.
+        # and tenacity's machinery is used only when there is something to retry.
         first = await attempt(1)
         # Not `RetryResult[T](...)`: calling a subscripted generic costs about 1.5 us.
         state: RetryResult[T] = RetryResult(deadline, 1)
@@ -135,48 +137,30 @@ class RetryPolicy:
             state.result = first
             return state
 
-        # Tenacity decides (retry, wait, stop, callbacks) through its public iteration
-        # API; this loop only awaits. Tenacity's synchronous `Retrying` "sleeps" by
-        # handing us the wait, which we then await: `AsyncRetrying` would wrap every
-        # action of every round in a coroutine, and all our callbacks are synchronous.
-        waits: list[float] = []
-        check, stop = _Retryable(retryable), _Stop(self, budget, state)
-        announce = _Announce(on_retry) if on_retry is not None else None
-        retrying = Retrying(
-            sleep=waits.append,
-            retry=retry_if_result(check),
-            wait=_Backoff(self),
-            stop=stop,
-            before_sleep=announce,
-            retry_error_callback=_last_result,
-        )
+        # Tenacity decides about every retryable envelope (retry, wait, stop, callbacks)
+        # through its public `iter`; this loop only awaits, and ends at a final outcome.
+        # The call's own state is a fresh `RetryCallState`; the `Retrying` holding the
+        # strategies is shared (see `_RETRYING`). Tenacity's statistics are per thread
+        # and shared by its calls (we read none); `begin` makes sure they exist in this
+        # thread before `iter` updates them.
+        _RETRYING.begin()
+        retry_state = _CallState(self, retryable, budget, state, on_retry)
+        retry_state.record(first)  # attempt 1, made above
         outcome: T | ErrorEnvelope = first
-        try:
-            for round_ in retrying:
-                number = round_.retry_state.attempt_number
-                if number > 1:  # attempt 1 is the one made above
-                    await self.sleep(waits.pop())
-                    outcome = await attempt(number)
-                # The attempt ran above and never raises: its result is the round's, set as
-                # tenacity's retry-on-result recipe does. No `with round_:` around nothing,
-                # which would first record a None result (a Future and a lock per round).
-                round_.retry_state.set_result(outcome)
-                state.attempts = number
-        finally:
-            # Tenacity's per-call state is a reference cycle (its last actions, bound
-            # methods, stay on the `Retrying`) that only the cyclic GC frees. Emptying our
-            # strategies keeps the caller's objects (its closures, logger, budget) out of it.
-            check.release()
-            stop.release()
-            if announce is not None:
-                announce.release()
+        while True:
+            action = _RETRYING.iter(retry_state)
+            if not isinstance(action, DoSleep):
+                break  # a result to keep, or a stop
+            retry_state.prepare_for_next_attempt()
+            await self.sleep(float(action))
+            number = retry_state.attempt_number
+            outcome = await attempt(number)
+            state.attempts = number
+            if not (isinstance(outcome, ErrorEnvelope) and retryable(outcome)):
+                break  # the end, as after attempt 1: tenacity's retry test would say so
+            retry_state.record(outcome)
         state.result = outcome
         return state
-
-
-def _last_result(retry_state: RetryCallState) -> Any:
-    assert retry_state.outcome is not None  # tenacity sets it before calling back
-    return retry_state.outcome.result()
 
 
 @dataclass(slots=True)
@@ -189,47 +173,59 @@ class RetryResult(Generic[T]):
     stop_reason: str | None = None
 
 
-# Small objects, not closures: tenacity's per-call state is a reference cycle (its last
-# actions are bound methods kept on the `Retrying`), and whatever the strategies hold is
-# kept with it until the cyclic GC runs. A closure would keep the whole call frame.
-class _Retryable:
-    __slots__ = ("retryable",)
+class _CallState(RetryCallState):
+    """Tenacity's state of one retried call, with what this call's strategies need.
 
-    def __init__(self, retryable: Callable[[ErrorEnvelope], bool]) -> None:
-        self.retryable: Callable[[ErrorEnvelope], bool] | None = retryable
+    Everything per call lives here, so the strategies stay stateless and one `Retrying`
+    serves every call. Nothing here points back at the state: the call is freed by
+    reference counting when it ends, not left as a cycle for the garbage collector.
+    """
 
-    def __call__(self, result: object) -> bool:
-        retryable = self.retryable
-        return retryable is not None and isinstance(result, ErrorEnvelope) and retryable(result)
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        retryable: Callable[[ErrorEnvelope], bool],
+        budget: RetryBudget | None,
+        result: RetryResult[Any],
+        on_retry: Callable[[ErrorEnvelope, int, float], None] | None,
+    ) -> None:
+        super().__init__(_RETRYING, fn=None, args=(), kwargs={})
+        self.policy = policy
+        self.retryable = retryable
+        self.budget = budget
+        self.result = result
+        self.on_retry = on_retry
+        # The last attempt's envelope (None for a result), as the strategies read it: the
+        # same as `outcome.result()`, without a lock taken for every look.
+        self.envelope: ErrorEnvelope | None = None
 
-    def release(self) -> None:
-        self.retryable = None
+    def record(self, outcome: object) -> None:
+        """The outcome of the attempt just made (attempts return envelopes, never raise)."""
+        self.set_result(outcome)
+        self.envelope = outcome if isinstance(outcome, ErrorEnvelope) else None
 
 
-class _Announce:
-    __slots__ = ("on_retry",)
+def _call_state(retry_state: RetryCallState) -> _CallState:
+    if not isinstance(retry_state, _CallState):
+        raise TypeError(f"agentmesh's retry strategies need a _CallState, got {retry_state!r}")
+    return retry_state
 
-    def __init__(self, on_retry: Callable[[ErrorEnvelope, int, float], None]) -> None:
-        self.on_retry: Callable[[ErrorEnvelope, int, float], None] | None = on_retry
 
-    def __call__(self, retry_state: RetryCallState) -> None:
-        if retry_state.outcome is not None and self.on_retry is not None:
-            envelope = retry_state.outcome.result()
-            self.on_retry(envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
+class _Retry(retry_base):
+    """Retry an envelope that the call's `retryable` accepts."""
 
-    def release(self) -> None:
-        self.on_retry = None
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        call = _call_state(retry_state)
+        return call.envelope is not None and call.retryable(call.envelope)
 
 
 class _Backoff(wait_base):
     """Jittered exponential backoff that never undercuts the server's retry-after."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-
     def __call__(self, retry_state: RetryCallState) -> float:
-        delay = self.policy.backoff(retry_state.attempt_number)
-        retry_after = _retry_after(retry_state)
+        call = _call_state(retry_state)
+        delay = call.policy.backoff(retry_state.attempt_number)
+        retry_after = None if call.envelope is None else call.envelope.retry_after
         return delay if retry_after is None else max(delay, retry_after)
 
 
@@ -241,33 +237,23 @@ class _Stop(stop_base):
     retry that will really happen.
     """
 
-    def __init__(self, policy: RetryPolicy, budget: RetryBudget | None, state: RetryResult[Any]):
-        self.policy = policy
-        self.budget = budget
-        self.state: RetryResult[Any] | None = state
-
-    def release(self) -> None:
-        self.budget = self.state = None
-
     def __call__(self, retry_state: RetryCallState) -> bool:
-        state = self.state
-        if state is None:  # released: the call is over
-            return True
-        reason = self._reason(retry_state, state)
-        state.stop_reason = reason
+        call = _call_state(retry_state)
+        reason = self._reason(retry_state, call)
+        call.result.stop_reason = reason
         return reason is not None
 
-    def _reason(self, retry_state: RetryCallState, state: RetryResult[Any]) -> str | None:
-        policy = self.policy
+    def _reason(self, retry_state: RetryCallState, call: _CallState) -> str | None:
+        policy = call.policy
         if retry_state.attempt_number >= policy.max_attempts:
             return f"gave up after {retry_state.attempt_number} attempts"
-        retry_after = _retry_after(retry_state)
+        retry_after = None if call.envelope is None else call.envelope.retry_after
         if retry_after is not None and retry_after > policy.max_delay:
             return (
                 f"gave up at once: the server asked to retry after {retry_after:g}s, "
                 f"more than max_delay {policy.max_delay:g}s"
             )
-        deadline = state.deadline
+        deadline = call.result.deadline
         if deadline is not None:
             remaining = deadline - asyncio.get_running_loop().time()
             if retry_state.upcoming_sleep >= remaining:
@@ -275,16 +261,37 @@ class _Stop(stop_base):
                     f"gave up: waiting {retry_state.upcoming_sleep:.3g}s would pass the "
                     f"deadline ({max(remaining, 0):.3g}s left)"
                 )
-        if self.budget is not None and not self.budget.try_spend():
+        if call.budget is not None and not call.budget.try_spend():
             return "gave up: the run's retry budget is spent"
         return None
 
 
-def _retry_after(retry_state: RetryCallState) -> float | None:
-    if retry_state.outcome is None or retry_state.outcome.failed:
-        return None
-    envelope = retry_state.outcome.result()
-    return envelope.retry_after if isinstance(envelope, ErrorEnvelope) else None
+def _announce(retry_state: RetryCallState) -> None:
+    """Before a retry's wait: tell the caller (its `on_retry`)."""
+    call = _call_state(retry_state)
+    if call.on_retry is not None and call.envelope is not None:
+        call.on_retry(call.envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
+
+
+def _last_result(retry_state: RetryCallState) -> Any:
+    """On a stop: the last attempt's envelope is the call's result (no `RetryError`)."""
+    assert retry_state.outcome is not None  # tenacity sets it before calling back
+    return retry_state.outcome.result()
+
+
+# One `Retrying` for every call: its strategies are stateless (each reads its call's
+# `_CallState`), and `iter` runs all of one round's actions synchronously, starting from
+# a reset of its per-thread scratch state, so two calls interleaved at their awaits
+# never see each other's. A `Retrying` per call (tenacity's own loops make one) cost
+# about 90 us and left a reference cycle per retried call for the garbage collector.
+# `sleep` is never called: the loop above awaits the policy's own sleep.
+_RETRYING = Retrying(
+    stop=_Stop(),
+    wait=_Backoff(),
+    retry=_Retry(),
+    before_sleep=_announce,
+    retry_error_callback=_last_result,
+)
 
 
 class RetryBudget:

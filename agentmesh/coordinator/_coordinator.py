@@ -34,6 +34,7 @@ from agentmesh.coordinator._decisions import (
 )
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
+from agentmesh.coordinator._plan import Job, OneEach
 from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
 from agentmesh.coordinator._resume import (
     Redo,
@@ -253,7 +254,7 @@ class Coordinator:
     async def _run(
         self,
         run: _Run,
-        jobs: list[tuple[str, Task, Subagent]],
+        jobs: Sequence[Job],
         saved: dict[str, TaskRecord] | None = None,
     ) -> Report:
         with span("run", run_id=run.run_id) as current:
@@ -325,7 +326,7 @@ class Coordinator:
         self,
         run_id: str,
         decisions: dict[str, HumanDecision],
-        given: list[tuple[str, Task, Subagent]] | None,
+        given: Sequence[Job] | None,
     ) -> Start:
         """What a resume starts from: the plan, the decisions given (saved) and records."""
         assert self.store is not None
@@ -341,7 +342,7 @@ class Coordinator:
     async def _run_jobs(
         self,
         run: _Run,
-        jobs: list[tuple[str, Task, Subagent]],
+        jobs: Sequence[Job],
         saved: dict[str, TaskRecord] | None = None,
     ) -> Report:
         log, events = run.log, run.events
@@ -394,7 +395,7 @@ class Coordinator:
     async def _resumed(
         self,
         run: _Run,
-        jobs: list[tuple[str, Task, Subagent]],
+        jobs: Sequence[Job],
         slots: list[TaskRecord | None],
         saved: dict[str, TaskRecord],
     ) -> None:
@@ -415,9 +416,7 @@ class Coordinator:
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             slots[index] = settled
 
-    async def _stopped_report(
-        self, run: _Run, jobs: Sequence[tuple[str, Task, Subagent]], reason: str
-    ) -> Report:
+    async def _stopped_report(self, run: _Run, jobs: Sequence[Job], reason: str) -> Report:
         """The report of a run stopped early: every task, each unfinished one a gap.
 
         An unfinished task keeps its steps so far and the progress it had recorded (a
@@ -449,24 +448,35 @@ class Coordinator:
             update["pending_decisions"] = run.book.unanswered()
         return _with_helper_usage(report.model_copy(update=update), run)
 
-    def _plan(self, tasks: Task | str | Iterable[Task | str]) -> list[tuple[str, Task, Subagent]]:
-        """Pair each task with its subagent(s); bad names fail before anything runs."""
-        jobs: list[tuple[str, Task, Subagent]] = []
+    def _plan(self, tasks: Task | str | Iterable[Task | str]) -> Sequence[Job]:
+        """Pair each task with its subagent(s); bad names fail before anything runs.
+
+        When every task goes to one subagent, the plan is two lists (`OneEach`), not a
+        tuple per job kept for the whole run.
+        """
+        planned: list[Task] = []
+        targets: list[Subagent | None] = []  # None: the task fans out to every subagent
+        only = next(iter(self.subagents.values())) if len(self.subagents) == 1 else None
         for index, task in enumerate(self._each_task(tasks)):
             if isinstance(task, str):
                 task = Task(query=task)
             elif not isinstance(task, Task):
                 raise UsageError(f"Coordinator.run() takes Tasks or query strings, got {task!r}")
+            if task.subagent is not None and task.subagent not in self.subagents:
+                raise UsageError(
+                    f"task {task.id or f'task-{index}'} names subagent {task.subagent!r}; "
+                    f"known: {sorted(self.subagents)}"
+                )
+            planned.append(task)
+            targets.append(only if task.subagent is None else self.subagents[task.subagent])
+        chosen = [target for target in targets if target is not None]
+        if len(chosen) == len(planned):
+            return OneEach(planned, chosen)
+        jobs: list[Job] = []
+        for index, (task, target) in enumerate(zip(planned, targets, strict=True)):
             base = task.id or f"task-{index}"
-            if task.subagent is not None:
-                if task.subagent not in self.subagents:
-                    raise UsageError(
-                        f"task {base} names subagent {task.subagent!r}; "
-                        f"known: {sorted(self.subagents)}"
-                    )
-                jobs.append((base, task, self.subagents[task.subagent]))
-            elif len(self.subagents) == 1:
-                jobs.append((base, task, next(iter(self.subagents.values()))))
+            if target is not None:
+                jobs.append((base, task, target))
             else:
                 jobs += [(f"{base}/{name}", task, sub) for name, sub in self.subagents.items()]
         return jobs

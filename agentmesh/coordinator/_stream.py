@@ -103,7 +103,7 @@ class RunStream:
         start = await self._open()
         run = self._coordinator._new_run(self.run_id, None, start.book)
         try:
-            self.report = await self._coordinator._run(run, list(start.jobs), start.saved)
+            self.report = await self._coordinator._run(run, start.jobs, start.saved)
         except BaseException:
             self.state = StreamState.FAILED
             raise
@@ -127,8 +127,7 @@ class RunStream:
         raise StopAsyncIteration
 
     def _begin(self, start: Start) -> None:
-        jobs = list(start.jobs)
-        self._jobs = jobs  # kept for the partial report
+        self._jobs = start.jobs  # kept for the partial report
         self._channel = EventChannel(self.run_id, self.buffer)
         self._run = self._coordinator._new_run(self.run_id, self._channel, start.book)
         # The task holds the run, never this stream: a stream dropped after a `break` is
@@ -234,7 +233,7 @@ async def _produce(
     coordinator: Coordinator, run: _Run, start: Start, channel: EventChannel
 ) -> Report:
     try:
-        return await coordinator._run(run, list(start.jobs), start.saved)
+        return await coordinator._run(run, start.jobs, start.saved)
     finally:
         channel.close()  # the consumer reads what is left, then the stream ends
 

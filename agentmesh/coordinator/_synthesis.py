@@ -177,6 +177,13 @@ def _on_the_way(
             break
     else:
         return None, None  # the common case: no dicts built per entry
+    if len(record.steps) == 1:
+        # One step (a task retried locally, then answered): its own tuples, when they
+        # are already what merging would build (no repeats), instead of new records.
+        only = record.steps[0].outcome
+        kept = _distinct(only.rulings, only.retries)
+        if kept is not None:
+            return kept
     rulings: dict[PolicyVerdict, None] = {}
     retries: dict[tuple[str, str], int] = {}
     for step in record.steps:
@@ -192,6 +199,21 @@ def _on_the_way(
         )
         or None,
     )
+
+
+def _distinct(
+    rulings: tuple[PolicyVerdict, ...] | None, retries: tuple[RetryCount, ...] | None
+) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None] | None:
+    """`(rulings, retries)` as `_on_the_way` merges them, when they are that already.
+
+    None when merging would change them: a ruling repeated, or two counts of the same
+    source and error type (a wire form from elsewhere may hold either).
+    """
+    if rulings and len(set(rulings)) != len(rulings):
+        return None
+    if retries and len({(item.source, item.error_type) for item in retries}) != len(retries):
+        return None
+    return rulings or None, retries or None
 
 
 def _rulings_note(rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | None) -> str | None:

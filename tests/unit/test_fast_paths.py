@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -21,8 +22,9 @@ from agentmesh import (
     UsageError,
     subagent,
 )
-from agentmesh.coordinator import CoverageStatus, Finding, Report, Step
-from agentmesh.envelope import is_empty_value
+from agentmesh.coordinator import CoverageStatus, Finding, Report, Step, TaskRecord
+from agentmesh.coordinator._synthesis import coverage_entry
+from agentmesh.envelope import RetryCount, is_empty_value
 from agentmesh.executors import Dispatch
 from agentmesh.subagents import Subagent
 
@@ -78,6 +80,36 @@ class TestReportRecords:
         assert str(report) == repr(report)
 
 
+class TestCoverageOfOneStep:
+    def _entry(self, retries: tuple[RetryCount, ...]) -> Any:
+        outcome = Success[Any](
+            data=["x"], source="docs", attempted_query="q", attempts=3, retries=retries
+        )
+        step = Step("docs", "q", outcome, "Accept")
+        record = TaskRecord("t1", Task(query="q"), "docs", (step,), CoverageStatus.COVERED)
+        return coverage_entry(record)
+
+    def test_distinct_counts_are_reported_as_they_are(self) -> None:
+        """A step's own retry counts become the entry's, each source and error type once."""
+        retries = (
+            RetryCount(source="docs", error_type="unavailable", count=2),
+            RetryCount(source="search", error_type="timeout", count=1),
+        )
+        entry = self._entry(retries)
+        assert entry.retries == retries
+        assert entry.reason == "3 local retries: docs unavailable x2, search timeout x1"
+
+    def test_repeated_counts_from_a_wire_form_are_merged(self) -> None:
+        """Two counts of one source and error type (from elsewhere) are added up."""
+        retries = (
+            RetryCount(source="docs", error_type="unavailable", count=2),
+            RetryCount(source="docs", error_type="unavailable", count=1),
+        )
+        entry = self._entry(retries)
+        assert entry.retries == (RetryCount(source="docs", error_type="unavailable", count=3),)
+        assert entry.reason == "3 local retries: docs unavailable x3"
+
+
 class TestIsEmptyValue:
     @pytest.mark.parametrize("value", [None, "", [], (), {}, set(), frozenset()])
     def test_empty_builtins(self, value: Any) -> None:
@@ -131,12 +163,11 @@ class TestNoCyclesPerCall:
         assert cyclic_garbage() == []
 
     @pytest.mark.usefixtures("no_gc")
-    async def test_a_retried_call_leaves_only_a_small_bounded_cycle(self) -> None:
-        """Tenacity's public iteration keeps its per-call state in a cycle: a few objects.
+    async def test_a_retried_call_leaves_no_cyclic_garbage(self) -> None:
+        """A retried call is freed by reference counting too: tenacity's public API is enough.
 
-        Driving tenacity through private state could free it at once; the public API
-        leaves one small cycle per retried call (not per attempt), which the GC frees,
-        and none of the caller's objects (the run's budget, its logger) are kept in it.
+        Each call's state is its own `RetryCallState`; the `Retrying` with the stateless
+        strategies is shared, so nothing per call is left in a cycle for the GC.
         """
         attempts: dict[str, int] = {}
 
@@ -150,9 +181,20 @@ class TestNoCyclesPerCall:
         report = await Coordinator([flaky]).run([f"q{i}" for i in range(50)])
         assert report.coverage_ratio == 1.0
         assert set(attempts.values()) == {2}
-        garbage = cyclic_garbage()
-        assert len(garbage) <= 20 * 50
-        assert not [item for item in garbage if isinstance(item, RetryBudget | Report)]
+        assert cyclic_garbage() == []
+
+
+def transient(query: str = "q") -> ErrorEnvelope:
+    """A retryable envelope, as an attempt that failed for a moment returns it."""
+    return ErrorEnvelope(
+        error_category="transient",
+        error_type="unavailable",
+        is_retryable=True,
+        message="down",
+        attempted_query=query,
+        source="s",
+        attempts=1,
+    )
 
 
 class TestRetryLoop:
@@ -165,15 +207,7 @@ class TestRetryLoop:
             slept.append(seconds)
 
         policy = RetryPolicy(max_attempts=4, initial_delay=1, jitter="none", sleep=sleep)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> str | ErrorEnvelope:
             return "done" if number == 4 else envelope
@@ -190,15 +224,7 @@ class TestRetryLoop:
         """An empty budget ends the loop with the last envelope and says why."""
         policy = RetryPolicy(max_attempts=5, sleep=no_sleep)
         budget = RetryBudget(ratio=0, reserve=1)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> ErrorEnvelope:
             return envelope
@@ -211,15 +237,7 @@ class TestRetryLoop:
     async def test_cancellation_propagates_out_of_a_retry(self) -> None:
         """A cancelled attempt is not retried: the CancelledError reaches the caller."""
         policy = RetryPolicy(max_attempts=3, sleep=no_sleep)
-        envelope = ErrorEnvelope(
-            error_category="transient",
-            error_type="unavailable",
-            is_retryable=True,
-            message="down",
-            attempted_query="q",
-            source="s",
-            attempts=1,
-        )
+        envelope = transient()
 
         async def attempt(number: int) -> ErrorEnvelope:
             if number == 2:
@@ -228,6 +246,56 @@ class TestRetryLoop:
 
         with pytest.raises(asyncio.CancelledError):
             await policy.run(attempt)
+
+    async def test_interleaved_calls_keep_their_own_attempts_and_stops(self) -> None:
+        """Calls retried at once, with different policies, never mix counts or reasons."""
+        slept: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            await asyncio.sleep(0)  # every call's rounds interleave with the others'
+
+        async def one(max_attempts: int, succeeds_at: int | None) -> tuple[Any, int, Any]:
+            policy = RetryPolicy(max_attempts=max_attempts, jitter="none", sleep=sleep)
+            failure = transient(f"{max_attempts}-{succeeds_at}")
+
+            async def attempt(number: int) -> str | ErrorEnvelope:
+                await asyncio.sleep(0)
+                return f"ok at {number}" if number == succeeds_at else failure
+
+            result = await policy.run(attempt)
+            return result.result, result.attempts, result.stop_reason
+
+        cases = [(2, None), (5, None), (4, 3), (3, 2), (6, 6), (1, None)] * 5
+        results = await asyncio.gather(*(one(n, at) for n, at in cases))
+        for (max_attempts, succeeds_at), (result, attempts, reason) in zip(
+            cases, results, strict=True
+        ):
+            if succeeds_at is None:
+                assert isinstance(result, ErrorEnvelope)
+                assert result.attempted_query == f"{max_attempts}-None"
+                assert attempts == max_attempts
+                assert reason == f"gave up after {max_attempts} attempts"
+            else:
+                assert result == f"ok at {succeeds_at}"
+                assert attempts == succeeds_at
+                assert reason is None
+        assert len(slept) == 5 * (1 + 4 + 2 + 1 + 5)
+
+    def test_a_call_in_another_threads_loop_retries(self) -> None:
+        """A loop in a worker thread retries as the main thread's loop does."""
+        policy = RetryPolicy(max_attempts=3, sleep=no_sleep)
+        envelope = transient()
+
+        async def attempt(number: int) -> str | ErrorEnvelope:
+            return "done" if number == 3 else envelope
+
+        async def call() -> tuple[Any, int]:
+            result = await policy.run(attempt)
+            return result.result, result.attempts
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            assert pool.submit(asyncio.run, call()).result() == ("done", 3)
 
 
 class TestCoordinatorDispatch:
