@@ -17,7 +17,7 @@ from agentmesh._event_channel import DEFAULT_BUFFER, EventSink
 from agentmesh._events import EscalationPending, Routed, RunFinished, RunStarted, TaskFinished
 from agentmesh._events import TaskStarted as TaskStartedEvent
 from agentmesh._human import AskWithoutStore, DecisionBook
-from agentmesh._logging import get_logger
+from agentmesh._logging import get_logger, logs_info
 from agentmesh._prices import ModelPrice, PriceTable
 from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh._usage_meter import UsageLimits, UsageMeter
@@ -245,7 +245,8 @@ class Coordinator:
             at=None if self.timeout is None else loop.time() + self.timeout,
             budget=self.retry_budget if self.retry_budget is not None else RetryBudget(),
             slots=asyncio.Semaphore(self.max_concurrency),
-            log=get_logger(run_id=run_id),
+            log=(log := get_logger(run_id=run_id)),
+            info=logs_info(log),
             usage=UsageMeter(self.usage_limits, self.prices),
             events=events,
             book=book,
@@ -577,13 +578,14 @@ class Coordinator:
                     decision=decision,
                     reason=details.get("reason"),
                 )
-            log.info(
-                "route_decision",
-                task_id=task_id,
-                subagent=name,
-                decision=type(decision).__name__,
-                **details,
-            )
+            if run.info:  # the quiet default drops INFO: no event built for it per task
+                log.info(
+                    "route_decision",
+                    task_id=task_id,
+                    subagent=name,
+                    decision=type(decision).__name__,
+                    **details,
+                )
             if isinstance(decision, RetryWithFeedback):
                 job.rewrites += 1
                 job.tried_queries += (decision.task.query,)
@@ -864,6 +866,7 @@ class _Run:
     budget: RetryBudget
     slots: asyncio.Semaphore
     log: Any
+    info: bool  # whether `log` writes INFO lines (see `logs_info`)
     usage: UsageMeter | None = None
     events: EventSink | None = None
     book: DecisionBook | None = None
