@@ -156,11 +156,11 @@ class Report(_Value):
         """Share of entries answered (covered or empty); 1.0 for an empty run."""
         if not self.coverage:
             return 1.0
-        answered = sum(
-            entry.status in (CoverageStatus.COVERED, CoverageStatus.EMPTY)
-            for entry in self.coverage
-        )
-        return answered / len(self.coverage)
+        # Counted in C over a list of statuses: a run reads its ratio a few times (its
+        # log line, its repr, the caller), and a generator costs ~0.5 us per entry each.
+        statuses = [entry.status for entry in self.coverage]
+        answered = statuses.count(CoverageStatus.COVERED) + statuses.count(CoverageStatus.EMPTY)
+        return answered / len(statuses)
 
     @property
     def sufficient(self) -> bool:

@@ -55,7 +55,7 @@ class DeterministicSynthesizer:
             run_id=run_id,
             findings=tuple(findings),
             coverage=tuple(coverage),
-            escalations=tuple(e for e in coverage if e.status is CoverageStatus.ESCALATED),
+            escalations=tuple([e for e in coverage if e.status is CoverageStatus.ESCALATED]),
             records=tuple(records),
             min_coverage=None if min_coverage is None else float(min_coverage),
         )

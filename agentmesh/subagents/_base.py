@@ -10,7 +10,7 @@ from typing import Any, Unpack
 
 from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
-from agentmesh._logging import get_logger
+from agentmesh._logging import get_logger, logs_info
 from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
@@ -187,11 +187,12 @@ class Subagent(abc.ABC):
             )
             return outcome
         assert isinstance(outcome, Success)
-        log.info(
-            "subagent_outcome",
-            status="empty" if outcome.is_empty else "success",
-            attempts=outcome.attempts,
-        )
+        if logs_info(log):  # the quiet default drops it: no emptiness test per task for it
+            log.info(
+                "subagent_outcome",
+                status="empty" if outcome.is_empty else "success",
+                attempts=outcome.attempts,
+            )
         return outcome
 
     def _policy_chain(self, policies: Sequence[ToolPolicy]) -> PolicyChain:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,8 +24,8 @@ from agentmesh import (
 )
 from agentmesh.coordinator import CoverageStatus, Finding, Report, Step, TaskRecord
 from agentmesh.coordinator._synthesis import coverage_entry
-from agentmesh.envelope import RetryCount, is_empty_value
-from agentmesh.executors import Dispatch
+from agentmesh.envelope import Outcome, RetryCount, is_empty_value
+from agentmesh.executors import Dispatch, LocalExecutor
 from agentmesh.subagents import Subagent
 
 
@@ -335,6 +335,30 @@ class TestCoordinatorDispatch:
         assert report.coverage[0].status is CoverageStatus.COVERED
         assert isinstance(report.records[0].final, Success)
         assert report.findings[0].content == "q"
+
+    async def test_a_local_executor_subclass_still_gets_each_dispatch(self) -> None:
+        """Only the default executor is bypassed: a subclass sees every task's Dispatch."""
+        seen: list[Dispatch] = []
+
+        class Watching(LocalExecutor):
+            def execute(
+                self, subagent: Subagent, task: Task, dispatch: Dispatch
+            ) -> Coroutine[Any, Any, Outcome]:
+                seen.append(dispatch)
+                return super().execute(subagent, task, dispatch)
+
+        @subagent(name="docs")
+        async def docs(task: Task, ctx: Context) -> str:
+            return f"{ctx.run_id}/{ctx.task_id}"
+
+        budget = RetryBudget.unlimited()
+        coordinator = Coordinator([docs], executor=Watching(), retry_budget=budget)
+        report = await coordinator.run([Task(query="a", id="t1"), "b"], run_id="r1")
+        assert [(d.run_id, d.task_id, d.budget) for d in seen] == [
+            ("r1", "t1", budget),
+            ("r1", "task-1", budget),
+        ]
+        assert [finding.content for finding in report.findings] == ["r1/t1", "r1/task-1"]
 
     async def test_a_run_id_must_be_a_string(self) -> None:
         """A wrong run_id fails before anything runs, naming the argument."""

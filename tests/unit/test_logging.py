@@ -15,7 +15,13 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agentmesh._logging import REDACTED, configure_logging, get_logger, redact_secrets
+from agentmesh._logging import (
+    REDACTED,
+    configure_logging,
+    get_logger,
+    logs_info,
+    redact_secrets,
+)
 
 BOUND = {"run_id": "run-1", "task_id": "task-1", "subagent": "docs", "tool": "search"}
 ANTHROPIC_KEY = "sk-ant-api03-Zx9_Qw-7rT2pLmN0vB4cXs8Kj1Hg6FdEaUiOyT5R"
@@ -181,6 +187,27 @@ class TestConfigureLogging:
         with pytest.raises(ValueError, match="level="):
             configure_logging(level)
         assert structlog.is_configured() is False
+
+
+class TestLogsInfo:
+    def test_the_quiet_default_writes_no_info(self) -> None:
+        """The default logger (WARNING and up) says it would drop an INFO line."""
+        assert logs_info(get_logger(**BOUND)) is False
+
+    @pytest.mark.parametrize(("level", "expected"), [("INFO", True), ("WARNING", False)])
+    def test_a_configured_level_decides(self, level: str, expected: bool) -> None:
+        """configure_logging's level is what the check reports."""
+        configure_logging(level, json=True, stream=io.StringIO())
+        assert logs_info(get_logger(**BOUND)) is expected
+
+    def test_capture_logs_sees_info(self) -> None:
+        """Under capture_logs every level is kept, so INFO events are built."""
+        with capture_logs():
+            assert logs_info(get_logger(**BOUND)) is True
+
+    def test_a_logger_without_the_check_may_write(self) -> None:
+        """A logger without `is_enabled_for` is never skipped."""
+        assert logs_info(object()) is True
 
 
 class TestUserConfiguredStructlog:
