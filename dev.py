@@ -6,6 +6,7 @@ into it, then runs the job asked for.
     python3 dev.py demo     # the research agent on a sample question, offline
     python3 dev.py demo --inject stdlib=timeout   # extra arguments go to the agent
     python3 dev.py test     # ruff check, ruff format --check, mypy --strict, pytest, docs
+    python3 dev.py test --fast   # the same checks on unit, integration and fault tests only
     python3 dev.py docs     # build the docs site into site/ (strict: a warning fails)
     python3 dev.py docs --serve   # serve it on http://127.0.0.1:8000, rebuilt on change
     python3 dev.py wheel-check   # the built wheel installs and imports silently in a fresh venv
@@ -56,10 +57,22 @@ def demo(*extra: str) -> None:
     _run(PY, "-m", "examples.research_agent", SAMPLE_QUESTION, *extra)
 
 
-def test() -> None:
+# The fast lane: no Ray cluster, no PostgreSQL, no browser, no MCP servers, no subprocess
+# runs of the examples, no docs build. What is left is the library's own behaviour.
+FAST_LANE = ("tests/unit", "tests/integration", "tests/faults", "tests/test_exported_members.py")
+
+
+def test(*extra: str) -> None:
+    unknown = [arg for arg in extra if arg != "--fast"]
+    if unknown:
+        sys.exit(f"usage: python3 dev.py test [--fast]; got {' '.join(unknown)}")
+    fast = "--fast" in extra
     _run(PY, "-m", "ruff", "check", ".")
     _run(PY, "-m", "ruff", "format", "--check", ".")
     _run(PY, "-m", "mypy", "agentmesh", "tests/typecheck")
+    if fast:
+        _run(PY, "-m", "pytest", *FAST_LANE)
+        return
     _run(PY, "-m", "pytest")
     docs()
 
@@ -98,7 +111,7 @@ if __name__ == "__main__":
     if job not in JOBS:
         sys.exit(f"usage: python3 dev.py [{'|'.join(JOBS)}]")
     setup()
-    if job in ("demo", "docs"):
+    if job in ("demo", "docs", "test"):
         JOBS[job](*sys.argv[2:])
     else:
         JOBS[job]()
