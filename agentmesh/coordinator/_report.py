@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Final
 
 import pydantic_core
@@ -177,11 +180,11 @@ class Report(_Value):
         return summed((*steps, *self.helper_usage.values()))
 
     @property
-    def usage_by_subagent(self) -> dict[str, UsageSummary]:
+    def usage_by_subagent(self) -> Mapping[str, UsageSummary]:
         """The run's model usage by the subagent that made the calls (alternatives too).
 
-        The coordinator's own helpers have a line each, under "rewriter" and
-        "synthesizer" (`helper_usage`).
+        A read-only mapping, as `usage_by_model`. The coordinator's own helpers have a
+        line each, under "rewriter" and "synthesizer" (`helper_usage`).
         """
         by: dict[str, list[UsageSummary | None]] = {}
         for record in self.records:
@@ -190,13 +193,19 @@ class Report(_Value):
                     by.setdefault(step.subagent, []).append(step.outcome.usage)
         for helper, usage in self.helper_usage.items():
             by.setdefault(helper, []).append(usage)
-        return {name: summary for name, items in by.items() if (summary := summed(items))}
+        return MappingProxyType(
+            {name: summary for name, items in by.items() if (summary := summed(items))}
+        )
 
     @property
-    def usage_by_model(self) -> tuple[ModelUsage, ...]:
-        """The run's model usage by model, in the order first used."""
+    def usage_by_model(self) -> Mapping[str, ModelUsage]:
+        """The run's model usage by model name, in the order first used (read-only).
+
+        Empty when no model was called; `usage.by_model` holds the same lines as a tuple.
+        """
         usage = self.usage
-        return () if usage is None else usage.by_model
+        lines = () if usage is None else usage.by_model
+        return MappingProxyType({line.model: line for line in lines})
 
     @property
     def gaps(self) -> tuple[CoverageEntry, ...]:
@@ -333,10 +342,12 @@ def _usage_lines(report: Report) -> list[str]:
         f"{format_cost(usage.cost_usd)}.",
         "",
     ]
-    for failover in usage.failovers:
+    # One line per kind of fail-over, with its count: a chain down for a whole run fails
+    # over the same way in every task, and 32 identical lines hide the one that differs.
+    for failover, count in Counter(usage.failovers).items():
         lines.append(
             f"- failed over: {failover.model} ({failover.error_type} after "
-            f"{failover.attempts} attempts) → {failover.fallback}"
+            f"{failover.attempts} attempts) → {failover.fallback}{_times(count)}"
         )
     if usage.failovers:
         lines.append("")
@@ -349,6 +360,11 @@ def _usage_row(name: str, usage: ModelUsage | UsageSummary) -> str:
         f"| {usage.cache_creation_tokens} | {usage.cache_read_tokens} "
         f"| {format_cost(usage.cost_usd)} |"
     )
+
+
+def _times(count: int) -> str:
+    """The count after a line that stands for `count` identical ones (nothing for one)."""
+    return "" if count == 1 else f", {count} times"
 
 
 def format_cost(cost: float | None) -> str:

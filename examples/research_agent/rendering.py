@@ -21,7 +21,15 @@ from agentmesh.models import UsageSummary
 from . import passages
 from .planner import Plan
 
-__all__ = ["RunInfo", "run_usage", "to_html", "to_json", "to_markdown", "usage_line"]
+__all__ = [
+    "RunInfo",
+    "failover_lines",
+    "run_usage",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "usage_line",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +144,24 @@ def to_markdown(report: Report, info: RunInfo) -> str:
             for line in usage.by_model
         ]
         lines += ["", f"{usage_line(report, info)}", ""]
-        lines += [
-            f"- {f.model} failed over ({f.error_type} after {f.attempts} attempts) to {f.fallback}"
-            for f in usage.failovers
-        ]
+        lines += [f"- {line}" for line in failover_lines(usage)]
     return "\n".join(lines)
+
+
+def failover_lines(usage: UsageSummary) -> list[str]:
+    """One line per kind of fail-over, with how many times it happened when more than once.
+
+    A fallback chain whose first model is down fails over the same way in every task:
+    one line with a count, not one line per task.
+    """
+    lines = []
+    for f, count in Counter(usage.failovers).items():
+        times = "" if count == 1 else f", {count} times"
+        lines.append(
+            f"{f.model} failed over ({f.error_type} after {f.attempts} attempts) "
+            f"to {f.fallback}{times}"
+        )
+    return lines
 
 
 def run_usage(report: Report, info: RunInfo) -> UsageSummary | None:
@@ -348,11 +369,13 @@ def _usage_html(report: Report, info: RunInfo) -> list[str]:
         f"<td>{line.output_tokens}</td><td>{_cost(line.cost_usd)}</td></tr>"
         for line in usage.by_model
     ]
+    failovers = [f"<li>{e(line)}</li>" for line in failover_lines(usage)]
     return [
         '<h2>Usage</h2><table id="usage"><thead><tr><th>model</th><th>calls</th>'
         "<th>input</th><th>output</th><th>cost</th></tr></thead><tbody>",
         *rows,
         f"</tbody></table><p>{e(usage_line(report, info) or '')}</p>",
+        *(['<ul id="failovers">', *failovers, "</ul>"] if failovers else []),
     ]
 
 
