@@ -16,7 +16,8 @@ from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
 from agentmesh._usage import ModelUsage, UsageSummary, summed
-from agentmesh.decisions import PendingDecision
+from agentmesh.coordinator._answers import call_text
+from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
@@ -104,6 +105,8 @@ class TaskRecord:
     steps: tuple[Step, ...]
     status: CoverageStatus
     reason: str | None = None
+    # A person's answers the task used (`agentmesh.decisions`), oldest first.
+    answers: tuple[AnsweredDecision, ...] = ()
 
     @property
     def final(self) -> Outcome:
@@ -153,6 +156,11 @@ class Report(_Value):
     pending_decisions: tuple[PendingDecision, ...] = ()
     # What the coordinator's own model helpers used, by helper ("rewriter", "synthesizer").
     helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
+
+    @property
+    def answered_decisions(self) -> tuple[AnsweredDecision, ...]:
+        """Every answer a person gave that the run's tasks used: approvals, rejections, edits."""
+        return tuple(answer for record in self.records for answer in record.answers)
 
     @property
     def coverage_ratio(self) -> float:
@@ -239,6 +247,12 @@ class Report(_Value):
             del data["pendingDecisions"]
         if not self.helper_usage:
             del data["helperUsage"]  # the same for a run whose helpers called no model
+        answered = [record.pop("answers") for record in data["records"]]
+        for record, answers in zip(data["records"], answered, strict=True):
+            if answers:  # a task nobody answered for keeps the shape its JSON always had
+                record["answers"] = answers
+        if any(answered):
+            data["answeredDecisions"] = [answer for answers in answered for answer in answers]
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         usage = self.usage
@@ -319,6 +333,7 @@ class Report(_Value):
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
         lines += _pending_markdown(self.pending_decisions)
+        lines += _answered_markdown(self.answered_decisions)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
 
@@ -386,6 +401,34 @@ def _pending_markdown(pending: tuple[PendingDecision, ...]) -> list[str]:
         lines.append(
             f"| `{item.id}` | {_cell(item.task_id)} | {_cell(item.tool or item.kind.value)} "
             f"| {_cell(arguments)} | {_cell(item.reason)} | {_cell(item.policy)} |"
+        )
+    return [*lines, ""]
+
+
+def _answered_markdown(answered: tuple[AnsweredDecision, ...]) -> list[str]:
+    if not answered:
+        return []
+    lines = [
+        "## Answered decisions",
+        "",
+        "| id | task | answer | asked about | made as | why asked | reason given |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for item in answered:
+        if item.kind is DecisionKind.TOOL_CALL:
+            asked = call_text(item.tool, item.arguments)
+            made = (
+                ""
+                if item.answer == "reject"
+                else call_text(item.tool, item.edited_arguments or item.arguments)
+            )
+        else:
+            asked = f"escalation: {_text(item.query)}"
+            made = "" if item.edited_query is None else f"query: {_text(item.edited_query)}"
+        lines.append(
+            f"| `{item.id}` | {_cell(item.task_id)} | {item.answer} | {_cell(asked)} "
+            f"| {_cell(made)} | {_cell(f'{item.reason} (policy {item.policy})')} "
+            f"| {_cell(item.answer_reason or '')} |"
         )
     return [*lines, ""]
 

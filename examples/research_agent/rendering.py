@@ -23,6 +23,7 @@ from .planner import Plan
 
 __all__ = [
     "RunInfo",
+    "answered_html",
     "failover_lines",
     "run_usage",
     "to_html",
@@ -334,6 +335,7 @@ def to_html(report: Report, info: RunInfo) -> str:
         )
     out.append("</tbody></table>")
     out += pending_html(report)
+    out += answered_html(report)
     out += _usage_html(report, info)
     out.append("</body></html>")
     return "\n".join(out)
@@ -357,6 +359,37 @@ def pending_html(report: Report) -> list[str]:
         )
     out.append("</tbody></table>")
     return out
+
+
+def answered_html(report: Report) -> list[str]:
+    """A person's answers the run used (`Report.answered_decisions`), as a table."""
+    if not report.answered_decisions:
+        return []
+    e = html.escape
+    out = [
+        '<h2>Answered decisions</h2><table id="answered"><thead><tr><th>id</th><th>task</th>'
+        "<th>answer</th><th>asked about</th><th>made as</th><th>why asked</th>"
+        "<th>reason given</th></tr></thead><tbody>"
+    ]
+    for item in report.answered_decisions:
+        if item.tool is None:  # an escalated task: its query, maybe edited
+            asked, made = item.query, item.edited_query or ""
+        else:
+            asked = _call(item.tool, item.arguments)
+            after = item.edited_arguments or item.arguments
+            made = "" if item.answer == "reject" else _call(item.tool, after)
+        out.append(
+            f"<tr><td><code>{e(item.id)}</code></td><td>{e(item.task_id)}</td>"
+            f"<td>{e(item.answer)}</td><td>{e(asked)}</td><td>{e(made)}</td>"
+            f"<td>{e(item.reason)} (policy {e(item.policy)})</td>"
+            f"<td>{e(item.answer_reason or '')}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return out
+
+
+def _call(tool: str, arguments: dict[str, Any] | None) -> str:
+    return f"{tool}({json.dumps(arguments or {}, default=str)})"
 
 
 def _usage_html(report: Report, info: RunInfo) -> list[str]:
