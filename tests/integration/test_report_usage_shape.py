@@ -4,21 +4,22 @@ counted instead of repeated once per task (issue 24 items 18 and 19)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from agentmesh import Context, Coordinator, Report, Task, subagent
-from agentmesh.models import AnthropicModel, FallbackModel
+from agentmesh.models import FallbackModel
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI, RecordedRequest, Reply
 from examples.research_agent.planner import Plan, Subtopic
 from examples.research_agent.rendering import RunInfo, to_html, to_markdown
+from tests.integration.test_fallback_model import BACKUP, PRIMARY, chain
 from tests.retrying import fast_retry
 
-API_KEY = "sk-ant-test-0123456789abcdef"
+__all__ = ["chain"]  # the fallback chain fixture of the fail-over tests
+
 F = FakeMessagesAPI
-PRIMARY, BACKUP = "claude-primary", "claude-backup"
 FAILED_OVER = f"{PRIMARY} (overloaded after 2 attempts) → {BACKUP}"
 
 
@@ -27,16 +28,6 @@ def primary_down(request: RecordedRequest) -> Reply:
     if request.model == PRIMARY:
         return F.error(529)
     return F.text("from backup", input_tokens=10, output_tokens=2)
-
-
-@pytest.fixture
-async def chain(fake_messages_api: FakeMessagesAPI) -> AsyncIterator[FallbackModel]:
-    url = fake_messages_api.base_url
-    async with (
-        AnthropicModel(PRIMARY, api_key=API_KEY, base_url=url, timeout=5) as primary,
-        AnthropicModel(BACKUP, api_key=API_KEY, base_url=url, timeout=5) as backup,
-    ):
-        yield FallbackModel(primary, backup)
 
 
 Run = Callable[[int], Awaitable[Report]]
