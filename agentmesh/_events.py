@@ -29,12 +29,14 @@ from agentmesh.coordinator._decisions import (
     TryAlternative,
 )
 from agentmesh.coordinator._report import CoverageEntry, Report
+from agentmesh.decisions import AnsweredDecision
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
 from agentmesh.errors import UsageError
 from agentmesh.task import Task
 
 __all__ = [
     "AttemptFailed",
+    "DecisionApplied",
     "EscalationPending",
     "Event",
     "PartialRecorded",
@@ -217,6 +219,20 @@ class EscalationPending(RunEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionApplied(RunEvent):
+    """A person's answer (approve, reject or edit) was used by its task.
+
+    Emitted when the task that used it reaches its final state (or, for an escalation
+    approved or rejected, when a resume settles it), before its `TaskFinished`.
+    `decision` says what was asked, the answer, and the arguments before and after an
+    edit, masked: what `Report.answered_decisions` holds.
+    """
+
+    subagent: str
+    decision: AnsweredDecision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageUpdated(RunEvent):
     """A model call was settled (answered, failed or cut): what it used, and the run so far.
 
@@ -247,6 +263,7 @@ Event: TypeAlias = (
     | PartialRecorded
     | Routed
     | EscalationPending
+    | DecisionApplied
     | UsageUpdated
     | TaskFinished
     | RunFinished
@@ -263,6 +280,7 @@ _KINDS: Final[dict[str, type[RunEvent]]] = {
         PartialRecorded,
         Routed,
         EscalationPending,
+        DecisionApplied,
         UsageUpdated,
         TaskFinished,
         RunFinished,

@@ -126,6 +126,14 @@ class DecisionBook:
             if e.pending.task_id == task_id and e.answer is not None and not e.applied
         )
 
+    def given(self, task_id: str) -> tuple[tuple[PendingDecision, HumanDecision], ...]:
+        """Every answered decision of one task, applied before or not, oldest first."""
+        return tuple(
+            (e.pending, e.answer)
+            for e in self._entries.values()
+            if e.pending.task_id == task_id and e.answer is not None
+        )
+
     def escalation_id(self, task_id: str) -> str:
         """The id of the task's next escalation: one per escalation a person answered."""
         earlier = sum(

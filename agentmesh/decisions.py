@@ -11,20 +11,30 @@ in the store and in `Report.pending_decisions`. A person answers with one of:
   them again), or `Edit(query=...)` for an escalated task: run it again with this query.
 
 `await coordinator.resume(run_id, decisions={pending.id: Approve(), ...})` goes on.
+Every answer used is kept as an `AnsweredDecision`: in the task's record, in
+`Report.answered_decisions` and in a `DecisionApplied` event.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from agentmesh.errors import UsageError
 
-__all__ = ["Approve", "DecisionKind", "Edit", "HumanDecision", "PendingDecision", "Reject"]
+__all__ = [
+    "AnsweredDecision",
+    "Approve",
+    "DecisionKind",
+    "Edit",
+    "HumanDecision",
+    "PendingDecision",
+    "Reject",
+]
 
 # Schemas are built at first use (a run that asks a person), not by `import agentmesh`.
 _CAMEL: Final = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
@@ -94,3 +104,32 @@ class Edit:
 
 HumanDecision: TypeAlias = Approve | Reject | Edit
 """A person's answer to one `PendingDecision`."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredDecision:
+    """A person's answer, as it was used: what was asked, the answer, and what it changed.
+
+    `id`, `kind`, `task_id`, `subagent`, `topic`, `policy`, `tool` and `reason` (why a
+    person was asked) are the `PendingDecision`'s; `arguments` the call's as asked and
+    `edited_arguments` the ones it was made with after an `Edit` (secrets masked in
+    both); `query` the task's query and `edited_query` an escalation's new one;
+    `answer_reason` the reason the person gave to `Reject`.
+    """
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
+
+    id: str
+    kind: DecisionKind
+    answer: Literal["approve", "reject", "edit"]
+    task_id: str
+    subagent: str
+    topic: str
+    policy: str
+    reason: str
+    query: str
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    edited_arguments: dict[str, Any] | None = None
+    edited_query: str | None = None
+    answer_reason: str | None = None

@@ -6,6 +6,7 @@
                 case TaskStarted(task=task): ...
                 case AttemptFailed(envelope=envelope, retry_in=delay): ...
                 case Routed(task=task, decision=decision): ...
+                case DecisionApplied(decision=answered): ...
                 case UsageUpdated(usage=call, total=run_so_far): ...
                 case TaskFinished(entry=entry): ...
                 case RunFinished(report=report): ...
@@ -18,6 +19,7 @@ the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSO
 from agentmesh._event_channel import DEFAULT_BUFFER
 from agentmesh._events import (
     AttemptFailed,
+    DecisionApplied,
     EscalationPending,
     Event,
     PartialRecorded,
@@ -36,6 +38,7 @@ from agentmesh.coordinator._stream import RunStream, StreamState
 __all__ = [
     "DEFAULT_BUFFER",
     "AttemptFailed",
+    "DecisionApplied",
     "EscalationPending",
     "Event",
     "PartialRecorded",

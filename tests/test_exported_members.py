@@ -91,6 +91,7 @@ def test_executors_exports_exactly_the_executors() -> None:
 def test_decisions_exports_the_answers_and_the_pending_decision() -> None:
     """`agentmesh.decisions` exports a person's answers and what they answer."""
     assert set(agentmesh.decisions.__all__) == {
+        "AnsweredDecision",
         "Approve",
         "DecisionKind",
         "Edit",
@@ -105,6 +106,7 @@ def test_events_exports_exactly_the_events_and_the_stream() -> None:
     assert set(agentmesh.events.__all__) == {
         "DEFAULT_BUFFER",
         "AttemptFailed",
+        "DecisionApplied",
         "EscalationPending",
         "Event",
         "PartialRecorded",

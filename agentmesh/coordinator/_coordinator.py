@@ -413,7 +413,7 @@ class Coordinator:
                 run.redo[index] = settled
                 continue
             if answers:
-                settled = await stored(run.book, self.store, settled, None, None)
+                settled = await stored(run.book, self.store, settled, None, None, run.events)
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             slots[index] = settled
 
@@ -612,7 +612,9 @@ class Coordinator:
             else:
                 record = job.finish(decision)
                 if run.book is not None and self.store is not None:
-                    record = await stored(run.book, self.store, record, decision, outcome)
+                    record = await stored(
+                        run.book, self.store, record, decision, outcome, run.events
+                    )
                 records[index] = record
                 if events is not None:
                     self._finished(events, run, index, record, decision)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Final
 
 import pydantic_core
@@ -13,7 +16,8 @@ from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact, redact_text
 from agentmesh._usage import ModelUsage, UsageSummary, summed
-from agentmesh.decisions import PendingDecision
+from agentmesh.coordinator._answers import call_text
+from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
@@ -101,6 +105,8 @@ class TaskRecord:
     steps: tuple[Step, ...]
     status: CoverageStatus
     reason: str | None = None
+    # A person's answers the task used (`agentmesh.decisions`), oldest first.
+    answers: tuple[AnsweredDecision, ...] = ()
 
     @property
     def final(self) -> Outcome:
@@ -152,6 +158,11 @@ class Report(_Value):
     helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
 
     @property
+    def answered_decisions(self) -> tuple[AnsweredDecision, ...]:
+        """Every answer a person gave that the run's tasks used: approvals, rejections, edits."""
+        return tuple(answer for record in self.records for answer in record.answers)
+
+    @property
     def coverage_ratio(self) -> float:
         """Share of entries answered (covered or empty); 1.0 for an empty run."""
         if not self.coverage:
@@ -177,11 +188,11 @@ class Report(_Value):
         return summed((*steps, *self.helper_usage.values()))
 
     @property
-    def usage_by_subagent(self) -> dict[str, UsageSummary]:
+    def usage_by_subagent(self) -> Mapping[str, UsageSummary]:
         """The run's model usage by the subagent that made the calls (alternatives too).
 
-        The coordinator's own helpers have a line each, under "rewriter" and
-        "synthesizer" (`helper_usage`).
+        A read-only mapping, as `usage_by_model`. The coordinator's own helpers have a
+        line each, under "rewriter" and "synthesizer" (`helper_usage`).
         """
         by: dict[str, list[UsageSummary | None]] = {}
         for record in self.records:
@@ -190,13 +201,19 @@ class Report(_Value):
                     by.setdefault(step.subagent, []).append(step.outcome.usage)
         for helper, usage in self.helper_usage.items():
             by.setdefault(helper, []).append(usage)
-        return {name: summary for name, items in by.items() if (summary := summed(items))}
+        return MappingProxyType(
+            {name: summary for name, items in by.items() if (summary := summed(items))}
+        )
 
     @property
-    def usage_by_model(self) -> tuple[ModelUsage, ...]:
-        """The run's model usage by model, in the order first used."""
+    def usage_by_model(self) -> Mapping[str, ModelUsage]:
+        """The run's model usage by model name, in the order first used (read-only).
+
+        Empty when no model was called; `usage.by_model` holds the same lines as a tuple.
+        """
         usage = self.usage
-        return () if usage is None else usage.by_model
+        lines = () if usage is None else usage.by_model
+        return MappingProxyType({line.model: line for line in lines})
 
     @property
     def gaps(self) -> tuple[CoverageEntry, ...]:
@@ -230,6 +247,12 @@ class Report(_Value):
             del data["pendingDecisions"]
         if not self.helper_usage:
             del data["helperUsage"]  # the same for a run whose helpers called no model
+        answered = [record.pop("answers") for record in data["records"]]
+        for record, answers in zip(data["records"], answered, strict=True):
+            if answers:  # a task nobody answered for keeps the shape its JSON always had
+                record["answers"] = answers
+        if any(answered):
+            data["answeredDecisions"] = [answer for answers in answered for answer in answers]
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         usage = self.usage
@@ -310,6 +333,7 @@ class Report(_Value):
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
         lines += _pending_markdown(self.pending_decisions)
+        lines += _answered_markdown(self.answered_decisions)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
 
@@ -333,10 +357,12 @@ def _usage_lines(report: Report) -> list[str]:
         f"{format_cost(usage.cost_usd)}.",
         "",
     ]
-    for failover in usage.failovers:
+    # One line per kind of fail-over, with its count: a chain down for a whole run fails
+    # over the same way in every task, and 32 identical lines hide the one that differs.
+    for failover, count in Counter(usage.failovers).items():
         lines.append(
             f"- failed over: {failover.model} ({failover.error_type} after "
-            f"{failover.attempts} attempts) → {failover.fallback}"
+            f"{failover.attempts} attempts) → {failover.fallback}{_times(count)}"
         )
     if usage.failovers:
         lines.append("")
@@ -349,6 +375,11 @@ def _usage_row(name: str, usage: ModelUsage | UsageSummary) -> str:
         f"| {usage.cache_creation_tokens} | {usage.cache_read_tokens} "
         f"| {format_cost(usage.cost_usd)} |"
     )
+
+
+def _times(count: int) -> str:
+    """The count after a line that stands for `count` identical ones (nothing for one)."""
+    return "" if count == 1 else f", {count} times"
 
 
 def format_cost(cost: float | None) -> str:
@@ -370,6 +401,34 @@ def _pending_markdown(pending: tuple[PendingDecision, ...]) -> list[str]:
         lines.append(
             f"| `{item.id}` | {_cell(item.task_id)} | {_cell(item.tool or item.kind.value)} "
             f"| {_cell(arguments)} | {_cell(item.reason)} | {_cell(item.policy)} |"
+        )
+    return [*lines, ""]
+
+
+def _answered_markdown(answered: tuple[AnsweredDecision, ...]) -> list[str]:
+    if not answered:
+        return []
+    lines = [
+        "## Answered decisions",
+        "",
+        "| id | task | answer | asked about | made as | why asked | reason given |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for item in answered:
+        if item.kind is DecisionKind.TOOL_CALL:
+            asked = call_text(item.tool, item.arguments)
+            made = (
+                ""
+                if item.answer == "reject"
+                else call_text(item.tool, item.edited_arguments or item.arguments)
+            )
+        else:
+            asked = f"escalation: {_text(item.query)}"
+            made = "" if item.edited_query is None else f"query: {_text(item.edited_query)}"
+        lines.append(
+            f"| `{item.id}` | {_cell(item.task_id)} | {item.answer} | {_cell(asked)} "
+            f"| {_cell(made)} | {_cell(f'{item.reason} (policy {item.policy})')} "
+            f"| {_cell(item.answer_reason or '')} |"
         )
     return [*lines, ""]
 

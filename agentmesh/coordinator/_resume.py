@@ -13,16 +13,19 @@ decisions: task ids repeat from run to run (task-0, task-1, ...).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import pydantic_core
 from pydantic import TypeAdapter
 
+from agentmesh._event_channel import EventSink
+from agentmesh._events import DecisionApplied
 from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
 from agentmesh._logging import redact
 from agentmesh.checkpoints import CheckpointStore
+from agentmesh.coordinator._answers import answered
 from agentmesh.coordinator._decisions import Escalate, RouteDecision
 from agentmesh.coordinator._report import CoverageStatus, Step, TaskRecord
 from agentmesh.decisions import Approve, DecisionKind, Edit, HumanDecision, PendingDecision, Reject
@@ -186,9 +189,11 @@ async def stored(
     record: TaskRecord,
     decision: RouteDecision | None,
     outcome: Outcome | None,
+    events: EventSink | None = None,
 ) -> TaskRecord:
     """Keep a finished task: an escalation becomes a pending decision, answers used are
-    spent, and the record is saved for a later resume. Returns the record to report."""
+    spent (each in the record, and a `DecisionApplied` event), and the record is saved
+    for a later resume. Returns the record to report."""
     if isinstance(decision, Escalate) and outcome is not None and not _asked(outcome):
         pending = PendingDecision(
             id=book.escalation_id(record.task_id),
@@ -205,6 +210,18 @@ async def stored(
         record = TaskRecord(
             record.task_id, record.task, record.subagent, record.steps, record.status, reason
         )
+    fresh = {pending.id for pending, _answer in book.answered(record.task_id)}
+    given = book.given(record.task_id)
+    if given:
+        # Every answer the task used, those of earlier resumes too: the record is replaced.
+        answers = tuple(answered(pending, answer) for pending, answer in given)
+        record = replace(record, answers=answers)
+        if events is not None:
+            for answer in answers:
+                if answer.id in fresh:
+                    events.emit(
+                        DecisionApplied, record.task_id, subagent=answer.subagent, decision=answer
+                    )
     await book.applied(record.task_id)
     data = redact(pydantic_core.to_jsonable_python(record, by_alias=True, fallback=str))
     await store.put(book.run_id, STAGE, f"record/{record.task_id}", data)
@@ -261,7 +278,5 @@ def _failed(saved: TaskRecord) -> CoverageStatus:
 def _final(saved: TaskRecord, decision: str, reason: str, status: CoverageStatus) -> TaskRecord:
     last = saved.steps[-1]
     step = Step(last.subagent, last.query, last.outcome, decision, reason)
-    status_reason = None if status is CoverageStatus.COVERED else reason
-    return TaskRecord(
-        saved.task_id, saved.task, saved.subagent, (*saved.steps, step), status, status_reason
-    )
+    # Covered too: the entry says a person approved it, not only that it was answered.
+    return replace(saved, steps=(*saved.steps, step), status=status, reason=reason)

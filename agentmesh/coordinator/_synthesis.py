@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import pydantic_core
 
 from agentmesh._usage import UsageSummary
+from agentmesh.coordinator._answers import answer_notes, asked_and_answered
 from agentmesh.coordinator._report import (
     CoverageEntry,
     CoverageStatus,
@@ -124,11 +125,14 @@ def _coverage(record: TaskRecord) -> CoverageEntry:
     final = record.final
     envelope = final if isinstance(final, ErrorEnvelope) else None
     answered_by, reason = _answered(record)
+    if record.answers:
+        # What a person's answers changed, in place of the question they answered.
+        reason = "; ".join(filter(None, [reason, *answer_notes(record.answers)]))
     rulings, retries = _on_the_way(record)
     if rulings is not None or retries is not None:
         notes = [reason]
         if rulings is not None:
-            notes.append(_rulings_note(rulings, final.policy))
+            notes.append(_rulings_note(rulings, final.policy, record))
         if retries is not None:
             notes.append(_retries_note(retries))
         reason = "; ".join(filter(None, notes))
@@ -216,13 +220,17 @@ def _distinct(
     return rulings or None, retries or None
 
 
-def _rulings_note(rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | None) -> str | None:
-    """The rulings a reader has not been told of yet (the final one is the decision's)."""
+def _rulings_note(
+    rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | None, record: TaskRecord
+) -> str | None:
+    """The rulings a reader has not been told of yet: not the final one (the decision's),
+    nor a question a person answered (the answer's note says what happened instead)."""
     told = None if final is None else (final.action, final.policy, final.reason)
     shown = [
         f"{ruling.action} by policy {ruling.policy} on {ruling.tool}: {ruling.reason}"
         for ruling in rulings
         if (ruling.action, ruling.policy, ruling.reason) != told
+        and not (record.answers and asked_and_answered(ruling, record.answers))
     ]
     return f"policy rulings: {'; '.join(shown)}" if shown else None
 

@@ -73,8 +73,8 @@ async def main() -> None:
         f"\nmodel calls: {usage.model_calls}, tokens in/out: "
         f"{usage.input_tokens}/{usage.output_tokens}, cost: {cost}"
     )
-    for line in report.usage_by_model:
-        print(f"  {line.model}: {line.model_calls} call(s)")
+    for model, line in report.usage_by_model.items():
+        print(f"  {model}: {line.model_calls} call(s)")
     for failover in usage.failovers:
         print(
             f"fail-over: {failover.model} ({failover.error_type} after "

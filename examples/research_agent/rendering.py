@@ -21,7 +21,16 @@ from agentmesh.models import UsageSummary
 from . import passages
 from .planner import Plan
 
-__all__ = ["RunInfo", "run_usage", "to_html", "to_json", "to_markdown", "usage_line"]
+__all__ = [
+    "RunInfo",
+    "answered_html",
+    "failover_lines",
+    "run_usage",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "usage_line",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +145,24 @@ def to_markdown(report: Report, info: RunInfo) -> str:
             for line in usage.by_model
         ]
         lines += ["", f"{usage_line(report, info)}", ""]
-        lines += [
-            f"- {f.model} failed over ({f.error_type} after {f.attempts} attempts) to {f.fallback}"
-            for f in usage.failovers
-        ]
+        lines += [f"- {line}" for line in failover_lines(usage)]
     return "\n".join(lines)
+
+
+def failover_lines(usage: UsageSummary) -> list[str]:
+    """One line per kind of fail-over, with how many times it happened when more than once.
+
+    A fallback chain whose first model is down fails over the same way in every task:
+    one line with a count, not one line per task.
+    """
+    lines = []
+    for f, count in Counter(usage.failovers).items():
+        times = "" if count == 1 else f", {count} times"
+        lines.append(
+            f"{f.model} failed over ({f.error_type} after {f.attempts} attempts) "
+            f"to {f.fallback}{times}"
+        )
+    return lines
 
 
 def run_usage(report: Report, info: RunInfo) -> UsageSummary | None:
@@ -313,6 +335,7 @@ def to_html(report: Report, info: RunInfo) -> str:
         )
     out.append("</tbody></table>")
     out += pending_html(report)
+    out += answered_html(report)
     out += _usage_html(report, info)
     out.append("</body></html>")
     return "\n".join(out)
@@ -338,6 +361,37 @@ def pending_html(report: Report) -> list[str]:
     return out
 
 
+def answered_html(report: Report) -> list[str]:
+    """A person's answers the run used (`Report.answered_decisions`), as a table."""
+    if not report.answered_decisions:
+        return []
+    e = html.escape
+    out = [
+        '<h2>Answered decisions</h2><table id="answered"><thead><tr><th>id</th><th>task</th>'
+        "<th>answer</th><th>asked about</th><th>made as</th><th>why asked</th>"
+        "<th>reason given</th></tr></thead><tbody>"
+    ]
+    for item in report.answered_decisions:
+        if item.tool is None:  # an escalated task: its query, maybe edited
+            asked, made = item.query, item.edited_query or ""
+        else:
+            asked = _call(item.tool, item.arguments)
+            after = item.edited_arguments or item.arguments
+            made = "" if item.answer == "reject" else _call(item.tool, after)
+        out.append(
+            f"<tr><td><code>{e(item.id)}</code></td><td>{e(item.task_id)}</td>"
+            f"<td>{e(item.answer)}</td><td>{e(asked)}</td><td>{e(made)}</td>"
+            f"<td>{e(item.reason)} (policy {e(item.policy)})</td>"
+            f"<td>{e(item.answer_reason or '')}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return out
+
+
+def _call(tool: str, arguments: dict[str, Any] | None) -> str:
+    return f"{tool}({json.dumps(arguments or {}, default=str)})"
+
+
 def _usage_html(report: Report, info: RunInfo) -> list[str]:
     usage = run_usage(report, info)
     if usage is None:
@@ -348,11 +402,13 @@ def _usage_html(report: Report, info: RunInfo) -> list[str]:
         f"<td>{line.output_tokens}</td><td>{_cost(line.cost_usd)}</td></tr>"
         for line in usage.by_model
     ]
+    failovers = [f"<li>{e(line)}</li>" for line in failover_lines(usage)]
     return [
         '<h2>Usage</h2><table id="usage"><thead><tr><th>model</th><th>calls</th>'
         "<th>input</th><th>output</th><th>cost</th></tr></thead><tbody>",
         *rows,
         f"</tbody></table><p>{e(usage_line(report, info) or '')}</p>",
+        *(['<ul id="failovers">', *failovers, "</ul>"] if failovers else []),
     ]
 
 

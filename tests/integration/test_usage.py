@@ -149,7 +149,7 @@ class TestReportUsage:
             "deep": 2,
             "quick": 2,
         }
-        assert [(line.model, line.model_calls) for line in report.usage_by_model] == [
+        assert [(name, line.model_calls) for name, line in report.usage_by_model.items()] == [
             (SONNET, 2),
             ("claude-haiku-4-5", 2),
         ]

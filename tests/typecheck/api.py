@@ -116,3 +116,9 @@ async def spend() -> None:
     if usage is not None:
         cost: float | None = usage.cost_usd
         print(cost, usage.total_tokens, report.usage_by_subagent["lead"].model_calls)
+    # Both breakdowns are read-only mappings, by subagent name and by model name.
+    for model, line in report.usage_by_model.items():
+        print(model, line.model_calls)
+    # A person's answers the run used: what was asked, the answer, the arguments after.
+    for answered in report.answered_decisions:
+        print(answered.id, answered.answer, answered.tool, answered.edited_arguments)

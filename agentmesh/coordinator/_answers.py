@@ -1,0 +1,103 @@
+"""A person's answers in the report: each answer a task used, as data and as text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from agentmesh._limits import recorded
+from agentmesh.decisions import (
+    AnsweredDecision,
+    Approve,
+    DecisionKind,
+    Edit,
+    HumanDecision,
+    PendingDecision,
+    Reject,
+)
+from agentmesh.envelope import PolicyVerdict
+
+__all__ = ["answer_notes", "answered", "asked_and_answered", "call_text"]
+
+_NAMES: Final[dict[type[Any], Literal["approve", "reject", "edit"]]] = {
+    Approve: "approve",
+    Reject: "reject",
+    Edit: "edit",
+}
+
+
+def answered(pending: PendingDecision, answer: HumanDecision) -> AnsweredDecision:
+    """The record of `answer` to `pending`: the call's arguments before and after, masked."""
+    edited: dict[str, Any] | None = None
+    if isinstance(answer, Edit) and answer.arguments is not None:
+        # As the call is made: the edit merged over the arguments asked about.
+        masked = recorded({**(pending.arguments or {}), **answer.arguments})
+        edited = masked if isinstance(masked, dict) else {"arguments": masked}
+    return AnsweredDecision(
+        id=pending.id,
+        kind=pending.kind,
+        answer=_NAMES[type(answer)],
+        task_id=pending.task_id,
+        subagent=pending.subagent,
+        topic=pending.topic,
+        policy=pending.policy,
+        reason=pending.reason,
+        query=pending.query,
+        tool=pending.tool,
+        arguments=pending.arguments,
+        edited_arguments=edited,
+        edited_query=answer.query if isinstance(answer, Edit) else None,
+        answer_reason=answer.reason if isinstance(answer, Reject) else None,
+    )
+
+
+def answer_notes(answers: Sequence[AnsweredDecision]) -> list[str]:
+    """What the answers that let a task go on did, for its coverage reason.
+
+    A rejection, and an approved escalation, end the task: its reason says so already.
+    """
+    notes = []
+    for item in answers:
+        if item.answer == "reject":
+            continue
+        where = f"by a person (decision {item.id})"
+        if item.kind is DecisionKind.ESCALATION:
+            if item.answer == "edit":
+                notes.append(
+                    f"edited {where}: query {_value(item.edited_query)} (was {_value(item.query)})"
+                )
+        elif item.answer == "approve":
+            notes.append(f"approved {where}: {call_text(item.tool, item.arguments)}")
+        else:
+            notes.append(f"edited {where}: {item.tool} with {_changes(item)}")
+    return notes
+
+
+def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredDecision]) -> bool:
+    """Whether `ruling` is a policy's question about a call that a person answered."""
+    return ruling.action == "ask" and any(
+        (item.policy, item.tool, item.reason) == (ruling.policy, ruling.tool, ruling.reason)
+        for item in answers
+        if item.kind is DecisionKind.TOOL_CALL
+    )
+
+
+def call_text(tool: str | None, arguments: dict[str, Any] | None) -> str:
+    """A call as a reader writes it: `refund(order="B-2", amount=100)`."""
+    shown = ", ".join(f"{key}={_value(value)}" for key, value in (arguments or {}).items())
+    return f"{tool}({shown})"
+
+
+def _changes(item: AnsweredDecision) -> str:
+    before, after = item.arguments or {}, item.edited_arguments or {}
+    changed = [
+        f"{key}={_value(value)}" + (f" (was {_value(before[key])})" if key in before else "")
+        for key, value in after.items()
+        if key not in before or before[key] != value
+    ]
+    return ", ".join(changed) or "the arguments asked about"
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
