@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentmesh._numbers import number, whole
 from agentmesh._prices import PriceTable
 from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.errors import UsageError
@@ -48,11 +49,10 @@ class UsageLimits:
             "max_model_calls",
         ):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise UsageError(f"UsageLimits({name}=) must be an int >= 0, got {value!r}")
-        cost = self.max_cost_usd
-        if cost is not None and (not isinstance(cost, int | float) or not 0 <= cost < float("inf")):
-            raise UsageError(f"UsageLimits(max_cost_usd=) must be a number >= 0, got {cost!r}")
+            if value is not None:
+                whole(f"UsageLimits({name}=)", value, at_least=0)
+        if self.max_cost_usd is not None:
+            number("UsageLimits(max_cost_usd=)", self.max_cost_usd)
 
     def refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
         """Why no new call may start with `used` so far, or None when one may."""

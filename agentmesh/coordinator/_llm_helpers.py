@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from agentmesh._logging import get_logger
+from agentmesh._numbers import whole
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._decisions import RecordGap
 from agentmesh.coordinator._helper_models import REWRITER, SYNTHESIZER, HelperModels, helper_context
@@ -122,8 +123,7 @@ def _short(text: str, limit: int = 500) -> str:
 
 
 def _check_options(helper: str, max_tokens: int, retry: RetryPolicy | None) -> RetryPolicy:
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise UsageError(f"{helper}(max_tokens=) must be an int >= 1, got {max_tokens!r}")
+    whole(f"{helper}(max_tokens=)", max_tokens, at_least=1)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise UsageError(f"{helper}(retry=) must be a RetryPolicy, got {retry!r}")
     return retry if retry is not None else RetryPolicy()
