@@ -54,7 +54,7 @@ class UsageLimits:
         if self.max_cost_usd is not None:
             number("UsageLimits(max_cost_usd=)", self.max_cost_usd)
 
-    def refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
+    def _refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
         """Why no new call may start with `used` so far, or None when one may."""
         calls = used.calls + 1 if starting else used.calls
         checks = (
@@ -139,7 +139,7 @@ class UsageMeter:
             (self.limits, self._run, "the run's"),
             (limits, self._of(subagent), f"subagent {subagent}'s"),
         ):
-            reason = None if bound is None else bound.refusal(used, starting=True, priced=priced)
+            reason = None if bound is None else bound._refusal(used, starting=True, priced=priced)
             if reason is not None:
                 return f"{whose} usage limit: {reason}"
         self._run.calls += 1
@@ -187,7 +187,7 @@ class UsageMeter:
         """Why the run's limits let no new task start, or None (for tasks not started)."""
         if self.limits is None:
             return None
-        reason = self.limits.refusal(self._run, starting=True)
+        reason = self.limits._refusal(self._run, starting=True)
         return None if reason is None else f"the run's usage limit: {reason}"
 
     @property

@@ -705,7 +705,7 @@ class Coordinator:
     def _rewriter_for(self, run: _Run, job: _Job) -> Rewriter | None:
         """The rewriter as this task's routing calls it: a model's calls counted in the run."""
         if isinstance(self.rewriter, LLMRewriter):
-            return self.rewriter.in_run(run.helpers, job.task_id)
+            return self.rewriter._in_run(run.helpers, job.task_id)
         return self.rewriter
 
     async def _synthesize(self, run: _Run, records: list[TaskRecord], log: Any) -> Report:
@@ -718,11 +718,8 @@ class Coordinator:
             async with asyncio.timeout_at(run.at):
                 if isinstance(self.synthesizer, LLMSynthesizer):
                     # Its model call is the run's: admitted by its limits, counted in its report.
-                    return await self.synthesizer.synthesize(
-                        records,
-                        run_id=run.run_id,
-                        min_coverage=self.min_coverage,
-                        helpers=run.helpers,
+                    return await self.synthesizer._synthesize(
+                        records, run.run_id, self.min_coverage, run.helpers
                     )
                 return await self.synthesizer.synthesize(
                     records, run_id=run.run_id, min_coverage=self.min_coverage

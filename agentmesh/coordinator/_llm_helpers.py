@@ -209,7 +209,7 @@ class LLMRewriter:
         """The proposal for `task`, asked on its own (no run's limits; usage not kept)."""
         return await self._rewrite(task, envelope, None, task.id)
 
-    def in_run(self, helpers: HelperModels, task_id: str) -> _RunRewriter:
+    def _in_run(self, helpers: HelperModels, task_id: str) -> _RunRewriter:
         """This rewriter for task `task_id` of a run: its model calls counted there.
 
         The coordinator hands this to its router: the run's usage limits admit the
@@ -409,19 +409,24 @@ class LLMSynthesizer:
         self.classifier = classifier or default_classifier
 
     async def synthesize(
-        self,
-        records: Sequence[TaskRecord],
-        *,
-        run_id: str,
-        min_coverage: float | None,
-        helpers: HelperModels | None = None,
+        self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
     ) -> Report:
         """The report, with the model's summary when it is safe to use.
 
-        `helpers` are the run's (the coordinator passes them): the run's usage limits
-        admit the model call and the report counts it under "synthesizer". Without
-        them the call is made on its own, its usage not kept.
+        Called by a coordinator, the model call is the run's: its usage limits admit
+        it and the report counts it under "synthesizer". Called on its own, the call
+        is made on its own, its usage not kept.
         """
+        return await self._synthesize(records, run_id, min_coverage, None)
+
+    async def _synthesize(
+        self,
+        records: Sequence[TaskRecord],
+        run_id: str,
+        min_coverage: float | None,
+        helpers: HelperModels | None,
+    ) -> Report:
+        """`synthesize`, with the run's `helpers` when a coordinator calls (else None)."""
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
         if not report.findings:
             return report

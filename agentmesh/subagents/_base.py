@@ -12,6 +12,7 @@ from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number
+from agentmesh._signatures import spell_out
 from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
@@ -290,3 +291,6 @@ class _Body:
             return envelope
         message = f"cut at the deadline ({self.timeout:g}s): {envelope.message}"
         return envelope.model_copy(update={"message": message})
+
+
+spell_out(Subagent.__init__, SubagentKwargs, SubagentOptions)

@@ -17,6 +17,7 @@ import pydantic
 
 from agentmesh._limits import recorded
 from agentmesh._numbers import whole
+from agentmesh._signatures import spell_out
 from agentmesh._tool_source import ToolSource
 from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
@@ -26,7 +27,7 @@ from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
-from agentmesh.subagents._options import SubagentKwargs
+from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.subagents._output import OutputType, Submissions
 from agentmesh.task import Task
 from agentmesh.tools import Tool
@@ -397,3 +398,6 @@ def _report_failure_tool() -> dict[str, Any]:
 
 def _short(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+spell_out(LLMSubagent.__init__, SubagentKwargs, SubagentOptions)
