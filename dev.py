@@ -10,6 +10,7 @@ into it, then runs the job asked for.
     python3 dev.py docs     # build the docs site into site/ (strict: a warning fails)
     python3 dev.py docs --serve   # serve it on http://127.0.0.1:8000, rebuilt on change
     python3 dev.py wheel-check   # the built wheel installs and imports silently in a fresh venv
+    python3 dev.py howto    # copy the programs of examples/howto into their how-to pages
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def wheel_check() -> None:
     _run(PY, ROOT / "scripts" / "wheel_check.py")
 
 
+def howto() -> None:
+    # The pages hold their programs whole (GitHub shows no includes); the files stay the
+    # source that tests/e2e runs, and tests/e2e/test_howto_pages.py fails while they differ.
+    _run(PY, ROOT / "scripts" / "howto_pages.py")
+
+
 def bench() -> None:
     # The benchmark-only extra (LangGraph) is installed here, never by `setup`.
     _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev,bench]")
@@ -103,6 +110,7 @@ JOBS = {
     "docs": docs,
     "bench": bench,
     "wheel-check": wheel_check,
+    "howto": howto,
     "setup": lambda: None,
 }
 

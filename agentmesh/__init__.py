@@ -70,3 +70,23 @@ __all__ = [
     "subagent",
     "tool",
 ]
+
+_DISTRIBUTION = "agentmesh-failwell"
+
+
+def __getattr__(name: str) -> str:
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Read when asked: importlib.metadata costs milliseconds the import need not pay.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version(_DISTRIBUTION)
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "__version__"})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from agentmesh._numbers import number
 from agentmesh.errors import UsageError
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable"]
@@ -35,9 +36,7 @@ class ModelPrice:
 
     def __post_init__(self) -> None:
         for name in ("input", "output", "cache_write", "cache_read"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise UsageError(f"ModelPrice({name}=) must be a finite number >= 0, got {value!r}")
+            number(f"ModelPrice({name}=)", getattr(self, name))
 
     def cost(
         self, input_tokens: int, output_tokens: int, cache_creation: int, cache_read: int

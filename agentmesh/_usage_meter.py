@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentmesh._numbers import number, whole
 from agentmesh._prices import PriceTable
 from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.errors import UsageError
@@ -48,13 +49,12 @@ class UsageLimits:
             "max_model_calls",
         ):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise UsageError(f"UsageLimits({name}=) must be an int >= 0, got {value!r}")
-        cost = self.max_cost_usd
-        if cost is not None and (not isinstance(cost, int | float) or not 0 <= cost < float("inf")):
-            raise UsageError(f"UsageLimits(max_cost_usd=) must be a number >= 0, got {cost!r}")
+            if value is not None:
+                whole(f"UsageLimits({name}=)", value, at_least=0)
+        if self.max_cost_usd is not None:
+            number("UsageLimits(max_cost_usd=)", self.max_cost_usd)
 
-    def refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
+    def _refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
         """Why no new call may start with `used` so far, or None when one may."""
         calls = used.calls + 1 if starting else used.calls
         checks = (
@@ -139,7 +139,7 @@ class UsageMeter:
             (self.limits, self._run, "the run's"),
             (limits, self._of(subagent), f"subagent {subagent}'s"),
         ):
-            reason = None if bound is None else bound.refusal(used, starting=True, priced=priced)
+            reason = None if bound is None else bound._refusal(used, starting=True, priced=priced)
             if reason is not None:
                 return f"{whose} usage limit: {reason}"
         self._run.calls += 1
@@ -187,7 +187,7 @@ class UsageMeter:
         """Why the run's limits let no new task start, or None (for tasks not started)."""
         if self.limits is None:
             return None
-        reason = self.limits.refusal(self._run, starting=True)
+        reason = self.limits._refusal(self._run, starting=True)
         return None if reason is None else f"the run's usage limit: {reason}"
 
     @property

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentmesh._logging import get_logger
+from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
-from agentmesh.errors import UsageError
 
 __all__ = ["BreakerState", "CircuitBreaker"]
 
@@ -48,16 +48,12 @@ class CircuitBreaker:
         name: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not isinstance(failure_threshold, int) or failure_threshold < 1:
-            raise UsageError(
-                f"CircuitBreaker(failure_threshold=) must be an int >= 1, got {failure_threshold!r}"
-            )
-        if reset_after <= 0:
-            raise UsageError(
-                f"CircuitBreaker(reset_after=) must be > 0 seconds, got {reset_after!r}"
-            )
-        self.failure_threshold = failure_threshold
-        self.reset_after = reset_after
+        self.failure_threshold = whole(
+            "CircuitBreaker(failure_threshold=)", failure_threshold, at_least=1
+        )
+        self.reset_after = number(
+            "CircuitBreaker(reset_after=)", reset_after, above=True, unit="seconds"
+        )
         self.name = name
         self._clock = clock
         self._state = BreakerState.CLOSED

@@ -19,6 +19,7 @@ from tenacity.retry import retry_base
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
+from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import UsageError
 
@@ -61,22 +62,16 @@ class RetryPolicy:
     sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise UsageError(
-                f"RetryPolicy(max_attempts=) must be an int >= 1, got {self.max_attempts!r}"
-            )
-        for name in ("initial_delay", "max_delay"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
-                raise UsageError(f"RetryPolicy({name}=) must be >= 0 seconds, got {value!r}")
-        if self.multiplier < 1:
-            raise UsageError(f"RetryPolicy(multiplier=) must be >= 1, got {self.multiplier!r}")
+        whole("RetryPolicy(max_attempts=)", self.max_attempts, at_least=1)
+        number("RetryPolicy(initial_delay=)", self.initial_delay, unit="seconds")
+        number("RetryPolicy(max_delay=)", self.max_delay, unit="seconds")
+        number("RetryPolicy(multiplier=)", self.multiplier, at_least=1)
         if self.jitter not in ("full", "equal", "none"):
             raise UsageError(
                 f"RetryPolicy(jitter=) must be 'full', 'equal' or 'none', got {self.jitter!r}"
             )
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"RetryPolicy(timeout=) must be > 0 seconds, got {self.timeout!r}")
+        if self.timeout is not None:
+            number("RetryPolicy(timeout=)", self.timeout, above=True, unit="seconds")
 
     def deadline_within(self, deadline: float | None) -> float | None:
         """The earlier of `deadline` (absolute, loop time) and this policy's `timeout` from now."""
@@ -307,12 +302,9 @@ class RetryBudget:
     __slots__ = ("denied", "first_attempts", "ratio", "reserve", "retries")
 
     def __init__(self, ratio: float = 0.2, reserve: float = 100) -> None:
-        if ratio < 0:
-            raise UsageError(f"RetryBudget(ratio=) must be >= 0, got {ratio!r}")
-        if reserve < 0:
-            raise UsageError(f"RetryBudget(reserve=) must be >= 0, got {reserve!r}")
-        self.ratio = ratio
-        self.reserve = reserve
+        self.ratio = number("RetryBudget(ratio=)", ratio)
+        # An infinite reserve is `RetryBudget.unlimited()`: it never refuses a retry.
+        self.reserve = number("RetryBudget(reserve=)", reserve, infinite=True)
         self.first_attempts = 0
         self.retries = 0
         self.denied = 0

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import threading
 import time
 from collections import deque
@@ -41,6 +40,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeAlias
 
+from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
 
 __all__ = ["Limiter", "RateLimitSpec", "RateReservations"]
@@ -258,31 +258,18 @@ def _check_rate_limit(name: str, rate_limit: object) -> RateLimitSpec | None:
             f"{name}: rate_limit= must be a tuple (n, per_seconds), got {rate_limit!r}"
         )
     n, per_seconds = rate_limit
-    # bool is an int subclass; rate_limit=(True, 1) is a mistake, not "one per second".
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise UsageError(
-            f"{name}: rate_limit=(n, per_seconds) needs n to be an int >= 1, got {n!r}"
-        )
-    if (
-        not isinstance(per_seconds, int | float)
-        or isinstance(per_seconds, bool)
-        or not math.isfinite(per_seconds)
-        or per_seconds <= 0
-    ):
-        raise UsageError(
-            f"{name}: rate_limit=(n, per_seconds) needs per_seconds to be a finite number "
-            f"> 0, got {per_seconds!r}"
-        )
-    return (n, float(per_seconds))
+    return (
+        whole(f"{name}: rate_limit=(n, per_seconds): n", n, at_least=1),
+        number(
+            f"{name}: rate_limit=(n, per_seconds): per_seconds",
+            per_seconds,
+            above=True,
+            unit="seconds",
+        ),
+    )
 
 
 def _check_max_concurrency(name: str, max_concurrency: object) -> int | None:
     if max_concurrency is None:
         return None
-    if (
-        not isinstance(max_concurrency, int)
-        or isinstance(max_concurrency, bool)
-        or max_concurrency < 1
-    ):
-        raise UsageError(f"{name}: max_concurrency= must be an int >= 1, got {max_concurrency!r}")
-    return max_concurrency
+    return whole(f"{name}: max_concurrency=", max_concurrency, at_least=1)

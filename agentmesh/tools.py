@@ -35,11 +35,21 @@ import pydantic_core
 from pydantic import AllowInfNan, BaseModel, ConfigDict, create_model
 from pydantic.dataclasses import is_pydantic_dataclass
 
-from agentmesh._tool_options import Impact, ToolKwargs, ToolOptions
+from agentmesh._signatures import spell_out
+from agentmesh._tool_options import Impact, MCPToolKwargs, ToolKwargs, ToolOptions
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
 
-__all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "Impact", "Tool", "ToolOptions", "tool"]
+__all__ = [
+    "CONTEXT_PARAMETER",
+    "IDEMPOTENCY_KEY",
+    "Impact",
+    "MCPToolKwargs",
+    "Tool",
+    "ToolKwargs",
+    "ToolOptions",
+    "tool",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -281,3 +291,7 @@ def tool(
         return Tool(func, **options)
 
     return make if fn is None else make(fn)
+
+
+spell_out(Tool.__init__, ToolKwargs, ToolOptions)
+spell_out(tool, ToolKwargs, ToolOptions)

@@ -22,6 +22,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from agentmesh._numbers import number, whole
 from agentmesh.checkpoints._codec import SCHEMA_VERSION
 from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._store import Row, StoreBase
@@ -102,12 +103,8 @@ class PostgresStore(StoreBase):
                 f"PostgresStore(schema=) must be a name of 1 to {_MAX_IDENTIFIER} bytes, "
                 f"got {schema!r}"
             )
-        if max_connections < 1:
-            raise UsageError(
-                f"PostgresStore(max_connections=) must be >= 1, got {max_connections!r}"
-            )
-        if timeout <= 0:
-            raise UsageError(f"PostgresStore(timeout=) must be > 0, got {timeout!r}")
+        max_connections = whole("PostgresStore(max_connections=)", max_connections, at_least=1)
+        timeout = number("PostgresStore(timeout=)", timeout, above=True, unit="seconds")
         self.schema = schema
         self.max_connections = max_connections
         self.timeout = timeout

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
+from agentmesh._numbers import number
 from agentmesh.checkpoints._codec import SCHEMA_VERSION
 from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._store import Row, StoreBase
@@ -76,8 +77,7 @@ class SQLiteStore(StoreBase):
         synchronous: str = "FULL",
     ) -> None:
         super().__init__()
-        if busy_timeout < 0:
-            raise UsageError(f"SQLiteStore(busy_timeout=) must be >= 0, got {busy_timeout!r}")
+        busy_timeout = number("SQLiteStore(busy_timeout=)", busy_timeout, unit="seconds")
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UsageError(
                 f"SQLiteStore(synchronous=) must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}"

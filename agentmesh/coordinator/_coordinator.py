@@ -18,6 +18,7 @@ from agentmesh._events import EscalationPending, Routed, RunFinished, RunStarted
 from agentmesh._events import TaskStarted as TaskStartedEvent
 from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger, logs_info
+from agentmesh._numbers import number, whole
 from agentmesh._prices import ModelPrice, PriceTable
 from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh._usage_meter import UsageLimits, UsageMeter
@@ -142,12 +143,10 @@ class Coordinator:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise UsageError(f"subagent names must be unique; repeated: {duplicates}")
-        if not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise UsageError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        if timeout is not None and timeout <= 0:
-            raise UsageError(f"Coordinator(timeout=) must be > 0 seconds, got {timeout!r}")
-        if not isinstance(max_rounds, int) or max_rounds < 0:
-            raise UsageError(f"max_rounds must be an int >= 0, got {max_rounds!r}")
+        max_concurrency = whole("Coordinator(max_concurrency=)", max_concurrency, at_least=1)
+        if timeout is not None:
+            timeout = number("Coordinator(timeout=)", timeout, above=True, unit="seconds")
+        max_rounds = whole("Coordinator(max_rounds=)", max_rounds, at_least=0)
         if router is not None and (
             isinstance(router, type)
             or not inspect.iscoroutinefunction(getattr(router, "route", None))
@@ -156,8 +155,8 @@ class Coordinator:
                 f"router= takes an object with `async def route(ctx)` (e.g. Router()), "
                 f"got {router!r}"
             )
-        if min_coverage is not None and not 0 <= min_coverage <= 1:
-            raise UsageError(f"min_coverage must be between 0 and 1, got {min_coverage!r}")
+        if min_coverage is not None:
+            min_coverage = number("Coordinator(min_coverage=)", min_coverage, at_most=1)
         for policy in policies:
             if not isinstance(policy, ToolPolicy):
                 raise UsageError(f"{policy!r} is not a policy; use @pre_tool_use / @post_tool_use")
@@ -231,8 +230,7 @@ class Coordinator:
         """
         if run_id is not None and not isinstance(run_id, str):
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
-            raise UsageError(f"Coordinator.stream(buffer=) must be an int >= 1, got {buffer!r}")
+        buffer = whole("Coordinator.stream(buffer=)", buffer, at_least=1)
         return RunStream(self, Start(self._plan(tasks)), run_id or uuid.uuid4().hex[:12], buffer)
 
     def _new_run(
@@ -317,8 +315,7 @@ class Coordinator:
             raise UsageError(
                 f"resume(decisions=) takes a dict of id -> decision, got {decisions!r}"
             )
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
-            raise UsageError(f"Coordinator.stream(buffer=) must be an int >= 1, got {buffer!r}")
+        buffer = whole("Coordinator.resume_stream(buffer=)", buffer, at_least=1)
         given = None if tasks is None else self._plan(tasks)
         opening = functools.partial(self._resuming, run_id, dict(decisions or {}), given)
         return RunStream(self, opening, run_id, buffer)
@@ -710,7 +707,7 @@ class Coordinator:
     def _rewriter_for(self, run: _Run, job: _Job) -> Rewriter | None:
         """The rewriter as this task's routing calls it: a model's calls counted in the run."""
         if isinstance(self.rewriter, LLMRewriter):
-            return self.rewriter.in_run(run.helpers, job.task_id)
+            return self.rewriter._in_run(run.helpers, job.task_id)
         return self.rewriter
 
     async def _synthesize(self, run: _Run, records: list[TaskRecord], log: Any) -> Report:
@@ -723,11 +720,8 @@ class Coordinator:
             async with asyncio.timeout_at(run.at):
                 if isinstance(self.synthesizer, LLMSynthesizer):
                     # Its model call is the run's: admitted by its limits, counted in its report.
-                    return await self.synthesizer.synthesize(
-                        records,
-                        run_id=run.run_id,
-                        min_coverage=self.min_coverage,
-                        helpers=run.helpers,
+                    return await self.synthesizer._synthesize(
+                        records, run.run_id, self.min_coverage, run.helpers
                     )
                 return await self.synthesizer.synthesize(
                     records, run_id=run.run_id, min_coverage=self.min_coverage

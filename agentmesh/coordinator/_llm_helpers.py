@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from agentmesh._logging import get_logger
+from agentmesh._numbers import whole
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._decisions import RecordGap
 from agentmesh.coordinator._helper_models import REWRITER, SYNTHESIZER, HelperModels, helper_context
@@ -122,8 +123,7 @@ def _short(text: str, limit: int = 500) -> str:
 
 
 def _check_options(helper: str, max_tokens: int, retry: RetryPolicy | None) -> RetryPolicy:
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise UsageError(f"{helper}(max_tokens=) must be an int >= 1, got {max_tokens!r}")
+    whole(f"{helper}(max_tokens=)", max_tokens, at_least=1)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise UsageError(f"{helper}(retry=) must be a RetryPolicy, got {retry!r}")
     return retry if retry is not None else RetryPolicy()
@@ -209,7 +209,7 @@ class LLMRewriter:
         """The proposal for `task`, asked on its own (no run's limits; usage not kept)."""
         return await self._rewrite(task, envelope, None, task.id)
 
-    def in_run(self, helpers: HelperModels, task_id: str) -> _RunRewriter:
+    def _in_run(self, helpers: HelperModels, task_id: str) -> _RunRewriter:
         """This rewriter for task `task_id` of a run: its model calls counted there.
 
         The coordinator hands this to its router: the run's usage limits admit the
@@ -409,19 +409,24 @@ class LLMSynthesizer:
         self.classifier = classifier or default_classifier
 
     async def synthesize(
-        self,
-        records: Sequence[TaskRecord],
-        *,
-        run_id: str,
-        min_coverage: float | None,
-        helpers: HelperModels | None = None,
+        self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
     ) -> Report:
         """The report, with the model's summary when it is safe to use.
 
-        `helpers` are the run's (the coordinator passes them): the run's usage limits
-        admit the model call and the report counts it under "synthesizer". Without
-        them the call is made on its own, its usage not kept.
+        Called by a coordinator, the model call is the run's: its usage limits admit
+        it and the report counts it under "synthesizer". Called on its own, the call
+        is made on its own, its usage not kept.
         """
+        return await self._synthesize(records, run_id, min_coverage, None)
+
+    async def _synthesize(
+        self,
+        records: Sequence[TaskRecord],
+        run_id: str,
+        min_coverage: float | None,
+        helpers: HelperModels | None,
+    ) -> Report:
+        """`synthesize`, with the run's `helpers` when a coordinator calls (else None)."""
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
         if not report.findings:
             return report

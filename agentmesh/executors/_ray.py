@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 from pydantic import ConfigDict, TypeAdapter
 
 from agentmesh._logging import get_logger
+from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
@@ -119,16 +120,11 @@ class RayExecutor:
             )
         if num_cpus is not None and address is not None:
             raise UsageError("RayExecutor(num_cpus=) sizes a local instance; not with address=")
-        if num_cpus is not None and (not isinstance(num_cpus, int) or num_cpus < 1):
-            raise UsageError(f"RayExecutor(num_cpus=) must be an int >= 1, got {num_cpus!r}")
-        if cancel_grace < 0:
-            raise UsageError(f"RayExecutor(cancel_grace=) must be >= 0, got {cancel_grace!r}")
-        if not isinstance(budget_batch, int) or budget_batch < 1:
-            raise UsageError(
-                f"RayExecutor(budget_batch=) must be an int >= 1, got {budget_batch!r}"
-            )
-        if state_refresh < 0:
-            raise UsageError(f"RayExecutor(state_refresh=) must be >= 0, got {state_refresh!r}")
+        if num_cpus is not None:
+            num_cpus = whole("RayExecutor(num_cpus=)", num_cpus, at_least=1)
+        cancel_grace = number("RayExecutor(cancel_grace=)", cancel_grace, unit="seconds")
+        budget_batch = whole("RayExecutor(budget_batch=)", budget_batch, at_least=1)
+        state_refresh = number("RayExecutor(state_refresh=)", state_refresh, unit="seconds")
         self.address = address
         self.num_cpus = num_cpus
         self.task_options = dict(task_options or {})

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from agentmesh._logging import get_logger
 from agentmesh._mappers import describe
+from agentmesh._numbers import number
 from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
@@ -133,9 +134,11 @@ class MCPServer:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer(name=) must be a non-empty string, got {name!r}")
-        for option, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if value is not None and not (isinstance(value, int | float) and value > 0):
-                raise UsageError(f"MCPServer({option}=) must be seconds > 0, got {value!r}")
+        if timeout is not None:
+            timeout = number("MCPServer(timeout=)", timeout, above=True, unit="seconds")
+        connect_timeout = number(
+            "MCPServer(connect_timeout=)", connect_timeout, above=True, unit="seconds"
+        )
         if isinstance(breaker, _Default):
             breaker = CircuitBreaker(failure_threshold=5, reset_after=30.0)
         elif breaker is not None and not isinstance(breaker, CircuitBreaker):

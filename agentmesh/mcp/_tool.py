@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._numbers import number
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
 from agentmesh.errors import AgentError, UsageError, ValidationError
 from agentmesh.mcp._errors import tool_error
@@ -70,8 +71,8 @@ class MCPTool(Tool[..., Any]):
             "breaker": server.breaker,
         }
         super().__init__(_remote, **cast(ToolKwargs, shared | described))
-        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-            raise UsageError(f"MCPServer.tool(timeout=) must be seconds > 0, got {timeout!r}")
+        if timeout is not None:
+            timeout = number("MCPServer.tool(timeout=)", timeout, above=True, unit="seconds")
         self.server = server
         self.timeout = timeout
         self._idempotent_override = idempotent

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import pydantic
 
+from agentmesh._numbers import number
 from agentmesh._tracing import chat_span, record_response
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
@@ -62,8 +63,7 @@ class AnthropicModel:
         name = model or os.environ.get(MODEL_ENV)
         if not name:
             raise UsageError(f"AnthropicModel needs a model name: pass model= or set {MODEL_ENV}")
-        if timeout <= 0:
-            raise UsageError(f"AnthropicModel(timeout=) must be > 0 seconds, got {timeout!r}")
+        timeout = number("AnthropicModel(timeout=)", timeout, above=True, unit="seconds")
         self.name = name
         self.timeout = timeout
         self.stream = stream

@@ -10,6 +10,7 @@ from agentmesh.policies._builtins import deny_after_permission_error, escalate_o
 from agentmesh.policies._chain import PolicyChain
 from agentmesh.policies._core import (
     Decision,
+    Match,
     PostToolUse,
     PreToolUse,
     ToolCallEvent,
@@ -21,6 +22,7 @@ from agentmesh.policies._core import (
 
 __all__ = [
     "Decision",
+    "Match",
     "PolicyChain",
     "PostToolUse",
     "PreToolUse",

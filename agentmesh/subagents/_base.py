@@ -11,6 +11,8 @@ from typing import Any, Unpack
 from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger, logs_info
+from agentmesh._numbers import number
+from agentmesh._signatures import spell_out
 from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
@@ -117,8 +119,8 @@ class Subagent(abc.ABC):
             task = Task(query=task)
         elif not isinstance(task, Task):
             raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
-        if timeout is not None and timeout < 0:
-            raise UsageError(f"{self.name}.run(timeout=) must be >= 0 seconds, got {timeout!r}")
+        if timeout is not None:
+            timeout = number(f"{self.name}.run(timeout=)", timeout, unit="seconds")
         loop = asyncio.get_running_loop()
         at = None if timeout is None else loop.time() + timeout
         scope = self._scope(scope, run_id, budget)
@@ -289,3 +291,6 @@ class _Body:
             return envelope
         message = f"cut at the deadline ({self.timeout:g}s): {envelope.message}"
         return envelope.model_copy(update={"message": message})
+
+
+spell_out(Subagent.__init__, SubagentKwargs, SubagentOptions)

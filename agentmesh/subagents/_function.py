@@ -6,10 +6,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Unpack, overload
 
+from agentmesh._signatures import spell_out
 from agentmesh.context import Context
 from agentmesh.errors import UsageError
 from agentmesh.subagents._base import Subagent
-from agentmesh.subagents._options import SubagentKwargs
+from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.task import Task
 
 __all__ = ["FunctionSubagent", "subagent"]
@@ -64,3 +65,7 @@ def subagent(
         return FunctionSubagent(func, name, **options)
 
     return make if fn is None else make(fn)
+
+
+spell_out(FunctionSubagent.__init__, SubagentKwargs, SubagentOptions)
+spell_out(subagent, SubagentKwargs, SubagentOptions)

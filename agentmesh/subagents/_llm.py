@@ -16,6 +16,8 @@ from typing import Any, Unpack
 import pydantic
 
 from agentmesh._limits import recorded
+from agentmesh._numbers import whole
+from agentmesh._signatures import spell_out
 from agentmesh._tool_source import ToolSource
 from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
@@ -25,7 +27,7 @@ from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
-from agentmesh.subagents._options import SubagentKwargs
+from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.subagents._output import OutputType, Submissions
 from agentmesh.task import Task
 from agentmesh.tools import Tool
@@ -88,12 +90,9 @@ class LLMSubagent(Subagent):
                 f"LLMSubagent {name}: usage_limits= takes UsageLimits, got {usage_limits!r}"
             )
         self.usage_limits = usage_limits
-        if max_turns < 1:
-            raise UsageError(f"LLMSubagent {name}: max_turns must be >= 1, got {max_turns!r}")
-        if not isinstance(output_retries, int) or output_retries < 0:
-            raise UsageError(
-                f"LLMSubagent {name}: output_retries must be an int >= 0, got {output_retries!r}"
-            )
+        max_turns = whole(f"LLMSubagent {name}: max_turns=", max_turns, at_least=1)
+        max_tokens = whole(f"LLMSubagent {name}: max_tokens=", max_tokens, at_least=1)
+        output_retries = whole(f"LLMSubagent {name}: output_retries=", output_retries, at_least=0)
         # A source (even one that is also a Tool) is listed at run time, with its schema.
         self._sources = [t for t in tools if isinstance(t, ToolSource)]
         fixed: list[Tool[Any, Any]] = []
@@ -399,3 +398,6 @@ def _report_failure_tool() -> dict[str, Any]:
 
 def _short(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+spell_out(LLMSubagent.__init__, SubagentKwargs, SubagentOptions)

@@ -17,11 +17,31 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
-    from agentmesh.testing._fake_messages_api import FakeMessagesAPI, RecordedRequest, Reply
+    from agentmesh.testing._fake_messages_api import (
+        ErrorReply,
+        FakeMessagesAPI,
+        MessageReply,
+        RawReply,
+        RecordedRequest,
+        Reply,
+        SlowReply,
+        StreamErrorReply,
+    )
 
-__all__ = ["FailTimes", "FakeMessagesAPI", "RecordedRequest", "RecordingSleep", "Reply"]
+__all__ = [
+    "ErrorReply",
+    "FailTimes",
+    "FakeMessagesAPI",
+    "MessageReply",
+    "RawReply",
+    "RecordedRequest",
+    "RecordingSleep",
+    "Reply",
+    "SlowReply",
+    "StreamErrorReply",
+]
 
-_FAKE_API_NAMES = frozenset({"FakeMessagesAPI", "RecordedRequest", "Reply"})
+_FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
 
 
 def __getattr__(name: str) -> Any:
@@ -30,3 +50,8 @@ def __getattr__(name: str) -> Any:
     from agentmesh.testing import _fake_messages_api
 
     return getattr(_fake_messages_api, name)
+
+
+def __dir__() -> list[str]:
+    # The lazy names are there too, though not loaded yet: `dir()` and completion see them.
+    return sorted(set(globals()) | _FAKE_API_NAMES)

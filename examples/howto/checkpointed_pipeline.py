@@ -1,6 +1,8 @@
 """A checkpointed pipeline whose side effect happens exactly once, across a crash and a resume.
 
-Run it with `python -m examples.howto.checkpointed_pipeline`. Offline: SQLite in a temp dir.
+Save it as `checkpointed_pipeline.py` and run `python checkpointed_pipeline.py` (in a clone
+of the repository: `python -m examples.howto.checkpointed_pipeline`). Offline: SQLite in
+a temp dir.
 
 The pipeline has three stages: an expensive retrieval, a summary, and a notification that
 emails the summary (the side effect: a line appended to an outbox file). The program

@@ -1,6 +1,8 @@
 """A Claude lead agent that coordinates two subagents, each offered to it as a tool.
 
-Run it with `python -m examples.howto.claude_lead_agent`. Offline by default: the official
+Save it as `claude_lead_agent.py` and run `python claude_lead_agent.py` (in a clone of the
+repository: `python -m examples.howto.claude_lead_agent`); it needs the `testing` extra,
+`pip install 'agentmesh-failwell[testing]'`. Offline by default: the official
 `anthropic` SDK talks to `agentmesh.testing.FakeMessagesAPI` on 127.0.0.1, which plays a
 script (an overload, a turn calling both subagents at once, the answer). With
 `--live` and ANTHROPIC_API_KEY set, the same lead talks to the real API instead (and the

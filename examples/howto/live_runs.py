@@ -1,6 +1,7 @@
 """A run watched as it happens, paused for a person's decision, and resumed with an Approve.
 
-Run it with `python -m examples.howto.live_runs`. Offline: SQLite in a temp dir.
+Save it as `live_runs.py` and run `python live_runs.py` (in a clone of the repository:
+`python -m examples.howto.live_runs`). Offline: SQLite in a temp dir.
 
 A release agent runs the tests (which time out once), deploys to staging, and asks to
 deploy to production. A policy leaves production deploys to a person: the task stops

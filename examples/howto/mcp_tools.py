@@ -1,6 +1,7 @@
 """A subagent whose tools come from a real MCP server: mcp-server-time, over stdio.
 
-Run it with `python -m examples.howto.mcp_tools` (needs `pip install
+Save it as `mcp_tools.py` and run `python mcp_tools.py` (in a clone of the repository:
+`python -m examples.howto.mcp_tools`; it needs `pip install
 'agentmesh-failwell[mcp]' mcp-server-time`). Offline: the server is a child process and
 the model is a `ScriptedModel`, so no key and no network.
 

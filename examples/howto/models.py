@@ -1,6 +1,7 @@
 """Models as sources that fail over, are counted, and are bounded in code.
 
-Run it with `python -m examples.howto.models`. Offline: two `ScriptedModel`s stand in for
+Save it as `models.py` and run `python models.py` (in a clone of the repository:
+`python -m examples.howto.models`). Offline: two `ScriptedModel`s stand in for
 Claude Sonnet and Claude Haiku (their names pick the list prices that cost the calls).
 
 - The primary model is overloaded: the subagent's local retries are spent on it first,

@@ -1,6 +1,7 @@
 """A customer-support hub: billing, shipping and knowledge-base subagents behind one coordinator.
 
-Run it with `python -m examples.howto.support_hub`. Offline: every backend is in memory.
+Save it as `support_hub.py` and run `python support_hub.py` (in a clone of the repository:
+`python -m examples.howto.support_hub`). Offline: every backend is in memory.
 
 One customer writes in with three questions, and each part of the hub fails differently:
 

@@ -1,7 +1,8 @@
 """The command line's options, checked before anything heavy is imported.
 
 Bad input (an empty question, an unknown source or fault kind, a probability outside
-0..1, a missing output directory, a run to resume that the checkpoints do not have)
+0..1, an output file that cannot be written, a run to resume that the checkpoints do not
+have)
 raises `BadInput` with one line for the user; the entry point prints it and exits with
 code 2.
 """
@@ -181,9 +182,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         check_faults(faults, spec.sources, "(--sources)")
     if not args.timeout > 0:
         raise BadInput(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
-    for flag, path in (("--out", args.out), ("--html", args.html), ("--events", args.events)):
-        if path is not None and not path.parent.is_dir():
-            raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
+    _check_outputs({"--out": args.out, "--html": args.html, "--events": args.events})
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     return Options(
         spec=spec,
@@ -200,6 +199,35 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         events=args.events,
         index_cache=None if args.no_cache else DEFAULT_INDEX_CACHE,
     )
+
+
+def _check_outputs(paths: dict[str, Path | None]) -> None:
+    """Refuse an output the run could not write, before any work: not after the whole run."""
+    seen: dict[Path, str] = {}
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        _check_writable(flag, path)
+        same = seen.setdefault(path.resolve(), flag)
+        if same != flag:
+            raise BadInput(f"{flag} {path}: the same file as {same}; give each its own")
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    if path.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise BadInput(f"{flag} {path}: directory {path.parent} does not exist")
+    existed = path.exists()
+    try:
+        # Opening to append truncates nothing; it is the one sure test of "can be written"
+        # (permissions, read-only mounts, a root user's overrides, special files).
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
+    if not existed:
+        path.unlink(missing_ok=True)  # a failed run leaves no empty file behind
 
 
 def check_faults(faults: Sequence[Fault], sources: Sequence[str], where: str) -> None:

@@ -626,8 +626,8 @@ class TestPostgresStoreArguments:
             ({"dsn": "host=db password=hunter2 colour=blue"}, "(dsn=) is not a connection string"),
             ({"dsn": "", "schema": ""}, "(schema=) must be a name"),
             ({"dsn": "", "schema": "s" * 64}, "(schema=) must be a name"),
-            ({"dsn": "", "max_connections": 0}, "(max_connections=) must be >= 1"),
-            ({"dsn": "", "timeout": 0}, "(timeout=) must be > 0"),
+            ({"dsn": "", "max_connections": 0}, "(max_connections=) must be an int >= 1"),
+            ({"dsn": "", "timeout": 0}, "(timeout=) must be a finite number of seconds > 0"),
         ],
     )
     def test_bad_arguments_are_usage_errors_naming_them(
