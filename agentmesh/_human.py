@@ -117,7 +117,9 @@ class DecisionBook:
         """The run's decisions; a damaged one raises `CheckpointError` naming it."""
         book = cls(store, run_id)
         for checkpoint in await store.list(run_id, STAGE):
-            stored: _StoredEntry = read_as(store, checkpoint, _StoredEntry, what="a decision")
+            stored: _StoredEntry = read_as(
+                store, checkpoint, _StoredEntry, expected="a pending decision"
+            )
             book._entries[checkpoint.key] = _Entry(stored.pending, stored.answer, stored.applied)
         return book
 

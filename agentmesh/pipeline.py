@@ -267,7 +267,7 @@ class Pipeline:
         saved = await store.get(run_id, self.name, _INPUT)
         if saved is None:
             await store.put(run_id, self.name, _INPUT, {"sha256": digest})
-        elif read_as(store, saved, _Input, what="the input's digest").sha256 != digest:
+        elif read_as(store, saved, _Input, expected="an input's digest").sha256 != digest:
             raise UsageError(
                 f"Pipeline.run(run_id={run_id!r}): this run was started with a different "
                 "input; use a new run id, or delete the run's checkpoints to start it over"
@@ -286,7 +286,7 @@ class Pipeline:
                 log.warning("pipeline_shape_unknown", stages=list(self.stages))
             await store.put(run_id, self.name, _SHAPE, {"stages": list(self.stages)})
             return
-        stages = read_as(store, saved, _Shape, what="a pipeline's shape").stages
+        stages = read_as(store, saved, _Shape, expected="a pipeline's shape").stages
         if stages != self.stages:
             raise UsageError(
                 f"Pipeline.run(run_id={run_id!r}): this run was checkpointed by another "

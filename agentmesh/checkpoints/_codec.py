@@ -43,13 +43,20 @@ _WHOLE: Final = object()
 
 
 def read_as(
-    store: object, checkpoint: Checkpoint, shape: Any, *, part: Any = _WHOLE, what: str = "it"
+    store: object,
+    checkpoint: Checkpoint,
+    shape: Any,
+    *,
+    part: Any = _WHOLE,
+    what: str = "it",
+    expected: str | None = None,
 ) -> Any:
     """A stored value validated as `shape` (any type pydantic knows; None keeps it as is).
 
-    `part` is a piece of the checkpoint's value to read instead of all of it, `what`
-    names that piece. A value that does not fit (a damaged row, or one other code wrote)
-    raises `CheckpointError` naming `store`, the run and the key, and why.
+    `part` is a piece of the checkpoint's value to read instead of all of it; `what`
+    names the value and `expected` its shape in the error (by default the type's name).
+    A value that does not fit (a damaged row, or one other code wrote) raises
+    `CheckpointError` naming `store`, the run and the key, and why.
     """
     value = checkpoint.value if part is _WHOLE else part
     if shape is None:
@@ -57,7 +64,7 @@ def read_as(
     try:
         return _adapter(shape).validate_python(value)
     except pydantic.ValidationError as exc:
-        why = f"{what} is not {_type_name(shape)} ({_problems(exc)})"
+        why = f"{what} is not {expected or _type_name(shape)} ({_problems(exc)})"
         raise damaged(store, checkpoint.run_id, checkpoint.stage, checkpoint.key, why) from None
 
 

@@ -111,7 +111,7 @@ class ToolLedger:
         entry = await self.store.get(self.run_id, self.stage, call)
         if entry is None:
             return None
-        recorded: _Recorded = read_as(self.store, entry, _Recorded, what="a ledger entry")
+        recorded: _Recorded = read_as(self.store, entry, _Recorded, expected="a ledger entry")
         data = read_as(
             self.store, entry, result_type, part=recorded.result, what="its recorded result"
         )

@@ -113,7 +113,7 @@ async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Su
         )
     jobs: list[Job] = []
     masked: set[str] = set()
-    items: list[_PlannedJob] = read_as(store, saved, list[_PlannedJob], what="a run's plan")
+    items: list[_PlannedJob] = read_as(store, saved, list[_PlannedJob], expected="a run's plan")
     for item in items:
         if item.subagent not in subagents:
             raise UsageError(
@@ -200,7 +200,7 @@ async def load_records(store: CheckpointStore, run_id: str) -> dict[str, TaskRec
     """The run's finished tasks; a damaged record raises `CheckpointError` naming it."""
     records = await store.list(run_id, STAGE)
     return {
-        c.key.removeprefix("record/"): read_as(store, c, _StoredRecord, what="a task's record")
+        c.key.removeprefix("record/"): read_as(store, c, _StoredRecord, expected="a task's record")
         for c in records
         if c.key.startswith("record/")
     }
