@@ -25,12 +25,15 @@ from agentmesh import (
     PermissionDenied,
     RetryPolicy,
     Task,
+    UsageError,
     configure_tracing,
     redact_secrets,
     subagent,
     tool,
 )
 from agentmesh.checkpoints import SQLiteStore
+from agentmesh.decisions import Edit
+from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 from .conftest import PLANTED_KEY, PLANTED_PASSWORD, PLANTED_TOKEN, Captured, leaks
 
@@ -168,3 +171,31 @@ class TestSpans:
         text = spans_text(spans)
         assert MASKED_DSN in text
         assert not leaks(text)
+
+
+class TestEditedArguments:
+    async def test_an_edit_with_a_secret_in_a_key_is_refused(self, tmp_path: Path) -> None:
+        """An Edit is stored as given: a secret in one of its keys is refused, as in a value."""
+        calls: list[dict[str, Any]] = []
+
+        @tool(impact="financial")
+        async def connect(targets: dict[str, str]) -> str:
+            calls.append(targets)
+            return "connected"
+
+        @pre_tool_use(tool="connect", asks=True)
+        def ask(event: ToolCallEvent) -> Decision:
+            return Decision.ask("a person checks every connection")
+
+        @subagent(name="ops", retry=RetryPolicy.never())
+        async def ops(task: Task, ctx: Context) -> str:
+            return await ctx.call(connect, targets={"db": "db.internal"})
+
+        async with SQLiteStore(tmp_path / "checkpoints.sqlite") as store:
+            coordinator = Coordinator([ops], policies=[ask], store=store)
+            (pending,) = (await coordinator.run(["connect"], run_id="r1")).pending_decisions
+            edit = Edit(arguments={"targets": {DSN: "primary"}})
+            with pytest.raises(UsageError, match="holds a secret"):
+                await coordinator.resume("r1", decisions={pending.id: edit})
+        assert calls == []
+        assert not leaks(sqlite_bytes(tmp_path))
