@@ -9,6 +9,8 @@ camelCase keys (as the report's), the event's class under "event", and secrets m
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,13 +80,25 @@ def _decision_from_json(value: Any) -> RouteDecision:
         return value
     if isinstance(value, Escalate | RecordGap):
         return value
-    if not isinstance(value, Mapping) or value.get("type") not in _DECISIONS:
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if not isinstance(kind, str) or kind not in _DECISIONS:
         raise ValueError(f"not a routing decision: {value!r}")
     fields = {key: item for key, item in value.items() if key != "type"}
-    if "task" in fields:
-        fields["task"] = _TASK.validate_python(fields["task"])
-    decision: RouteDecision = _DECISIONS[value["type"]](**fields)
+    # An unknown field is refused, not dropped: a decision read from outside must be one
+    # the coordinator could have taken.
+    unknown = sorted(
+        map(str, fields.keys() - {f.name for f in dataclasses.fields(_DECISIONS[kind])})
+    )
+    if unknown:
+        raise ValueError(f"{kind} has no field {', '.join(unknown)}")
+    # A ValidationError is a ValueError: pydantic reports it under the event's field.
+    decision: RouteDecision = _decision_adapter(kind).validate_python(fields)
     return decision
+
+
+@functools.cache
+def _decision_adapter(kind: str) -> TypeAdapter[Any]:
+    return TypeAdapter(_DECISIONS[kind])
 
 
 _Decision = Annotated[
@@ -300,16 +314,29 @@ def _adapter(cls: type[RunEvent]) -> TypeAdapter[Any]:
 def parse_event(data: str | bytes | Mapping[str, Any]) -> Event:
     """An event from its JSON form (`to_json()` text or `to_dict()` data).
 
+    Whatever `data` holds, only these two errors are raised.
+
     Raises:
-        UsageError: `data` does not name a known event under "event".
+        UsageError: `data` is not JSON, nests too deeply for JSON, or does not name a
+            known event under "event".
         pydantic.ValidationError: its fields do not fit that event.
     """
-    if isinstance(data, str | bytes):
-        data = json.loads(data)
-    if not isinstance(data, Mapping) or data.get("event") not in _KINDS:
-        name = data.get("event") if isinstance(data, Mapping) else None
-        raise UsageError(f"parse_event(data=) takes an event's JSON form; no event {name!r}")
-    cls = _KINDS[data["event"]]
-    fields = {key: value for key, value in data.items() if key != "event"}
-    event: Event = _adapter(cls).validate_python(fields)
+    parsed: Any = _loads(data) if isinstance(data, str | bytes | bytearray) else data
+    name = parsed.get("event") if isinstance(parsed, Mapping) else None
+    if not isinstance(name, str) or name not in _KINDS:
+        shown = name if name is None or isinstance(name, str) else type(name).__name__
+        raise UsageError(f"parse_event(data=) takes an event's JSON form; no event {shown!r}")
+    fields = {key: value for key, value in parsed.items() if key != "event"}
+    event: Event = _adapter(_KINDS[name]).validate_python(fields)
     return event
+
+
+def _loads(text: str | bytes | bytearray) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        raise UsageError(
+            f"parse_event(data=) takes an event's JSON form; not JSON: {exc}"
+        ) from None
+    except RecursionError:
+        raise UsageError("parse_event(data=): the JSON nests too deeply") from None

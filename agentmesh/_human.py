@@ -14,14 +14,15 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import pydantic
 import pydantic_core
-from pydantic import TypeAdapter
+from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 
 from agentmesh._limits import recorded
 from agentmesh._logging import redact
+from agentmesh.checkpoints._codec import read_as
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.decisions import (
     Approve,
@@ -72,15 +73,27 @@ def _answer_json(answer: HumanDecision) -> dict[str, Any]:
     return {"decision": "edit", "arguments": answer.arguments, "query": answer.query}
 
 
-def _answer_of(data: Any) -> HumanDecision | None:
-    if data is None:
-        return None
-    kind = data["decision"]
-    if kind == "approve":
-        return Approve()
-    if kind == "reject":
-        return Reject(data["reason"])
-    return Edit(arguments=data.get("arguments"), query=data.get("query"))
+def _answer_kind(data: Any) -> Any:
+    return data.get("decision") if isinstance(data, dict) else None
+
+
+# How `_answer_json` wrote an answer, read back by pydantic into the answer itself: the
+# answer classes' own checks (a reason, exactly one of arguments and query) apply.
+_StoredAnswer = Annotated[
+    Annotated[Approve, Tag("approve")]
+    | Annotated[Reject, Tag("reject")]
+    | Annotated[Edit, Tag("edit")],
+    Discriminator(_answer_kind),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredEntry:
+    """An `_Entry` as the store holds it (`_Entry.to_json`), read back typed."""
+
+    pending: PendingDecision
+    answer: _StoredAnswer | None
+    applied: StrictBool
 
 
 def digest(value: Any) -> str:
@@ -101,14 +114,13 @@ class DecisionBook:
 
     @classmethod
     async def load(cls, store: CheckpointStore, run_id: str) -> DecisionBook:
+        """The run's decisions; a damaged one raises `CheckpointError` naming it."""
         book = cls(store, run_id)
         for checkpoint in await store.list(run_id, STAGE):
-            value: Any = checkpoint.value
-            book._entries[checkpoint.key] = _Entry(
-                _PENDING.validate_python(value["pending"]),
-                _answer_of(value["answer"]),
-                bool(value["applied"]),
+            stored: _StoredEntry = read_as(
+                store, checkpoint, _StoredEntry, expected="a pending decision"
             )
+            book._entries[checkpoint.key] = _Entry(stored.pending, stored.answer, stored.applied)
         return book
 
     def answer(self, decision_id: str) -> HumanDecision | None:

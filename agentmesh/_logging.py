@@ -187,9 +187,7 @@ def _redact_value(value: object, depth: int) -> object:
     if isinstance(value, list | tuple):
         return _redact_sequence(value, depth + 1)
     if isinstance(value, bytes):
-        text = value.decode("latin-1")
-        redacted = _redact_text(text)
-        return value if redacted is text else redacted.encode("latin-1")
+        return _redact_bytes(value)
     # Other objects are rendered by repr later; the post-render pass covers their text.
     return value
 
@@ -198,14 +196,53 @@ _SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 
 def _redact_mapping(mapping: Mapping[Any, Any], depth: int) -> Mapping[Any, Any]:
+    # One screening of all keys and string values together is cheaper than one per item.
+    texts = [value for value in mapping.values() if type(value) is str]
+    try:
+        clean = not _may_hold_secret("\n".join([*mapping, *texts]))
+    except TypeError:  # a key that is not a string
+        clean = False
+    if clean:
+        return _redact_values(mapping, depth, texts_clean=True)
+    return _redact_keyed(mapping, depth, texts_clean=not _may_hold_secret("\n".join(texts)))
+
+
+def _redact_item(key: object, value: object, depth: int, texts_clean: bool) -> object:
+    # Exact-type fast paths: this runs for every item of every emitted event.
+    if _is_secret_name(key) if type(key) is str else _is_secret_key(key):
+        return _conceal(value)
+    if type(value) is str:
+        return value if texts_clean else _redact_text(value)
+    if type(value) in _SCALARS:
+        return value
+    return _redact_value(value, depth)
+
+
+def _redact_keyed(mapping: Mapping[Any, Any], depth: int, texts_clean: bool) -> Mapping[Any, Any]:
+    """`mapping` with its keys masked as well as its values, in its order.
+
+    Two keys can mask to one text (two DSNs differing only in their password, or a key
+    already showing "[REDACTED]"): the later masked one gets a " (2)" suffix, so no value
+    is lost. A key that needed no masking keeps its name.
+    """
+    keys = [(key, _redact_key(key)) for key in mapping]
+    if all(new is key for key, new in keys):
+        return _redact_values(mapping, depth, texts_clean)
+    taken = {key for key, new in keys if new is key}
+    redacted: dict[Any, Any] = {}
+    for (key, new), value in zip(keys, mapping.values(), strict=True):
+        if new is not key:
+            new = _unique_key(new, taken)
+            taken.add(new)
+        redacted[new] = _redact_item(key, value, depth, texts_clean)
+    return redacted
+
+
+def _redact_values(mapping: Mapping[Any, Any], depth: int, texts_clean: bool) -> Mapping[Any, Any]:
     # Copy on first change only: the caller owns `mapping`, and most events hold no secret.
     copy: dict[Any, Any] | None = None
-    # One screening of all string values together is cheaper than one per value.
-    texts_clean = not _may_hold_secret(
-        "\n".join([value for value in mapping.values() if type(value) is str])
-    )
     for key, value in mapping.items():
-        # Exact-type fast paths: this loop runs for every emitted event.
+        # `_redact_item` inlined: this loop runs for every emitted event.
         if _is_secret_name(key) if type(key) is str else _is_secret_key(key):
             new = _conceal(value)
         elif type(value) is str:
@@ -221,6 +258,32 @@ def _redact_mapping(mapping: Mapping[Any, Any], depth: int) -> Mapping[Any, Any]
                 copy = dict(mapping)
             copy[key] = new
     return mapping if copy is None else copy
+
+
+def _redact_key(key: object) -> object:
+    if isinstance(key, str):
+        return _redact_text(key)
+    if isinstance(key, bytes):
+        return _redact_bytes(key)
+    # Numbers, enums and other hashable keys are rendered by repr later, in logs.
+    return key
+
+
+def _unique_key(key: Any, taken: set[Any]) -> Any:
+    """`key`, or `key (2)`, `key (3)`...: the first name not in `taken`."""
+    number = 2
+    candidate = key
+    while candidate in taken:
+        suffix = f" ({number})"
+        candidate = key + suffix.encode() if isinstance(key, bytes) else f"{key}{suffix}"
+        number += 1
+    return candidate
+
+
+def _redact_bytes(value: bytes) -> bytes:
+    text = value.decode("latin-1")
+    redacted = _redact_text(text)
+    return value if redacted is text else redacted.encode("latin-1")
 
 
 def _redact_sequence(items: list[Any] | tuple[Any, ...], depth: int) -> list[Any] | tuple[Any, ...]:

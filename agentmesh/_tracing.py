@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentmesh._logging import redact
 from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 
@@ -93,7 +94,8 @@ def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]
     tracer = _tracer
     if tracer is None:
         return _NO_SPAN
-    clean = {f"agentmesh.{k}": v for k, v in attributes.items() if v is not None}
+    # A topic or an id is the caller's text: masked as in logs, for spans leave the process.
+    clean = redact({f"agentmesh.{k}": v for k, v in attributes.items() if v is not None})
     return tracer.start_as_current_span(f"agentmesh.{name}", attributes=clean)  # type: ignore[no-any-return]
 
 

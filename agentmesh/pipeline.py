@@ -17,8 +17,8 @@ import pydantic_core
 
 from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
-from agentmesh.checkpoints import CheckpointError, CheckpointStore, SQLiteStore
-from agentmesh.checkpoints._codec import declared_output_type, decode, encode, revive
+from agentmesh.checkpoints import CheckpointStore, SQLiteStore
+from agentmesh.checkpoints._codec import declared_output_type, decode, encode, read_as, revive
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
@@ -47,6 +47,20 @@ class _Stage:
     def revive(self, value: Any, run_id: str) -> Any:
         """The stage's output as the next stage sees it, the same fresh or resumed."""
         return revive(value, self.output_type, what=f"the output of stage {self.name!r} ({run_id})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """The pipeline's input as stored: a digest, never the value (it may hold secrets)."""
+
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """The stage names, in order, of the definition that checkpointed a run."""
+
+    stages: tuple[str, ...]
 
 
 class Pipeline:
@@ -150,7 +164,8 @@ class Pipeline:
             saved = await store.get(run_id, self._address(stage), _OUTPUT)
             if saved is None:
                 break
-            previous = stage.revive(saved.value, run_id)
+            what = f"the output of stage {stage.name!r}"
+            previous = read_as(store, saved, stage.output_type, what=what)
             done.append(stage.name)
             log.info("stage_skipped", stage=stage.name, reason="checkpointed")
         attempts = 0
@@ -252,7 +267,7 @@ class Pipeline:
         saved = await store.get(run_id, self.name, _INPUT)
         if saved is None:
             await store.put(run_id, self.name, _INPUT, {"sha256": digest})
-        elif isinstance(saved.value, dict) and saved.value.get("sha256") != digest:
+        elif read_as(store, saved, _Input, expected="an input's digest").sha256 != digest:
             raise UsageError(
                 f"Pipeline.run(run_id={run_id!r}): this run was started with a different "
                 "input; use a new run id, or delete the run's checkpoints to start it over"
@@ -271,11 +286,7 @@ class Pipeline:
                 log.warning("pipeline_shape_unknown", stages=list(self.stages))
             await store.put(run_id, self.name, _SHAPE, {"stages": list(self.stages)})
             return
-        stages = _saved_stages(saved.value)
-        if stages is None:
-            raise CheckpointError(
-                f"checkpoint {saved.address} is not a pipeline's shape: {saved.value!r}"
-            )
+        stages = read_as(store, saved, _Shape, expected="a pipeline's shape").stages
         if stages != self.stages:
             raise UsageError(
                 f"Pipeline.run(run_id={run_id!r}): this run was checkpointed by another "
@@ -292,14 +303,6 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"<Pipeline {self.name}: {' -> '.join(self.stages)}>"
-
-
-def _saved_stages(value: Any) -> tuple[str, ...] | None:
-    """The stage names of a saved shape, or None when it is not one."""
-    stages = value.get("stages") if isinstance(value, dict) else None
-    if not isinstance(stages, list) or not all(isinstance(name, str) for name in stages):
-        return None
-    return tuple(stages)
 
 
 def _difference(saved: Sequence[str], current: Sequence[str]) -> str:

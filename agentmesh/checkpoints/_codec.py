@@ -7,16 +7,19 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, TypeVar, get_args, get_origin
 
 import pydantic
 import pydantic_core
 
-from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints._errors import CheckpointError, damaged
 from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 
-__all__ = ["SCHEMA_VERSION", "declared_output_type", "decode", "encode", "revive"]
+if TYPE_CHECKING:
+    from agentmesh.checkpoints._store import Checkpoint
+
+__all__ = ["SCHEMA_VERSION", "declared_output_type", "decode", "encode", "read_as", "revive"]
 
 T = TypeVar("T")
 
@@ -34,6 +37,45 @@ def encode(value: object, *, what: str) -> str:
 
 def decode(text: str) -> Any:
     return json.loads(text)
+
+
+_WHOLE: Final = object()
+
+
+def read_as(
+    store: object,
+    checkpoint: Checkpoint,
+    shape: Any,
+    *,
+    part: Any = _WHOLE,
+    what: str = "it",
+    expected: str | None = None,
+) -> Any:
+    """A stored value validated as `shape` (any type pydantic knows; None keeps it as is).
+
+    `part` is a piece of the checkpoint's value to read instead of all of it; `what`
+    names the value and `expected` its shape in the error (by default the type's name).
+    A value that does not fit (a damaged row, or one other code wrote) raises
+    `CheckpointError` naming `store`, the run and the key, and why.
+    """
+    value = checkpoint.value if part is _WHOLE else part
+    if shape is None:
+        return value
+    try:
+        return _adapter(shape).validate_python(value)
+    except pydantic.ValidationError as exc:
+        why = f"{what} is not {expected or _type_name(shape)} ({_problems(exc)})"
+        raise damaged(store, checkpoint.run_id, checkpoint.stage, checkpoint.key, why) from None
+
+
+def _problems(exc: pydantic.ValidationError) -> str:
+    # Where and what, without the input values: pydantic's full text repeats them.
+    shown = [
+        f"{'.'.join(map(str, error['loc'])) or 'the value'}: {error['msg']}"
+        for error in exc.errors(include_url=False, include_input=False)[:3]
+    ]
+    more = exc.error_count() - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
 def revive(value: Any, as_type: Any, *, what: str) -> Any:
@@ -102,4 +144,6 @@ def _adapter(as_type: Any) -> pydantic.TypeAdapter[Any]:
 
 
 def _type_name(as_type: Any) -> str:
+    if get_origin(as_type) is typing.Annotated:  # a type with checks: named by the type
+        as_type = get_args(as_type)[0]
     return getattr(as_type, "__qualname__", None) or repr(as_type)

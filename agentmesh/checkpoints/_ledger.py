@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
+from pydantic import StrictBool
 
 from agentmesh._logging import redact
-from agentmesh.checkpoints._codec import revive
-from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints._codec import read_as
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.envelope import PartialResults
 from agentmesh.task import Task
@@ -52,6 +52,14 @@ def _digest(value: Any) -> str:
     jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
     canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """A ledger entry as `ToolLedger.record` writes it; the result is typed by the caller."""
+
+    result: Any
+    masked: StrictBool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +111,11 @@ class ToolLedger:
         entry = await self.store.get(self.run_id, self.stage, call)
         if entry is None:
             return None
-        value = entry.value
-        if not isinstance(value, dict) or "result" not in value:
-            raise CheckpointError(f"ledger entry {entry.address} has no recorded result")
-        data = revive(value["result"], result_type, what=f"the recorded result of {entry.address}")
-        if value.get("masked"):
+        recorded: _Recorded = read_as(self.store, entry, _Recorded, expected="a ledger entry")
+        data = read_as(
+            self.store, entry, result_type, part=recorded.result, what="its recorded result"
+        )
+        if recorded.masked:
             self.log.info("ledger_result_masked", call=call)
         return Replay(data=data, call=call)
 

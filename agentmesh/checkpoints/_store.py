@@ -19,8 +19,8 @@ from typing import Any, Protocol, Self, TypeAlias, TypeVar, overload, runtime_ch
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from agentmesh.checkpoints._codec import SCHEMA_VERSION, decode, encode, revive
-from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints._codec import SCHEMA_VERSION, decode, encode, read_as, revive
+from agentmesh.checkpoints._errors import damaged
 from agentmesh.errors import UsageError
 
 __all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
@@ -163,7 +163,7 @@ class StoreBase(abc.ABC):
         if row is None:
             return None
         checkpoint = self._record(row)
-        return checkpoint if model is None else checkpoint.value_as(model)
+        return checkpoint if model is None else read_as(self, checkpoint, model)
 
     async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
         """The run's checkpoints (of one stage, if given), in the order first saved."""
@@ -182,18 +182,30 @@ class StoreBase(abc.ABC):
     def _record(self, row: Row) -> Checkpoint:
         run_id, stage, key, version, text, saved_at = row
         if version != SCHEMA_VERSION:
-            raise CheckpointError(
-                f"checkpoint {run_id}/{stage}/{key} in {self!r} has schema version {version}; "
-                f"this agentmesh reads version {SCHEMA_VERSION}"
+            raise damaged(
+                self,
+                run_id,
+                stage,
+                key,
+                f"it has schema version {version}; this agentmesh reads version {SCHEMA_VERSION}",
             )
-        # Written by `encode`, so it is JSON already: no need to validate it again.
+        # Written by `encode` as JSON with a float time: anything else was damaged outside.
+        try:
+            value = decode(text)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise damaged(self, run_id, stage, key, f"it is not JSON ({exc})") from None
+        try:
+            saved = datetime.fromtimestamp(saved_at, UTC)
+        except (TypeError, ValueError, OverflowError, OSError):
+            raise damaged(self, run_id, stage, key, f"its time {saved_at!r} is not one") from None
+        # JSON already: no need to validate it again.
         return Checkpoint.model_construct(
             run_id=run_id,
             stage=stage,
             key=key,
-            value=decode(text),
+            value=value,
             schema_version=version,
-            saved_at=datetime.fromtimestamp(saved_at, UTC),
+            saved_at=saved,
         )
 
     # -- what a store implements ---------------------------------------------------------

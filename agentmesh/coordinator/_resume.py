@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Annotated, ClassVar, Final
 
 import pydantic_core
-from pydantic import TypeAdapter
+from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
+from pydantic.alias_generators import to_camel
 
 from agentmesh._event_channel import EventSink
 from agentmesh._events import DecisionApplied
@@ -25,6 +26,7 @@ from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
 from agentmesh._logging import redact
 from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered
 from agentmesh.coordinator._decisions import Escalate, RouteDecision
 from agentmesh.coordinator._report import CoverageStatus, Step, TaskRecord
@@ -50,7 +52,6 @@ __all__ = [
 
 STAGE: Final = "agentmesh.run"
 _PLAN: Final = "plan"
-_RECORD: Final[TypeAdapter[TaskRecord]] = TypeAdapter(TaskRecord)
 _TASK: Final[TypeAdapter[Task]] = TypeAdapter(Task)
 
 Job = tuple[str, Task, Subagent]
@@ -115,18 +116,42 @@ async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Su
         )
     jobs: list[Job] = []
     masked: set[str] = set()
-    value: Any = saved.value
-    for item in value:
-        name = item["subagent"]
-        if name not in subagents:
+    items: list[_PlannedJob] = read_as(store, saved, list[_PlannedJob], expected="a run's plan")
+    for item in items:
+        if item.subagent not in subagents:
             raise UsageError(
-                f"resume(run_id={run_id!r}): the run's task {item['taskId']} went to subagent "
-                f"{name!r}, which this Coordinator does not have; known: {sorted(subagents)}"
+                f"resume(run_id={run_id!r}): the run's task {item.task_id} went to subagent "
+                f"{item.subagent!r}, which this Coordinator does not have; "
+                f"known: {sorted(subagents)}"
             )
-        jobs.append((item["taskId"], _TASK.validate_python(item["task"]), subagents[name]))
-        if item.get("masked", False):
-            masked.add(item["taskId"])
+        jobs.append((item.task_id, item.task, subagents[item.subagent]))
+        if item.masked:
+            masked.add(item.task_id)
     return Plan(tuple(jobs), frozenset(masked))
+
+
+def _has_steps(record: TaskRecord) -> TaskRecord:
+    if not record.steps:
+        raise ValueError("a task's record has at least one step")
+    return record
+
+
+_StoredRecord = Annotated[TaskRecord, AfterValidator(_has_steps)]
+"""A `TaskRecord` as `stored` saved it: a finished task took at least one step."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PlannedJob:
+    """One job of a plan as `save_plan` stores it, read back typed."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True
+    )
+
+    task_id: str
+    task: Task
+    subagent: str
+    masked: StrictBool = False
 
 
 def originals(plan: Plan, given: Sequence[Job], run_id: str) -> list[Job]:
@@ -175,9 +200,10 @@ def _runs_again(record: TaskRecord | None, book: DecisionBook, task: Task) -> bo
 
 
 async def load_records(store: CheckpointStore, run_id: str) -> dict[str, TaskRecord]:
+    """The run's finished tasks; a damaged record raises `CheckpointError` naming it."""
     records = await store.list(run_id, STAGE)
     return {
-        c.key.removeprefix("record/"): _RECORD.validate_python(c.value)
+        c.key.removeprefix("record/"): read_as(store, c, _StoredRecord, expected="a task's record")
         for c in records
         if c.key.startswith("record/")
     }
