@@ -5,6 +5,9 @@ an `ErrorEnvelope` that says what failed, what was tried, what was found and wha
 could work. See the README for a tour.
 """
 
+from typing import Any
+
+from agentmesh import errors
 from agentmesh._logging import configure_logging, redact_secrets
 from agentmesh._tracing import configure_tracing
 from agentmesh.breaker import BreakerState, CircuitBreaker
@@ -21,13 +24,14 @@ from agentmesh.envelope import (
 )
 from agentmesh.errors import (
     AgentError,
+    AgentmeshError,
     BusinessError,
     CallFailed,
+    InvalidInput,
     PermissionDenied,
     ToolCallFailed,
     TransientError,
     UsageError,
-    ValidationError,
 )
 from agentmesh.pipeline import Pipeline
 from agentmesh.retry import RetryBudget, RetryPolicy
@@ -37,6 +41,7 @@ from agentmesh.tools import Tool, tool
 
 __all__ = [
     "AgentError",
+    "AgentmeshError",
     "BreakerState",
     "BusinessError",
     "CallFailed",
@@ -46,6 +51,7 @@ __all__ = [
     "Coordinator",
     "ErrorCategory",
     "ErrorEnvelope",
+    "InvalidInput",
     "Outcome",
     "PartialResults",
     "PermissionDenied",
@@ -61,7 +67,6 @@ __all__ = [
     "ToolCallFailed",
     "TransientError",
     "UsageError",
-    "ValidationError",
     "classify",
     "configure_logging",
     "configure_tracing",
@@ -72,9 +77,12 @@ __all__ = [
 ]
 
 _DISTRIBUTION = "agentmesh-failwell"
+_RENAMED = frozenset({"ValidationError"})
 
 
-def __getattr__(name: str) -> str:
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        return getattr(errors, name)  # warns, and names the new spelling
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     # Read when asked: importlib.metadata costs milliseconds the import need not pay.

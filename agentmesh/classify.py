@@ -69,10 +69,10 @@ from agentmesh.envelope import (
 from agentmesh.errors import (
     AgentError,
     CallFailed,
+    InvalidInput,
     PermissionDenied,
     TransientError,
     UsageError,
-    ValidationError,
 )
 
 __all__ = [
@@ -499,7 +499,7 @@ def _pydantic(exc: pydantic.ValidationError) -> AgentError:
     for error in exc.errors(include_url=False, include_input=False):
         field = ".".join(str(part) for part in error["loc"])
         problems.append(f"{field}: {error['msg']}" if field else error["msg"])
-    return ValidationError(
+    return InvalidInput(
         f"invalid input: {'; '.join(problems)}",
         error_type="invalid_input",
         details=f"{exc.title}: {exc.error_count()} validation error(s)",

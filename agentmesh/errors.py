@@ -1,32 +1,40 @@
-"""Exceptions of agentmesh.
+"""Exceptions of agentmesh: every one derives from `AgentmeshError`.
 
-Three kinds, kept apart:
+::
 
-* **Signals** that a subagent or tool raises on purpose to say how it failed. Each is
-  turned into an `ErrorEnvelope` of its category::
+    AgentmeshError
+    ├── AgentError              a signal: a subagent or tool says how it failed
+    │   ├── TransientError      transient, retryable: timeouts, rate limits, outages
+    │   ├── InvalidInput        validation: the input was malformed; fix it, don't retry blindly
+    │   ├── BusinessError       business: a domain rule blocked the action
+    │   └── PermissionDenied    permission: the caller may not do this
+    ├── CallFailed              an outcome in flight: carries a final envelope
+    │   └── ToolCallFailed      raised by `ctx.call` when a tool failed for good
+    ├── UsageError              misuse of the API (also a `ValueError`)
+    └── CheckpointError         a store or stored record cannot be used (agentmesh.checkpoints)
 
-      AgentError
-      ├── TransientError      transient, retryable: timeouts, rate limits, outages
-      ├── ValidationError     validation: the input was malformed; fix it, don't retry blindly
-      ├── BusinessError       business: a domain rule blocked the action
-      └── PermissionDenied    permission: the caller may not do this
+Three kinds, kept apart (as pydantic-ai keeps `ModelRetry`, `UserError` and its runtime
+errors apart):
 
-* **An outcome in flight**: `CallFailed` carries an envelope that is already final.
-  `ctx.call` raises its subclass `ToolCallFailed` when a tool failed for good (after
-  local retries); catch it to go on with other sources, or let it propagate and it
-  becomes the subagent's outcome, unchanged::
+* **Signals** that user code raises on purpose. Each becomes an `ErrorEnvelope` of its
+  category; none escapes a subagent's run.
+* **An outcome in flight**: `CallFailed` carries an envelope that is already final;
+  catch `ToolCallFailed` to go on with other sources, or let it propagate and it
+  becomes the subagent's outcome, unchanged.
+* **Failures of the library's use**: `UsageError`, raised at definition or call time with
+  a message naming the offending argument, and `CheckpointError` for a store whose
+  contents cannot be used (the code may be right and the file wrong).
 
-      CallFailed
-      └── ToolCallFailed
-
-* **Misuse of the API**: `UsageError`, raised at definition or call time with a message
-  that names the offending argument.
+`InvalidInput` was called `ValidationError` until 0.2; the old name still imports, with
+a `DeprecationWarning`, for one release: it shadowed pydantic's `ValidationError` in
+code that used both.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentmesh.envelope import ErrorCategory
 
@@ -35,17 +43,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentError",
+    "AgentmeshError",
     "BusinessError",
     "CallFailed",
+    "InvalidInput",
     "PermissionDenied",
     "ToolCallFailed",
     "TransientError",
     "UsageError",
-    "ValidationError",
 ]
 
 
-class AgentError(Exception):
+class AgentmeshError(Exception):
+    """The root of every exception agentmesh raises: `except AgentmeshError` catches them all."""
+
+
+class AgentError(AgentmeshError):
     """A failure a subagent or tool reports on purpose, with what the coordinator needs.
 
     Args:
@@ -106,7 +119,7 @@ class TransientError(AgentError):
     default_error_type = "unavailable"
 
 
-class ValidationError(AgentError):
+class InvalidInput(AgentError):
     """The input was malformed: correct the request rather than retrying it unchanged."""
 
     default_category = ErrorCategory.VALIDATION
@@ -127,7 +140,7 @@ class PermissionDenied(AgentError):
     default_error_type = "permission_denied"
 
 
-class CallFailed(Exception):
+class CallFailed(AgentmeshError):
     """A call failed for good, after its own local retries; `envelope` says how.
 
     Raise it (with an envelope you already have) to end a subagent or a tool with that
@@ -144,5 +157,25 @@ class ToolCallFailed(CallFailed):
     """A tool failed for good; raised by `Context.call`."""
 
 
-class UsageError(ValueError):
-    """agentmesh was used in a way it does not support; the message names the argument."""
+class UsageError(AgentmeshError, ValueError):
+    """agentmesh was used in a way it does not support; the message names the argument.
+
+    Also a `ValueError`, as it was before `AgentmeshError` existed.
+    """
+
+
+# Old names kept importable for one release, each with a warning that says what to use.
+_RENAMED = {"ValidationError": "InvalidInput"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"agentmesh's {name} is now {new} (it shadowed pydantic's {name}); "
+        f"the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

@@ -15,6 +15,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
     """Nothing private leaks into `agentmesh.__all__`, and every name there exists."""
     assert set(agentmesh.__all__) == {
         "AgentError",
+        "AgentmeshError",
         "BreakerState",
         "BusinessError",
         "CallFailed",
@@ -24,6 +25,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         "Coordinator",
         "ErrorCategory",
         "ErrorEnvelope",
+        "InvalidInput",
         "Outcome",
         "PartialResults",
         "PermissionDenied",
@@ -39,7 +41,6 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         "ToolCallFailed",
         "TransientError",
         "UsageError",
-        "ValidationError",
         "classify",
         "configure_logging",
         "configure_tracing",

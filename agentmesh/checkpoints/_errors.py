@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentmesh.errors import AgentmeshError
+
 __all__ = ["CheckpointError", "damaged"]
 
 
-class CheckpointError(Exception):
+class CheckpointError(AgentmeshError):
     """A checkpoint store or record cannot be used: a foreign or corrupt file, a schema
     version this agentmesh does not read, a record that no longer fits its type, or a
     failed read or write.

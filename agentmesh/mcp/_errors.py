@@ -23,7 +23,7 @@ import pydantic
 
 from agentmesh._mappers import Mapper
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope
-from agentmesh.errors import AgentError, TransientError, ValidationError
+from agentmesh.errors import AgentError, InvalidInput, TransientError
 
 if TYPE_CHECKING:
     import mcp
@@ -66,7 +66,7 @@ def _mcp_error(exc: mcp.MCPError) -> AgentError:
     if exc.code == REQUEST_TIMEOUT:
         return TransientError(message, error_type="timeout", details=details)
     if exc.code == INVALID_PARAMS:
-        return ValidationError(message, error_type="invalid_params", details=details)
+        return InvalidInput(message, error_type="invalid_params", details=details)
     return AgentError(
         message, category=ErrorCategory.OTHER, error_type="mcp_error", details=details
     )

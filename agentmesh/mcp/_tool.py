@@ -15,7 +15,7 @@ import pydantic_core
 
 from agentmesh._numbers import number
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
-from agentmesh.errors import AgentError, UsageError, ValidationError
+from agentmesh.errors import AgentError, InvalidInput, UsageError
 from agentmesh.mcp._errors import tool_error
 from agentmesh.tools import Tool
 
@@ -149,7 +149,7 @@ class MCPTool(Tool[..., Any]):
     async def _describe(self) -> None:
         spec = await self.server.describe(self.name)
         if spec is None:
-            raise ValidationError(
+            raise InvalidInput(
                 f"{self.server.name} has no tool named {self.name!r}",
                 error_type="unknown_tool",
                 details=f"tools of {self.server.name}: {sorted(self.server.tool_names)}",
@@ -166,7 +166,7 @@ class MCPTool(Tool[..., Any]):
                 problems = "; ".join(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
                 )
-                raise ValidationError(
+                raise InvalidInput(
                     f"invalid input: {problems}",
                     error_type="invalid_input",
                     field=".".join(map(str, exc.errors()[0]["loc"])) or None,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentmesh.envelope import PolicyVerdict
+from agentmesh.errors import UsageError
 from agentmesh.policies._core import Decision, ToolCallEvent, ToolPolicy, ToolResultEvent
 
 __all__ = ["PolicyChain"]
@@ -85,7 +86,7 @@ def _checked(decision: object, policy: ToolPolicy) -> Decision | None:
     if decision is None or isinstance(decision, Decision):
         return decision
     # A policy must decide explicitly; anything else is a bug, and bugs fail closed.
-    raise TypeError(f"policy {_name(policy)} returned {decision!r}, not a Decision or None")
+    raise UsageError(f"policy {_name(policy)} returned {decision!r}, not a Decision or None")
 
 
 def _name(policy: ToolPolicy) -> str:

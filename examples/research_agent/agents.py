@@ -22,10 +22,10 @@ from typing import TypeAlias
 from agentmesh import (
     Context,
     ErrorEnvelope,
+    InvalidInput,
     RetryPolicy,
     Subagent,
     Task,
-    ValidationError,
     subagent,
     tool,
 )
@@ -80,7 +80,7 @@ def search_agent(
         """The best passages of one document for `query`."""
         parsed = _parse(query)
         if document not in corpus.documents:
-            raise ValidationError(f"{source} has no document {document!r}", error_type="not_found")
+            raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
         async with _answer_within(CALL_TIMEOUT, source):
             call = f"read {document} {query}"
             empty = await faults.strike(source, call, plain_query=not parsed.has_syntax)
@@ -135,4 +135,4 @@ def _parse(query: str) -> Query:
     try:
         return parse_query(query)
     except QuerySyntaxError as exc:
-        raise ValidationError(str(exc), error_type="invalid_query") from None
+        raise InvalidInput(str(exc), error_type="invalid_query") from None

@@ -9,7 +9,7 @@ would be, so that agentmesh's classification, local retry and routing do the res
 | `rate_limit`  | the backend answers "slow down, retry after 50ms" | TransientError, 429-like |
 | `unavailable` | the backend refuses the connection                | ConnectionError          |
 | `permission`  | the backend refuses this caller                   | PermissionDenied         |
-| `invalid`     | the backend accepts plain words only, no quotes   | ValidationError          |
+| `invalid`     | the backend accepts plain words only, no quotes   | InvalidInput          |
 | `empty`       | the backend finds nothing                         | an empty success         |
 
 A fault strikes each call with its probability (1 by default). Draws are derived from
@@ -23,7 +23,7 @@ import asyncio
 import random
 from collections.abc import Iterable
 
-from agentmesh import PermissionDenied, TransientError, ValidationError
+from agentmesh import InvalidInput, PermissionDenied, TransientError
 
 from .faults import Fault
 
@@ -83,7 +83,7 @@ async def _fail(fault: Fault, source: str) -> None:
     elif fault.kind == "permission":
         raise PermissionDenied(f"{source}: this caller may not read the index {note}")
     elif fault.kind == "invalid":
-        raise ValidationError(
+        raise InvalidInput(
             f"{source}: quoted terms are not supported; send plain words {note}",
             error_type="invalid_query",
         )

@@ -21,11 +21,11 @@ from agentmesh import (
     AgentError,
     Context,
     ErrorEnvelope,
+    InvalidInput,
     RetryPolicy,
     Subagent,
     Task,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -151,13 +151,13 @@ def planner_agent(model: Model) -> Subagent:
         )
         items = _tool_input(response, "plan_research").get("subtopics")
         if not isinstance(items, list) or not 2 <= len(items) <= 5:
-            raise ValidationError("the plan must have 2 to 5 subtopics", error_type="invalid_plan")
+            raise InvalidInput("the plan must have 2 to 5 subtopics", error_type="invalid_plan")
         subtopics = []
         for item in items:
             title = str(item.get("title", "")).strip() if isinstance(item, dict) else ""
             query = str(item.get("query", "")).strip() if isinstance(item, dict) else ""
             if not title or not query or query.count('"') % 2:
-                raise ValidationError(f"unusable subtopic {item!r}", error_type="invalid_plan")
+                raise InvalidInput(f"unusable subtopic {item!r}", error_type="invalid_plan")
             subtopics.append(Subtopic(title=title, query=query))
         return subtopics
 
@@ -222,9 +222,9 @@ def model_analysis(model: Model, *, keep: int = 4) -> Analyse:
 _WEB_ERRORS: Mapping[str, type[AgentError]] = {
     "too_many_requests": TransientError,
     "unavailable": TransientError,
-    "max_uses_exceeded": ValidationError,
-    "query_too_long": ValidationError,
-    "invalid_tool_input": ValidationError,
+    "max_uses_exceeded": InvalidInput,
+    "query_too_long": InvalidInput,
+    "invalid_tool_input": InvalidInput,
 }
 
 

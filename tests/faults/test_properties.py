@@ -20,6 +20,7 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     Outcome,
     PartialResults,
     PermissionDenied,
@@ -28,7 +29,6 @@ from agentmesh import (
     Success,
     Task,
     ToolCallFailed,
-    ValidationError,
     subagent,
     tool,
 )
@@ -71,7 +71,7 @@ def raise_or_return(kind: str) -> list[str]:
     if kind == "refused":
         raise ConnectionRefusedError("connection refused")
     if kind == "invalid":
-        raise ValidationError("malformed query")
+        raise InvalidInput("malformed query")
     if kind == "denied":
         raise PermissionDenied("not allowed")
     if kind == "business":

@@ -20,13 +20,13 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryBudget,
     RetryPolicy,
     Subagent,
     Success,
     Task,
-    ValidationError,
     subagent,
     tool,
 )
@@ -493,7 +493,7 @@ class TestNothingLost:
             if kind.startswith("down"):
                 raise ConnectionError("connection reset")
             if kind == "invalid":
-                raise ValidationError("the query is malformed")
+                raise InvalidInput("the query is malformed")
             if kind == "business":
                 raise BusinessError("refund window closed", user_message="Too late to refund.")
             if kind == "permission":

@@ -12,12 +12,12 @@ from agentmesh import (
     Context,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryPolicy,
     Success,
     Task,
     UsageError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -124,7 +124,7 @@ class TestCircuitBreaker:
         assert breaker.probe_in() == pytest.approx(30)
 
     @pytest.mark.parametrize(
-        "error", [ValidationError("bad query"), PermissionDenied("no"), KeyError("bug")]
+        "error", [InvalidInput("bad query"), PermissionDenied("no"), KeyError("bug")]
     )
     async def test_only_transient_failures_trip_it(self, error: Exception) -> None:
         """Bad input or a refusal says nothing about the source's health."""

@@ -17,6 +17,7 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryBudget,
     RetryPolicy,
@@ -24,7 +25,6 @@ from agentmesh import (
     Task,
     TransientError,
     UsageError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -236,7 +236,7 @@ class TestValidationRetry:
         async def sql(task: Task, ctx: Context) -> list[dict[str, int]]:
             received.append(task)
             if task.query != "SELECT id FROM orders":
-                raise ValidationError(f"unknown column in {task.query!r}")
+                raise InvalidInput(f"unknown column in {task.query!r}")
             return [{"id": 1}]
 
         def fix(task: Task, envelope: ErrorEnvelope) -> str:
@@ -268,7 +268,7 @@ class TestValidationRetry:
         async def sql(task: Task, ctx: Context) -> None:
             nonlocal runs
             runs += 1
-            raise ValidationError("bad query")
+            raise InvalidInput("bad query")
 
         def same(task: Task, envelope: ErrorEnvelope) -> str:
             nonlocal rewrites
@@ -291,7 +291,7 @@ class TestValidationRetry:
         @subagent(name="sql")
         async def sql(task: Task, ctx: Context) -> None:
             received.append(task.query)
-            raise ValidationError("bad query")
+            raise InvalidInput("bad query")
 
         def flip(task: Task, envelope: ErrorEnvelope) -> str:
             return "b" if task.query == "a" else "a"
@@ -310,7 +310,7 @@ class TestValidationRetry:
         async def sql(task: Task, ctx: Context) -> None:
             nonlocal runs
             runs += 1
-            raise ValidationError("still bad")
+            raise InvalidInput("still bad")
 
         def endless(task: Task, envelope: ErrorEnvelope) -> str:
             nonlocal rewrites
@@ -331,7 +331,7 @@ class TestValidationRetry:
         async def sql(task: Task, ctx: Context) -> None:
             nonlocal runs
             runs += 1
-            raise ValidationError("bad query")
+            raise InvalidInput("bad query")
 
         report = await Coordinator([sql], rewriter=lambda task, envelope: None).run(["q"])
         assert runs == 1
@@ -343,7 +343,7 @@ class TestValidationRetry:
         @subagent(name="sql")
         async def sql(task: Task, ctx: Context) -> str:
             if task.query == "bad":
-                raise ValidationError("bad query")
+                raise InvalidInput("bad query")
             return "ok"
 
         def broken(task: Task, envelope: ErrorEnvelope) -> str:
@@ -542,7 +542,7 @@ class TestEscalation:
         @subagent(name="sql")
         async def sql(task: Task, ctx: Context) -> None:
             received.append(task.query)
-            raise ValidationError("bad")
+            raise InvalidInput("bad")
 
         await Coordinator([sql], router=Stubborn(), max_rounds=2).run(["v0"])
         assert received == ["v0", "v1", "v2"]
@@ -757,7 +757,7 @@ class TestIsolationAndConcurrency:
 
         @subagent(name="sql")
         async def sql(task: Task, ctx: Context) -> None:
-            raise ValidationError("bad")
+            raise InvalidInput("bad")
 
         @subagent(name="other")
         async def other(task: Task, ctx: Context) -> str:
@@ -851,7 +851,7 @@ class TestManyTasks:
             if kind == "empty":
                 return []
             if kind == "validation":
-                raise ValidationError("malformed")
+                raise InvalidInput("malformed")
             if kind == "transient":
                 raise ConnectionError("down")
             if kind == "permission":

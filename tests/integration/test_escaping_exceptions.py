@@ -16,12 +16,12 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     Report,
     Success,
     Task,
     ToolCallFailed,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -371,7 +371,7 @@ class TestStrictMode:
     async def test_classified_and_other_errors_still_become_envelopes(self) -> None:
         """A registered TypeError, a ValueError and our own signals are classified as usual."""
         classifier = Classifier()
-        classifier.register(TypeError, lambda exc: ValidationError(str(exc)))
+        classifier.register(TypeError, lambda exc: InvalidInput(str(exc)))
         errors = [TypeError("sdk"), ValueError("v"), KeyError("k"), TransientError("t")]
         with strict():
             outcomes = [await raising(error, classifier).run("q") for error in errors]

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentmesh import Context, Coordinator, RetryPolicy, Task, ValidationError, subagent
+from agentmesh import Context, Coordinator, InvalidInput, RetryPolicy, Task, subagent
 from agentmesh.coordinator import CoverageStatus, LLMRewriter, LLMSynthesizer
 from agentmesh.events import UsageUpdated
 from agentmesh.models import AnthropicModel, UsageLimits
@@ -111,7 +111,7 @@ class TestRewriterUsage:
 
         @subagent(name="sql", retry=RetryPolicy.never())
         async def sql(task: Task, ctx: Context) -> list[str]:
-            raise ValidationError(f"unknown column in {task.query!r}")
+            raise InvalidInput(f"unknown column in {task.query!r}")
 
         fake_messages_api.enqueue(
             F.tool_use(
@@ -140,7 +140,7 @@ class TestRewriterUsage:
         @subagent(name="sql", retry=RetryPolicy.never())
         async def sql(task: Task, ctx: Context) -> list[str]:
             await ctx.call_model(sonnet, messages=[{"role": "user", "content": task.query}])
-            raise ValidationError(f"unknown column in {task.query!r}")
+            raise InvalidInput(f"unknown column in {task.query!r}")
 
         fake_messages_api.enqueue(F.text("SELECT idd", input_tokens=15, output_tokens=5))
         coordinator = Coordinator(

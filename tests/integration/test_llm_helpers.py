@@ -14,12 +14,12 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     Report,
     RetryPolicy,
     Task,
     TransientError,
-    ValidationError,
     subagent,
 )
 from agentmesh.coordinator import (
@@ -58,7 +58,7 @@ def error_in(prompt: str) -> dict[str, Any]:
 async def sql(task: Task, ctx: Context) -> list[dict[str, int]]:
     """Knows the orders table; rejects any other column as an invalid query."""
     if task.query != "SELECT id FROM orders":
-        raise ValidationError(f"unknown column in {task.query!r}", details=ORDERS_COLUMNS)
+        raise InvalidInput(f"unknown column in {task.query!r}", details=ORDERS_COLUMNS)
     return [{"id": 1}]
 
 
@@ -83,7 +83,7 @@ class TestLLMRewriter:
         async def tracked(task: Task, ctx: Context) -> list[dict[str, int]]:
             received.append(task.query)
             if task.query != "SELECT id FROM orders":
-                raise ValidationError(f"unknown column in {task.query!r}", details=ORDERS_COLUMNS)
+                raise InvalidInput(f"unknown column in {task.query!r}", details=ORDERS_COLUMNS)
             return [{"id": 1}]
 
         model = ScriptedModel([propose("SELECT id FROM orders", "the column is id, not idd")])
@@ -122,7 +122,7 @@ class TestLLMRewriter:
         async def birthdays(task: Task, ctx: Context) -> None:
             nonlocal runs
             runs += 1
-            raise ValidationError("unknown column 'birthday'", details=ORDERS_COLUMNS)
+            raise InvalidInput("unknown column 'birthday'", details=ORDERS_COLUMNS)
 
         model = ScriptedModel([propose(None, "no column holds birthdays")])
         report = await Coordinator([birthdays], rewriter=LLMRewriter(model)).run(

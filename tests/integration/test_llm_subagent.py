@@ -10,12 +10,12 @@ from agentmesh import (
     Context,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryPolicy,
     Success,
     Task,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -242,7 +242,7 @@ class TestModelFailures:
 
     async def test_a_rejected_request_is_not_retried(self) -> None:
         """A validation failure of the model call is final after one request."""
-        model = ScriptedModel([ValidationError("prompt too long", error_type="invalid_request")])
+        model = ScriptedModel([InvalidInput("prompt too long", error_type="invalid_request")])
         outcome = await LLMSubagent("a", model, retry=fast_retry()).run("q")
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_category is ErrorCategory.VALIDATION

@@ -18,12 +18,12 @@ from structlog.testing import capture_logs
 from agentmesh import (
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     Pipeline,
     RetryPolicy,
     Success,
     TransientError,
     UsageError,
-    ValidationError,
 )
 from agentmesh.checkpoints import DEFAULT_PATH, CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.testing import RecordingSleep
@@ -50,7 +50,7 @@ class Research:
 
     def __init__(self) -> None:
         self.calls = {"retrieval": 0, "analysis": 0, "synthesis": 0}
-        self.analysis_error: Exception | None = ValidationError("the analysis prompt is malformed")
+        self.analysis_error: Exception | None = InvalidInput("the analysis prompt is malformed")
         self.seen_by_analysis: list[Any] = []
 
     async def retrieval(self, query: str) -> list[Doc]:
@@ -268,7 +268,7 @@ class TestChangedDefinition:
 
 
 async def _fail(letters: list[str]) -> list[str]:
-    raise ValidationError("stage b is broken")
+    raise InvalidInput("stage b is broken")
 
 
 class TestStageFailures:

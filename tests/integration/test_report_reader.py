@@ -12,6 +12,7 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
+    InvalidInput,
     PolicyVerdict,
     Report,
     RetryPolicy,
@@ -19,7 +20,6 @@ from agentmesh import (
     Task,
     ToolCallFailed,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -59,7 +59,7 @@ class TestCitationsResolve:
 @subagent(name="sql", retry=RetryPolicy.never())
 async def sql(task: Task, ctx: Context) -> list[int]:
     if task.query != "SELECT id FROM orders":
-        raise ValidationError(f"unknown column in {task.query!r}")
+        raise InvalidInput(f"unknown column in {task.query!r}")
     return [1]
 
 
@@ -359,7 +359,7 @@ class TestOneJsonConvention:
         async def docs(task: Task, ctx: Context) -> Any:
             if task.query == "partial":
                 ctx.record_partial([{"title": "half"}], completed="a", pending="b")
-                raise ValidationError("bad query")
+                raise InvalidInput("bad query")
             if task.query == "down":
                 raise TimeoutError("docs timed out")
             with contextlib.suppress(ToolCallFailed):

@@ -15,12 +15,12 @@ from typing import Any
 from agentmesh import (
     Context,
     Coordinator,
+    InvalidInput,
     PermissionDenied,
     Report,
     RetryPolicy,
     Task,
     TransientError,
-    ValidationError,
     subagent,
 )
 
@@ -48,7 +48,7 @@ async def docs(task: Task, ctx: Context) -> Any:
     if kind == "exhausted":
         raise TransientError("always down", error_type="unavailable")
     if kind == "invalid":
-        raise ValidationError("bad query syntax", error_type="invalid_query")
+        raise InvalidInput("bad query syntax", error_type="invalid_query")
     if kind == "partial":
         ctx.record_partial(["found before the failure"], completed="index")
         raise TransientError("cut halfway", error_type="timeout")

@@ -12,13 +12,13 @@ from agentmesh import (
     Context,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryBudget,
     RetryPolicy,
     Success,
     Task,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -115,7 +115,7 @@ class TestLocalRecovery:
         ("error", "category"),
         [
             (
-                ValidationError("order_id must match #NNNNN; got 'last one'"),
+                InvalidInput("order_id must match #NNNNN; got 'last one'"),
                 ErrorCategory.VALIDATION,
             ),
             (

@@ -22,6 +22,7 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     Report,
     RetryBudget,
@@ -29,7 +30,6 @@ from agentmesh import (
     Task,
     TransientError,
     UsageError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -61,7 +61,7 @@ async def mixed(task: Task, ctx: Context) -> list[str]:
         ctx.record_partial([f"half of {task.query}"], completed="first", pending="second")
         raise TransientError("the second source is down")
     if kind == "invalid":
-        raise ValidationError("the query does not parse")
+        raise InvalidInput("the query does not parse")
     if kind == "denied":
         raise PermissionDenied("no access to the archive")
     if kind == "refused":
@@ -530,7 +530,7 @@ class TestClusterWideState:
         async def payer(task: Task, ctx: Context) -> list[str]:
             receipt = await ctx.call(charge, amount=5)
             if task.query == "first try":
-                raise ValidationError("the query does not parse")
+                raise InvalidInput("the query does not parse")
             return [receipt]
 
         coordinator = Coordinator(

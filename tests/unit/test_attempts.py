@@ -11,11 +11,11 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     RetryBudget,
     Success,
     Task,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -59,7 +59,7 @@ class TestRetryableVersusFinal:
     async def test_failures_that_retrying_cannot_fix_are_attempted_once(self) -> None:
         """Validation, business and explicitly non-retryable failures end the loop at once."""
         makers = [
-            lambda: ValidationError("bad date"),
+            lambda: InvalidInput("bad date"),
             lambda: BusinessError("order shipped"),
             lambda: TransientError("gone for good", retryable=False),
         ]

@@ -24,10 +24,10 @@ from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults
 from agentmesh.errors import (
     AgentError,
     BusinessError,
+    InvalidInput,
     PermissionDenied,
     TransientError,
     UsageError,
-    ValidationError,
 )
 
 URL = "http://127.0.0.1/v1/messages"
@@ -543,7 +543,7 @@ class TestRegistry:
             pass
 
         classifier = Classifier()
-        classifier.register(StoreError, lambda e: ValidationError("bad"))
+        classifier.register(StoreError, lambda e: InvalidInput("bad"))
         classifier.register(StoreDown, lambda e: TransientError("down"))
 
         assert classifier.to_agent_error(StoreError()).message == "bad"
@@ -693,7 +693,7 @@ class TestMayHaveTakenEffect:
             PermissionError(),
             pydantic_error(),
             BusinessError("shipped"),
-            ValidationError("bad query"),
+            InvalidInput("bad query"),
             KeyError("k"),
         ],
         ids=repr,

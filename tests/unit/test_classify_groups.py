@@ -16,12 +16,12 @@ from agentmesh import (
     Coordinator,
     ErrorCategory,
     ErrorEnvelope,
+    InvalidInput,
     PolicyVerdict,
     RetryPolicy,
     Success,
     Task,
     TransientError,
-    ValidationError,
     subagent,
     tool,
 )
@@ -82,13 +82,13 @@ class TestExceptionGroups:
     @pytest.mark.parametrize(
         ("leaves", "category", "error_type"),
         [
-            ([TimeoutError("t"), PermissionError("p"), ValidationError("v")], "permission", None),
+            ([TimeoutError("t"), PermissionError("p"), InvalidInput("v")], "permission", None),
             (
-                [ValidationError("v"), BusinessError("b", error_type="shipped")],
+                [InvalidInput("v"), BusinessError("b", error_type="shipped")],
                 "business",
                 "shipped",
             ),
-            ([RuntimeError("r"), ValidationError("v", error_type="bad_date")], "validation", None),
+            ([RuntimeError("r"), InvalidInput("v", error_type="bad_date")], "validation", None),
             ([TimeoutError("t"), RuntimeError("r")], "other", "unexpected_error"),
         ],
         ids=["permission", "business", "validation", "other"],
@@ -311,8 +311,8 @@ class TestUnusableRetryAfter:
 
 class TestFieldNames:
     def test_validation_error_names_its_field_in_details(self) -> None:
-        """ValidationError(..., field="date") is accepted and its envelope names the field."""
-        envelope = envelope_of(ValidationError("bad date", field="date", details="not ISO 8601"))
+        """InvalidInput(..., field="date") is accepted and its envelope names the field."""
+        envelope = envelope_of(InvalidInput("bad date", field="date", details="not ISO 8601"))
 
         assert envelope.error_category is ErrorCategory.VALIDATION
         assert envelope.details == "field: date; not ISO 8601"
@@ -328,7 +328,7 @@ class TestFieldNames:
 
         @subagent(retry=RetryPolicy.never())
         async def dates(task: Task, ctx: Context) -> None:
-            raise ValidationError("bad date", field="date")
+            raise InvalidInput("bad date", field="date")
 
         outcome = await dates.run("q")
 

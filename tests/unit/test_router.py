@@ -12,12 +12,12 @@ from agentmesh import (
     BusinessError,
     Context,
     ErrorEnvelope,
+    InvalidInput,
     Outcome,
     PermissionDenied,
     Task,
     TransientError,
     UsageError,
-    ValidationError,
     subagent,
 )
 from agentmesh.coordinator import (
@@ -88,12 +88,12 @@ class TestSuccessRows:
 class TestValidationRow:
     async def test_without_a_rewriter_it_is_a_gap(self) -> None:
         """Nobody can correct the query, so the task is given up and reported."""
-        decision = await route(await outcome_of(ValidationError("bad date")))
+        decision = await route(await outcome_of(InvalidInput("bad date")))
         assert isinstance(decision, RecordGap)
 
     async def test_a_rewritten_query_is_retried_with_the_failure_as_feedback(self) -> None:
         """The new task carries the rewriter's query and the envelope that asked for it."""
-        outcome = await outcome_of(ValidationError("bad date", field="date"))
+        outcome = await outcome_of(InvalidInput("bad date", field="date"))
         decision = await route(outcome, rewriter=lambda task, envelope: "orders in 2026-03")
         assert isinstance(decision, RetryWithFeedback)
         assert decision.task.query == "orders in 2026-03"
@@ -101,7 +101,7 @@ class TestValidationRow:
 
     async def test_an_async_rewriter_returning_a_task_gets_the_feedback_attached(self) -> None:
         """A proposed Task without feedback is sent with the failed attempt as its feedback."""
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
 
         async def rewriter(task: Task, envelope: ErrorEnvelope) -> Task:
             return Task(query="orders since 2026-03-01", topic=task.topic)
@@ -119,20 +119,20 @@ class TestValidationRow:
             asked.append(task)
             return "another query"
 
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
         decision = await route(outcome, rewriter=rewriter, rewrites=2, max_rounds=2)
         assert isinstance(decision, RecordGap)
         assert asked == []
 
     async def test_a_rewriter_without_a_proposal_is_a_gap(self) -> None:
         """None from the rewriter means no corrected query."""
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
         decision = await route(outcome, rewriter=lambda task, envelope: None)
         assert isinstance(decision, RecordGap)
 
     async def test_a_rewriters_own_gap_reason_is_kept(self) -> None:
         """RecordGap(reason) from the rewriter says in the gap why there was no proposal."""
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
         decision = await route(
             outcome, rewriter=lambda task, envelope: RecordGap("the model declined")
         )
@@ -141,7 +141,7 @@ class TestValidationRow:
 
     async def test_a_query_already_tried_is_never_sent_again(self) -> None:
         """A proposal equal to an earlier query ends the task instead of looping."""
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
         decision = await route(
             outcome,
             rewriter=lambda task, envelope: "orders in q1",
@@ -151,7 +151,7 @@ class TestValidationRow:
 
     async def test_a_rewriter_returning_something_else_is_a_usage_error(self) -> None:
         """Neither a query, a Task nor None: the mistake is named, not routed."""
-        outcome = await outcome_of(ValidationError("bad date"))
+        outcome = await outcome_of(InvalidInput("bad date"))
         with pytest.raises(UsageError, match="rewriter"):
             await route(outcome, rewriter=lambda task, envelope: 42)
 

@@ -11,11 +11,11 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
+    InvalidInput,
     PermissionDenied,
     RetryPolicy,
     Success,
     Task,
-    ValidationError,
     subagent,
     tool,
 )
@@ -104,7 +104,7 @@ class TestForbiddenCalls:
         async def submit(form: str) -> str:
             nonlocal calls
             calls += 1
-            raise ValidationError("bad form", details="not retried automatically")
+            raise InvalidInput("bad form", details="not retried automatically")
 
         @subagent(retry=NO_RETRY)
         async def agent(task: Task, ctx: Context) -> list[str]:
