@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from agentmesh import tool
+from agentmesh import ErrorEnvelope, tool
 from agentmesh.models import AnthropicModel
-from agentmesh.subagents import LLMSubagent
+from agentmesh.subagents import REPORT_FAILURE, LLMSubagent
 from agentmesh.testing import FakeMessagesAPI
 
 API_KEY = "sk-ant-test-0123456789abcdef"
@@ -81,3 +81,72 @@ class TestToolResultsAsTheModelReadsThem:
         fake_messages_api.enqueue(F.tool_use("blank", {"name": "x"}), F.text("done"))
         await LLMSubagent("a", model, tools=[blank]).run("q")
         assert tool_result(fake_messages_api, 1)["content"] == '""'
+
+
+FRAMEWORK_FIELDS = ("source", "attempts", "usage", "retries", "rulings", "policy", "isError")
+
+
+def failure_tool(api: FakeMessagesAPI, index: int = 0) -> dict[str, Any]:
+    [offered] = [t for t in api.requests[index].body["tools"] if t["name"] == REPORT_FAILURE]
+    return dict(offered)
+
+
+class TestFailureReportTool:
+    async def test_the_tool_offers_only_what_a_model_can_honestly_fill(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """No usage, source, attempts or rulings are asked for, in a schema under 1.5 KB."""
+        fake_messages_api.enqueue(F.text("done"))
+        await LLMSubagent("a", model).run("q")
+        offered = failure_tool(fake_messages_api)
+        schema = offered["input_schema"]
+        assert not set(FRAMEWORK_FIELDS) & set(schema["properties"])
+        assert set(schema["required"]) == {"errorCategory", "errorType", "isRetryable", "message"}
+        sent = {key: value for key, value in offered.items() if key != "cache_control"}
+        assert len(json.dumps(sent, separators=(",", ":"))) < 1500  # it was 5.9 KB
+
+    async def test_a_report_that_fills_the_offered_schema_is_the_outcome(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """Every field the schema offers reaches the envelope as the model said it."""
+        report = {
+            "errorCategory": "business",
+            "errorType": "out_of_stock",
+            "isRetryable": False,
+            "message": "the item is sold out",
+            "attemptedQuery": {"sku": "A1"},
+            "partialResults": {"completed": ["price"], "pending": ["stock"], "findings": [3]},
+            "alternativeApproaches": ["ask_supplier"],
+            "details": "warehouse 2",
+            "userMessage": "Sorry, sold out.",
+        }
+        fake_messages_api.enqueue(F.tool_use(REPORT_FAILURE, report))
+        outcome = await LLMSubagent("a", model).run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        wire = outcome.to_dict()
+        assert {key: wire[key] for key in report} == report
+
+    async def test_what_only_the_framework_knows_is_never_taken_from_the_model(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """Invented usage, attempts, source and retries give way to the framework's own."""
+        report = {
+            "errorCategory": "transient",
+            "errorType": "timeout",
+            "isRetryable": True,
+            "message": "the archive timed out",
+            "usage": {"inputTokens": 123456, "modelCalls": 40},
+            "attempts": 9,
+            "source": "someone else",
+            "retries": [{"source": "x", "errorType": "timeout", "count": 5}],
+        }
+        fake_messages_api.enqueue(
+            F.tool_use(REPORT_FAILURE, report, input_tokens=30, output_tokens=7)
+        )
+        outcome = await LLMSubagent("archive", model).run("archive search 1999")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert (outcome.error_type, outcome.message) == ("timeout", "the archive timed out")
+        assert (outcome.source, outcome.attempts, outcome.retries) == ("archive", 1, None)
+        assert outcome.attempted_query == "archive search 1999"
+        assert outcome.usage is not None
+        assert (outcome.usage.input_tokens, outcome.usage.model_calls) == (30, 1)
