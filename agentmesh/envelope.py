@@ -195,11 +195,26 @@ class PolicyVerdict(_Wire):
 
 
 class RetryCount(_Wire):
-    """Local retries of one source for one error type: recovery seen without DEBUG logs."""
+    """Local retries of one source for one error type: recovery seen without DEBUG logs.
+
+    `gave_up` marks the retries of calls that still failed in the end (written as
+    `gaveUp: true`); without it the retried calls recovered. Retrying that gave up and
+    retrying that worked must not read alike.
+    """
 
     source: str
     error_type: str
     count: int = Field(ge=1)
+    gave_up: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_recovered_flag(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Retries that recovered keep the shape a count always had: `gaveUp` only when true.
+        data = handler(self)
+        if not self.gave_up and isinstance(data, dict):
+            data.pop("gaveUp", None)
+            data.pop("gave_up", None)
+        return data
 
 
 class ErrorEnvelope(_Wire):

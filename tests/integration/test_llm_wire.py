@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 
-from agentmesh import ErrorEnvelope, tool
+from agentmesh import Coordinator, ErrorEnvelope, Task, tool
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.envelope import RetryCount
 from agentmesh.models import AnthropicModel
 from agentmesh.subagents import REPORT_FAILURE, LLMSubagent
-from agentmesh.testing import FakeMessagesAPI
+from agentmesh.testing import FailTimes, FakeMessagesAPI
+from agentmesh.tools import Tool
+from tests.retrying import fast_retry
 
 API_KEY = "sk-ant-test-0123456789abcdef"
 F = FakeMessagesAPI
@@ -150,3 +154,78 @@ class TestFailureReportTool:
         assert outcome.attempted_query == "archive search 1999"
         assert outcome.usage is not None
         assert (outcome.usage.input_tokens, outcome.usage.model_calls) == (30, 1)
+
+
+def flaky_search(failures: int) -> Tool[..., Any]:
+    """A search that times out `failures` times, then answers; 3 attempts per call."""
+    flaky = FailTimes(failures, lambda: TimeoutError("search timeout"))
+
+    @tool(idempotent=True, retry=fast_retry(attempts=3))
+    async def search(query: str) -> list[str]:
+        """Search."""
+        flaky()
+        return [f"hit for {query}"]
+
+    return search
+
+
+class TestRetriesOfAToolCallInTheReport:
+    async def test_a_call_that_gave_up_says_so(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """Two retries then a third timeout: the model answers anyway, the report says gave up."""
+        fake_messages_api.enqueue(F.tool_use("search", {"query": "x"}), F.text("no luck"))
+        lead = LLMSubagent("lead", model, tools=[flaky_search(3)])
+        report = await Coordinator([lead]).run([Task(query="q", topic="t")])
+        [entry] = report.coverage
+        assert tool_result(fake_messages_api, 1)["is_error"] is True
+        assert entry.status is CoverageStatus.COVERED
+        assert entry.reason == "2 local retries, gave up: lead/search timeout x2"
+        assert entry.retries == (
+            RetryCount(source="lead/search", error_type="timeout", count=2, gave_up=True),
+        )
+        assert report.to_dict()["coverage"][0]["retries"][0]["gaveUp"] is True
+
+    async def test_a_call_that_recovered_says_so(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """Two timeouts then a result: the report says the call recovered."""
+        fake_messages_api.enqueue(F.tool_use("search", {"query": "x"}), F.text("found"))
+        lead = LLMSubagent("lead", model, tools=[flaky_search(2)])
+        report = await Coordinator([lead]).run([Task(query="q", topic="t")])
+        [entry] = report.coverage
+        assert "is_error" not in tool_result(fake_messages_api, 1)
+        assert entry.reason == "recovered after 2 local retries: lead/search timeout x2"
+        assert "gaveUp" not in report.to_dict()["coverage"][0]["retries"][0]
+
+    async def test_calls_that_ended_differently_are_told_apart(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """Of two calls in one turn, the one that gave up and the one that recovered differ."""
+        fake_messages_api.enqueue(
+            F.message(
+                [
+                    F.tool_use_block("search", {"query": "a"}),
+                    F.tool_use_block("lookup_slowly", {"name": "b"}),
+                ]
+            ),
+            F.text("half found"),
+        )
+        slow = FailTimes(1, lambda: ConnectionError("refused"))
+
+        @tool(idempotent=True, retry=fast_retry(attempts=3))
+        async def lookup_slowly(name: str) -> str:
+            """Look up."""
+            slow()
+            return name
+
+        lead = LLMSubagent("lead", model, tools=[flaky_search(3), lookup_slowly])
+        report = await Coordinator([lead]).run([Task(query="q", topic="t")])
+        [entry] = report.coverage
+        # Counted as each call ends: the two calls run concurrently, in either order.
+        counted, _, shown = (entry.reason or "").partition(": ")
+        assert counted == "3 local retries"
+        assert set(shown.split(", ")) == {
+            "lead/search timeout x2 (gave up)",
+            "lead/lookup_slowly unavailable x1 (recovered)",
+        }
