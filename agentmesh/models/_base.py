@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "MAX_TOKEN_COUNT",
@@ -105,7 +113,10 @@ class Usage(BaseModel):
         if not isinstance(data, Mapping):
             return data
         counts = dict(data)
-        unusable = list(counts.get("unusable") or ())
+        named = counts.get("unusable")
+        # Names read back (a list in JSON); anything else under that key is no list of names.
+        listed = isinstance(named, list | tuple)
+        unusable = [n for n in named if isinstance(n, str)] if listed else []
         for name in _COUNTS:
             if name not in counts:
                 continue
@@ -153,6 +164,15 @@ class ModelResponse(BaseModel):
     stop_reason: str | None = None
     # A factory, not `Usage()`: an instance here would build its schema at import.
     usage: Usage = Field(default_factory=Usage)
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _usage_block(cls, value: Any) -> Any:
+        # A usage block that is no object at all (null, a number): every count is unknown.
+        if isinstance(value, Mapping | Usage):
+            return value
+        return Usage(unusable=(f"usage={_shown(value)}",))
+
     model: str = ""
     id: str | None = None
 

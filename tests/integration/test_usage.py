@@ -244,6 +244,29 @@ class TestUnusableTokenCounts:
         [warning] = [log for log in logs if log["event"] == "model_usage_unusable"]
         assert warning["counts"] == [named]
 
+    async def test_a_usage_block_that_is_no_object_is_unknown(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """`"usage": null` in an answer: the answer stands, every count of the call unknown."""
+        body = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": SONNET,
+            "content": [{"type": "text", "text": "the answer"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": None,
+        }
+        fake_messages_api.enqueue(
+            F.garbage(json.dumps(body), status=200, content_type="application/json")
+        )
+        outcome = await LLMSubagent("a", sonnet).run("q")
+        assert isinstance(outcome, Success)
+        assert outcome.data == "the answer"
+        assert outcome.usage is not None
+        assert (outcome.usage.model_calls, outcome.usage.unknown_token_calls) == (1, 1)
+
     async def test_the_report_says_which_counts_are_unknown(
         self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
     ) -> None:
