@@ -115,8 +115,9 @@ class Usage(BaseModel):
         counts = dict(data)
         named = counts.get("unusable")
         # Names read back (a list in JSON); anything else under that key is no list of names.
-        listed = isinstance(named, list | tuple)
-        unusable = [n for n in named if isinstance(n, str)] if listed else []
+        unusable = (
+            [n for n in named if isinstance(n, str)] if isinstance(named, list | tuple) else []
+        )
         for name in _COUNTS:
             if name not in counts:
                 continue
@@ -164,6 +165,8 @@ class ModelResponse(BaseModel):
     stop_reason: str | None = None
     # A factory, not `Usage()`: an instance here would build its schema at import.
     usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    id: str | None = None
 
     @field_validator("usage", mode="before")
     @classmethod
@@ -172,9 +175,6 @@ class ModelResponse(BaseModel):
         if isinstance(value, Mapping | Usage):
             return value
         return Usage(unusable=(f"usage={_shown(value)}",))
-
-    model: str = ""
-    id: str | None = None
 
     @property
     def text(self) -> str:
