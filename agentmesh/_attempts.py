@@ -34,21 +34,22 @@ T = TypeVar("T")
 
 
 class RetryTally:
-    """The local retries of one task, counted by source and error type.
+    """The local retries of one task, counted by source, error type and how the call ended.
 
     One per task (its `Context`); the counts exist only once a retry happened, so a call
-    that succeeds at once pays for nothing here.
+    that succeeds at once pays for nothing here. A call's retries are counted when it
+    ends, recovered or not (`gave_up`).
     """
 
     __slots__ = ("_counts",)
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], int] | None = None
+        self._counts: dict[tuple[str, str, bool], int] | None = None
 
-    def add(self, source: str, error_type: str, count: int = 1) -> None:
+    def add(self, source: str, error_type: str, count: int = 1, *, gave_up: bool = False) -> None:
         if self._counts is None:
             self._counts = {}
-        key = (source, error_type)
+        key = (source, error_type, gave_up)
         self._counts[key] = self._counts.get(key, 0) + count
 
     def __bool__(self) -> bool:
@@ -58,15 +59,15 @@ class RetryTally:
     def merge(self, retries: tuple[RetryCount, ...] | None) -> None:
         """Add counts already on an outcome (a nested subagent's, a tool's)."""
         for item in retries or ():
-            self.add(item.source, item.error_type, item.count)
+            self.add(item.source, item.error_type, item.count, gave_up=item.gave_up)
 
     def counts(self) -> tuple[RetryCount, ...] | None:
         """The retries so far, in the order first seen; None when there was none."""
         if self._counts is None:
             return None
         return tuple(
-            RetryCount(source=source, error_type=error_type, count=count)
-            for (source, error_type), count in self._counts.items()
+            RetryCount(source=source, error_type=error_type, count=count, gave_up=gave_up)
+            for (source, error_type, gave_up), count in self._counts.items()
         )
 
 
@@ -164,16 +165,21 @@ async def attempt_call(
             return first
         call.first = first
         deposit = _deposited
-    result = await policy.run(
-        call.attempt,
-        retryable=call.retryable,
-        budget=budget,
-        deadline=deadline,
-        on_retry=call.on_retry,
-        deposit=deposit,
-    )
+    try:
+        result = await policy.run(
+            call.attempt,
+            retryable=call.retryable,
+            budget=budget,
+            deadline=deadline,
+            on_retry=call.on_retry,
+            deposit=deposit,
+        )
+    except BaseException:
+        call.tally_retries(gave_up=True)  # cut short: its retries did not bring it back
+        raise
     outcome = result.result
     assert outcome is not None  # the loop always makes at least one attempt
+    call.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
     if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
         details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
         outcome = outcome.model_copy(update={"details": details})
@@ -198,6 +204,7 @@ class _Call(Generic[T]):
         "final",
         "first",
         "log",
+        "retried",
         "review",
         "source",
         "tally",
@@ -226,6 +233,8 @@ class _Call(Generic[T]):
         self.adjust = adjust
         self.review = review
         self.tally: RetryTally | None = None
+        # The error types retried, in order: tallied once the call has ended.
+        self.retried: list[str] | None = None
         self.events: TaskEvents | None = None
         self.final = False  # a CallFailed was retried where it happened: never again here
         # Attempt 1's outcome when it was made before the retry loop started.
@@ -300,12 +309,22 @@ class _Call(Generic[T]):
 
     def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float) -> None:
         if self.tally is not None:
-            self.tally.add(self.source, envelope.error_type)
+            if self.retried is None:
+                self.retried = []
+            self.retried.append(envelope.error_type)
         if self.events is not None:
             self.events.attempt_failed(self.source, envelope, number, delay)
         self.log.debug(
             "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
         )
+
+    def tally_retries(self, *, gave_up: bool) -> None:
+        """Count the call's retries in the task's tally, saying whether the call recovered."""
+        if self.tally is None or self.retried is None:
+            return
+        for error_type in self.retried:
+            self.tally.add(self.source, error_type, gave_up=gave_up)
+        self.retried = None
 
 
 def _deposited() -> bool:

@@ -160,13 +160,21 @@ def record_response(current: Any, response: ModelResponse, *, provider: str, mod
     # The conventions count every prompt token as input, cached ones included; the API
     # reports those written to and read from the cache apart.
     input_tokens = usage.total_input_tokens
-    current.set_attributes(
-        {
-            "gen_ai.response.model": response.model or model,
+    # Counts the answer got wrong are unknown: no token attribute or metric, never a 0.
+    tokens = (
+        {"agentmesh.usage.unusable": list(usage.unusable)}
+        if usage.unusable
+        else {
             "gen_ai.usage.input_tokens": input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
             "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
+        }
+    )
+    current.set_attributes(
+        {
+            "gen_ai.response.model": response.model or model,
+            **tokens,
             **(
                 {"gen_ai.response.finish_reasons": [response.stop_reason]}
                 if response.stop_reason
@@ -176,7 +184,7 @@ def record_response(current: Any, response: ModelResponse, *, provider: str, mod
         }
     )
     histogram = _token_usage
-    if histogram is None:
+    if histogram is None or usage.unusable:
         return
     common = {
         "gen_ai.operation.name": "chat",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
 __all__ = ["ModelFailover", "ModelUsage", "UsageSummary", "UsageTally", "summed"]
@@ -28,12 +28,22 @@ _WIRE = ConfigDict(
 )
 
 
+def _without_unknown_count(data: Any, known: bool) -> Any:
+    # Usage whose counts are all known keeps the shape it always had in JSON.
+    if known and isinstance(data, dict):
+        data.pop("unknownTokenCalls", None)
+        data.pop("unknown_token_calls", None)
+    return data
+
+
 class ModelUsage(BaseModel):
     """What one model used: tokens by kind, calls made, and their cost if its price is known.
 
     `model_calls` counts every request started, failed ones included (a 529 uses no
     tokens, but it is a call). `cost_usd` is None when tokens were used at a price
-    nobody told agentmesh: never a guess.
+    nobody told agentmesh, or in numbers nobody can tell: never a guess.
+    `unknown_token_calls` counts the calls whose answer reported unusable token counts
+    (negative, absurd): those counts are not in the token totals.
     """
 
     model_config = _WIRE
@@ -45,6 +55,11 @@ class ModelUsage(BaseModel):
     cache_read_tokens: int = Field(default=0, ge=0)
     model_calls: int = Field(default=0, ge=0)
     cost_usd: float | None = Field(default=0.0, ge=0, allow_inf_nan=False)
+    unknown_token_calls: int = Field(default=0, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_unknown_count(handler(self), not self.unknown_token_calls)
 
     @property
     def total_tokens(self) -> int:
@@ -69,6 +84,7 @@ class ModelUsage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             model_calls=self.model_calls + other.model_calls,
             cost_usd=cost,
+            unknown_token_calls=self.unknown_token_calls + other.unknown_token_calls,
         )
 
 
@@ -100,6 +116,11 @@ class UsageSummary(BaseModel):
     cost_usd: float | None = 0.0
     by_model: tuple[ModelUsage, ...] = ()
     failovers: tuple[ModelFailover, ...] = ()
+    unknown_token_calls: int = 0
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_unknown_count(handler(self), not self.unknown_token_calls)
 
     @property
     def total_tokens(self) -> int:
@@ -135,6 +156,7 @@ class UsageSummary(BaseModel):
             cost_usd=None if None in costs else sum(c for c in costs if c is not None),
             by_model=lines,
             failovers=tuple(failovers),
+            unknown_token_calls=sum(item.unknown_token_calls for item in lines),
         )
 
     def __add__(self, other: UsageSummary) -> UsageSummary:

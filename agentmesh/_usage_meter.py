@@ -155,12 +155,19 @@ class UsageMeter:
         output_tokens: int = 0,
         cache_creation_tokens: int = 0,
         cache_read_tokens: int = 0,
+        unknown_tokens: bool = False,
     ) -> ModelUsage:
-        """Count what an admitted call used (nothing for a failed one); its usage line."""
+        """Count what an admitted call used (nothing for a failed one); its usage line.
+
+        `unknown_tokens`: the answer's counts were unusable; the call counts, its
+        unknown tokens do not, and its cost is unknown.
+        """
         price = self.prices.price_of(model)
         tokens = input_tokens + output_tokens + cache_creation_tokens + cache_read_tokens
         cost = (
-            price.cost(input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
+            None
+            if unknown_tokens
+            else price.cost(input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
             if price is not None
             else (0.0 if tokens == 0 else None)
         )
@@ -172,6 +179,7 @@ class UsageMeter:
             cache_read_tokens=cache_read_tokens,
             model_calls=1,
             cost_usd=cost,
+            unknown_token_calls=int(unknown_tokens),
         )
         self._run.add(line)
         self._of(subagent).add(line)

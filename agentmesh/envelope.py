@@ -195,11 +195,26 @@ class PolicyVerdict(_Wire):
 
 
 class RetryCount(_Wire):
-    """Local retries of one source for one error type: recovery seen without DEBUG logs."""
+    """Local retries of one source for one error type: recovery seen without DEBUG logs.
+
+    `gave_up` marks the retries of calls that still failed in the end (written as
+    `gaveUp: true`); without it the retried calls recovered. Retrying that gave up and
+    retrying that worked must not read alike.
+    """
 
     source: str
     error_type: str
     count: int = Field(ge=1)
+    gave_up: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_recovered_flag(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Retries that recovered keep the shape a count always had: `gaveUp` only when true.
+        data = handler(self)
+        if not self.gave_up and isinstance(data, dict):
+            data.pop("gaveUp", None)
+            data.pop("gave_up", None)
+        return data
 
 
 class ErrorEnvelope(_Wire):
@@ -325,20 +340,33 @@ class Success(_Wire, Generic[T]):
     def data_json(self) -> str:
         return pydantic_core.to_json(self.data, fallback=str).decode()
 
+    def data_text(self) -> str:
+        """The data as a reader is given it: text as it is, anything else as JSON.
+
+        A blank string stays JSON (`""`): the Messages API refuses an empty text block,
+        and the model must still see that the result was empty.
+        """
+        data = self.data
+        return data if isinstance(data, str) and data.strip() else self.data_json()
+
     def to_tool_result(self, tool_use_id: str) -> dict[str, Any]:
-        """An Anthropic `tool_result` block without `is_error`, even when empty."""
-        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": self.data_json()}
+        """An Anthropic `tool_result` block without `is_error`, even when empty.
+
+        Text reaches the model as text (its quotes and line breaks unescaped),
+        structured data as JSON.
+        """
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": self.data_text()}
 
     def to_mcp_result(self) -> dict[str, Any]:
         """An MCP `CallToolResult`-shaped dict: `isError: false`, the success's JSON whole in
         `structuredContent` (with `isEmpty`: "searched, nothing found" is not a failure), and
-        its data as text, cut at `MCP_TEXT_LIMIT` characters."""
+        its data as text (`data_text`), cut at `MCP_TEXT_LIMIT` characters."""
         # Any data a subagent returns crosses, as the model's tool results do (`str` fallback).
         data = pydantic_core.to_jsonable_python(self.data, fallback=str)
         if self.is_empty:
             text = f"{self.source} searched and found nothing (an empty result, not a failure)."
         else:
-            text = self.data_json()
+            text = self.data_text()
             if len(text) > MCP_TEXT_LIMIT:
                 text = text[:MCP_TEXT_LIMIT] + "… (cut here; structuredContent has it whole)"
         return {

@@ -353,10 +353,11 @@ def _usage_lines(report: Report) -> list[str]:
     lines += [_usage_row(name, summary) for name, summary in report.usage_by_subagent.items()]
     lines += [
         "",
-        f"Total: {usage.model_calls} model calls, {usage.total_tokens} tokens, "
-        f"{format_cost(usage.cost_usd)}.",
+        f"Total: {usage.model_calls} model calls, {usage.total_tokens} tokens, {_cost_of(usage)}.",
         "",
     ]
+    if usage.unknown_token_calls:
+        lines += [_unknown_tokens_note(usage.unknown_token_calls), ""]
     # One line per kind of fail-over, with its count: a chain down for a whole run fails
     # over the same way in every task, and 32 identical lines hide the one that differs.
     for failover, count in Counter(usage.failovers).items():
@@ -373,7 +374,22 @@ def _usage_row(name: str, usage: ModelUsage | UsageSummary) -> str:
     return (
         f"| {_cell(name)} | {usage.model_calls} | {usage.input_tokens} | {usage.output_tokens} "
         f"| {usage.cache_creation_tokens} | {usage.cache_read_tokens} "
-        f"| {format_cost(usage.cost_usd)} |"
+        f"| {_cost_of(usage)} |"
+    )
+
+
+def _cost_of(usage: ModelUsage | UsageSummary) -> str:
+    if usage.cost_usd is None and usage.unknown_token_calls:
+        return "unknown (token counts missing)"
+    return format_cost(usage.cost_usd)
+
+
+def _unknown_tokens_note(calls: int) -> str:
+    """Why the totals leave some tokens out: the answers' own counts were unusable."""
+    some = "1 model call" if calls == 1 else f"{calls} model calls"
+    return (
+        f"Token counts unknown for {some}: the answer reported counts that cannot be "
+        "(negative or absurd); they are not in these totals."
     )
 
 

@@ -189,17 +189,17 @@ def _on_the_way(
         if kept is not None:
             return kept
     rulings: dict[PolicyVerdict, None] = {}
-    retries: dict[tuple[str, str], int] = {}
+    retries: dict[tuple[str, str, bool], int] = {}
     for step in record.steps:
         rulings.update(dict.fromkeys(step.outcome.rulings or ()))
         for item in step.outcome.retries or ():
-            key = (item.source, item.error_type)
+            key = (item.source, item.error_type, item.gave_up)
             retries[key] = retries.get(key, 0) + item.count
     return (
         tuple(rulings) or None,
         tuple(
-            RetryCount(source=source, error_type=error_type, count=count)
-            for (source, error_type), count in retries.items()
+            RetryCount(source=source, error_type=error_type, count=count, gave_up=gave_up)
+            for (source, error_type, gave_up), count in retries.items()
         )
         or None,
     )
@@ -211,11 +211,12 @@ def _distinct(
     """`(rulings, retries)` as `_on_the_way` merges them, when they are that already.
 
     None when merging would change them: a ruling repeated, or two counts of the same
-    source and error type (a wire form from elsewhere may hold either).
+    source, error type and ending (a wire form from elsewhere may hold either).
     """
     if rulings and len(set(rulings)) != len(rulings):
         return None
-    if retries and len({(item.source, item.error_type) for item in retries}) != len(retries):
+    keys = {(item.source, item.error_type, item.gave_up) for item in retries or ()}
+    if retries and len(keys) != len(retries):
         return None
     return rulings or None, retries or None
 
@@ -247,6 +248,18 @@ def _failover_note(usage: UsageSummary) -> str:
 
 
 def _retries_note(retries: tuple[RetryCount, ...]) -> str:
-    shown = ", ".join(f"{item.source} {item.error_type} x{item.count}" for item in retries)
+    """The local retries, and whether the calls retried recovered or gave up in the end."""
     total = sum(item.count for item in retries)
-    return f"{total} local {'retry' if total == 1 else 'retries'}: {shown}"
+    counted = f"{total} local {'retry' if total == 1 else 'retries'}"
+    endings = {item.gave_up for item in retries}
+    if len(endings) == 1:
+        shown = ", ".join(f"{item.source} {item.error_type} x{item.count}" for item in retries)
+        if True in endings:
+            return f"{counted}, gave up: {shown}"
+        return f"recovered after {counted}: {shown}"
+    shown = ", ".join(
+        f"{item.source} {item.error_type} x{item.count} "
+        f"({'gave up' if item.gave_up else 'recovered'})"
+        for item in retries
+    )
+    return f"{counted}: {shown}"

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol, TypeAlias
+from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
     "ContentBlock",
     "Model",
     "ModelRequest",
@@ -62,11 +71,28 @@ ContentBlock: TypeAlias = Annotated[
 ]
 
 
+MAX_TOKEN_COUNT: Final = 10**9
+"""The largest token count one response may report: beyond it the count is unusable."""
+
+_COUNTS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+# The API sends null for a request that used no prompt cache: that is 0, not unknown.
+_NULL_IS_ZERO: Final = frozenset(_COUNTS[2:])
+
+
 class Usage(BaseModel):
     """The tokens of one response, as the Messages API counts them.
 
     `input_tokens` excludes the prompt tokens written to or read from the prompt cache;
     those are `cache_creation_input_tokens` and `cache_read_input_tokens` (priced apart).
+
+    A count that is no token count (negative, not a whole number, above
+    `MAX_TOKEN_COUNT`) is unknown: it reads 0 here and is named in `unusable`
+    (`"input_tokens=-5"`), so the call is still counted and the response still used.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
@@ -74,17 +100,60 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    unusable: tuple[str, ...] = ()
 
-    @field_validator("cache_creation_input_tokens", "cache_read_input_tokens", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _none_is_zero(cls, value: object) -> object:
-        # The API sends null for a request that used no prompt cache.
-        return 0 if value is None else value
+    def _usable_counts(cls, data: Any) -> Any:
+        """Each count as a token count, or 0 and named in `unusable`: never a failure.
+
+        A model's bookkeeping must not decide a task: an answer with absurd counts is
+        still the answer.
+        """
+        if not isinstance(data, Mapping):
+            return data
+        counts = dict(data)
+        named = counts.get("unusable")
+        # Names read back (a list in JSON); anything else under that key is no list of names.
+        unusable = (
+            [n for n in named if isinstance(n, str)] if isinstance(named, list | tuple) else []
+        )
+        for name in _COUNTS:
+            if name not in counts:
+                continue
+            value = counts[name]
+            if value is None and name in _NULL_IS_ZERO:
+                counts[name] = 0
+                continue
+            count = _token_count(value)
+            if count is None:
+                unusable.append(f"{name}={_shown(value)}")
+                count = 0
+            counts[name] = count
+        counts["unusable"] = tuple(unusable)
+        return counts
 
     @property
     def total_input_tokens(self) -> int:
         """Every prompt token of the call: uncached, written to the cache, and read from it."""
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+def _token_count(value: object) -> int | None:
+    """`value` as a token count, or None when it cannot be one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    return None
+
+
+def _shown(value: object) -> str:
+    """A short form of a reported value: a 400-digit number is not repeated whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
 
 
 class ModelResponse(BaseModel):
@@ -98,6 +167,14 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     id: str | None = None
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _usage_block(cls, value: Any) -> Any:
+        # A usage block that is no object at all (null, a number): every count is unknown.
+        if isinstance(value, Mapping | Usage):
+            return value
+        return Usage(unusable=(f"usage={_shown(value)}",))
 
     @property
     def text(self) -> str:

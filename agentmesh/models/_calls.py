@@ -132,13 +132,16 @@ class _Turn:
             # Counted whatever happened: a failed or cut call was a call, and its
             # tokens (when an answer came) were spent.
             line = meter.settle(name, ctx.subagent, **_tokens(response))
+            if line.unknown_token_calls:
+                assert response is not None  # only an answer reports counts
+                self.log.warning("model_usage_unusable", counts=list(response.usage.unusable))
             ctx.usage.add(line)
             if ctx.events is not None:
                 ctx.events.usage_updated(line, meter.total())
         return response
 
 
-def _tokens(response: ModelResponse | None) -> dict[str, int]:
+def _tokens(response: ModelResponse | None) -> dict[str, Any]:
     if response is None:
         return {}
     usage = response.usage
@@ -147,6 +150,7 @@ def _tokens(response: ModelResponse | None) -> dict[str, int]:
         "output_tokens": usage.output_tokens,
         "cache_creation_tokens": usage.cache_creation_input_tokens,
         "cache_read_tokens": usage.cache_read_input_tokens,
+        "unknown_tokens": bool(usage.unusable),
     }
 
 

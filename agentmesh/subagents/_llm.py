@@ -4,7 +4,9 @@ Every `tool_use` goes through `ctx.call` (policies, validation, limits, local re
 tool failure that local retry recovered never reaches the model, one that did not goes
 back as an `is_error` tool result carrying the envelope, and a denied call is never run,
 whatever the model or the task text says. The model ends the loop with plain text, with
-`submit_result`, or with `report_failure` (whose schema is the envelope's own).
+`submit_result`, or with `report_failure`: the envelope's fields a model can honestly
+fill; the framework adds the source, attempts, usage, retries, rulings and the partial
+results it recorded.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
-from agentmesh.subagents._output import OutputType, Submissions
+from agentmesh.subagents._output import (
+    FAILURE_REPORT_FIELDS,
+    OutputType,
+    Submissions,
+    failure_tool,
+)
 from agentmesh.task import Task
 from agentmesh.tools import Tool
 
@@ -36,11 +43,6 @@ __all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
 
 SUBMIT_RESULT = "submit_result"
 REPORT_FAILURE = "report_failure"
-
-_FAILURE_PREAMBLE = (
-    "Report that the task could not be completed, as a structured error. Include "
-    "partialResults only for work you really completed; never invent any."
-)
 
 _TURN_LIMIT_PROMPT = (
     "You have reached the turn limit for this task. Call report_failure now with what "
@@ -116,7 +118,7 @@ class LLMSubagent(Subagent):
         self._tool_definitions = [
             *(t.to_anthropic_tool() for t in fixed),
             self._output.submit_tool(SUBMIT_RESULT),
-            _report_failure_tool(),
+            failure_tool(REPORT_FAILURE),
         ]
 
     async def _offered(self) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
@@ -294,9 +296,12 @@ class LLMSubagent(Subagent):
 
     def _reported_failure(self, report: dict[str, Any], task: Task, ctx: Context) -> ErrorEnvelope:
         """The model's failure report as an envelope; an invalid report is said to be one."""
-        # What the framework knows for certain is not left to the model.
-        # A model may say what it tried; it may not claim a policy's ruling.
-        claimed = {k: v for k, v in report.items() if k not in _FRAMEWORK_KEYS}
+        # What the framework knows for certain is not left to the model: of its report,
+        # only the fields it was offered are read (never a policy's ruling, retries,
+        # usage, the source or the attempts).
+        claimed = {k: v for k, v in report.items() if k in FAILURE_REPORT_FIELDS}
+        if len(claimed) < len(report):
+            ctx.log.info("failure_report_fields_ignored", fields=sorted(set(report) - set(claimed)))
         fields = {
             "attemptedQuery": task.query,
             **claimed,
@@ -380,20 +385,6 @@ def _prompt(task: Task) -> str:
         f"{task.query}\n\nAn earlier attempt at this task failed with this error; "
         f"take it into account:\n{task.feedback.to_json()}"
     )
-
-
-# What only the framework knows: a model may not claim a policy's ruling nor retries.
-_FRAMEWORK_KEYS = frozenset({"policy", "rulings", "retries", "isError", "is_error"})
-
-
-def _report_failure_tool() -> dict[str, Any]:
-    schema = ErrorEnvelope.json_schema()
-    # Only what the model can know: the framework fills in source, attempts and the query.
-    for key in ("source", "attempts", "isError", "policy", "rulings", "retries"):
-        schema["properties"].pop(key, None)
-    schema["required"] = [k for k in schema["required"] if k in schema["properties"]]
-    schema.pop("title", None)
-    return {"name": REPORT_FAILURE, "description": _FAILURE_PREAMBLE, "input_schema": schema}
 
 
 def _short(text: str, limit: int = 500) -> str:

@@ -7,8 +7,9 @@ returns is an instance of the type, never JSON that merely looks like one.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 
@@ -18,7 +19,7 @@ from agentmesh.envelope import ErrorCategory, ErrorEnvelope
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.task import Task
 
-__all__ = ["OutputType", "Submissions", "field_paths"]
+__all__ = ["FAILURE_REPORT_FIELDS", "OutputType", "Submissions", "failure_tool", "field_paths"]
 
 SUBMIT_DESCRIPTION = (
     "Finish the task with its result. Use [] or null when you searched and found nothing: "
@@ -27,6 +28,56 @@ SUBMIT_DESCRIPTION = (
 TYPED_SUBMIT_DESCRIPTION = (
     "Finish the task with its result, which must match the `result` schema exactly."
 )
+
+
+FAILURE_DESCRIPTION = (
+    "Report that the task could not be completed, as a structured error. Include "
+    "partialResults only for work you really completed; never invent any."
+)
+
+_TEXTS: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string"}}
+
+# What a model can honestly say about its own failure, and nothing else: the source,
+# the attempts, the usage, the local retries and any policy ruling are the framework's
+# (an offer of `usage` invited models to invent token counts). Written out, not derived
+# from `ErrorEnvelope.json_schema()`: that one describes the whole wire form, ~6 KB sent
+# with every request; this is the part a model fills in.
+_FAILURE_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "errorCategory": {
+            "enum": [category.value for category in ErrorCategory],
+            "description": "transient: may work later; validation: the input is wrong; "
+            "business: a rule forbids it; permission: not allowed; other",
+        },
+        "errorType": {"type": "string", "description": "e.g. timeout, not_found"},
+        "isRetryable": {"type": "boolean", "description": "can trying again succeed"},
+        "message": {"type": "string"},
+        "attemptedQuery": {
+            "type": ["string", "object"],
+            "description": "what you tried; the task itself if left out",
+        },
+        "partialResults": {
+            "type": "object",
+            "properties": {"completed": _TEXTS, "pending": _TEXTS, "findings": {"type": "array"}},
+            "additionalProperties": False,
+        },
+        "alternativeApproaches": _TEXTS,
+        "details": {"type": "string"},
+        "userMessage": {"type": "string", "description": "for the customer"},
+    },
+    "required": ["errorCategory", "errorType", "isRetryable", "message"],
+    "additionalProperties": False,
+}
+
+FAILURE_REPORT_FIELDS: Final = frozenset(_FAILURE_SCHEMA["properties"])
+"""The envelope fields a model's failure report may set; the framework sets the rest."""
+
+
+def failure_tool(name: str) -> dict[str, Any]:
+    """The `report_failure` tool definition: only the fields a model can honestly fill."""
+    schema = copy.deepcopy(_FAILURE_SCHEMA)  # each subagent's own: nobody edits a shared one
+    return {"name": name, "description": FAILURE_DESCRIPTION, "input_schema": schema}
 
 
 def _untyped_schema() -> dict[str, Any]:

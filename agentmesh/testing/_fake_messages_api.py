@@ -96,6 +96,8 @@ class MessageReply:
     """Prompt tokens the answer says it wrote to the prompt cache (null when None)."""
     cache_read_input_tokens: int | None = None
     """Prompt tokens the answer says it read from the prompt cache (null when None)."""
+    usage: Mapping[str, Any] | None = None
+    """The `usage` block sent as it is, in place of the counts above (None: built from them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +255,15 @@ def _message(
     id: str | None = None,
     cache_creation_input_tokens: int | None = None,
     cache_read_input_tokens: int | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> MessageReply:
     """A message from content blocks; a plain string is a text block.
 
     `stop_reason` defaults to `tool_use` when a block is a tool use, else `end_turn`;
     `model` defaults to the model the request named. The `cache_*` counts are what the
     usage reports for the prompt cache (null, as for a request that used none, if None).
+    `usage` is a raw usage block sent as it is instead, for answers whose counts are
+    wrong: `usage={"input_tokens": -5, "output_tokens": 10**400}`.
     """
     blocks = tuple(
         {"type": "text", "text": block}
@@ -278,6 +283,7 @@ def _message(
         id,
         cache_creation_input_tokens,
         cache_read_input_tokens,
+        None if usage is None else _json_copy(dict(usage), "usage"),
     )
 
 
@@ -290,8 +296,9 @@ def _text(
     output_tokens: int = 10,
     cache_creation_input_tokens: int | None = None,
     cache_read_input_tokens: int | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> MessageReply:
-    """A message with one text block."""
+    """A message with one text block (`usage`: a raw usage block, as for `message`)."""
     return _message(
         [text],
         stop_reason=stop_reason,
@@ -300,6 +307,7 @@ def _text(
         output_tokens=output_tokens,
         cache_creation_input_tokens=cache_creation_input_tokens,
         cache_read_input_tokens=cache_read_input_tokens,
+        usage=usage,
     )
 
 
@@ -314,8 +322,10 @@ def _tool_use(
     output_tokens: int = 10,
     cache_creation_input_tokens: int | None = None,
     cache_read_input_tokens: int | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> MessageReply:
-    """A message that calls one tool, after an optional text block."""
+    """A message that calls one tool, after an optional text block (`usage` as for
+    `message`)."""
     blocks: list[str | Mapping[str, Any]] = [] if text is None else [text]
     blocks.append(_tool_use_block(name, input, id=id))
     return _message(
@@ -326,6 +336,7 @@ def _tool_use(
         output_tokens=output_tokens,
         cache_creation_input_tokens=cache_creation_input_tokens,
         cache_read_input_tokens=cache_read_input_tokens,
+        usage=usage,
     )
 
 
@@ -415,7 +426,9 @@ def _message_json(reply: MessageReply, *, message_id: str, model: str) -> dict[s
         "content": [copy.deepcopy(dict(block)) for block in reply.content],
         "stop_reason": reply.stop_reason,
         "stop_sequence": None,
-        "usage": {
+        "usage": copy.deepcopy(dict(reply.usage))
+        if reply.usage is not None
+        else {
             "input_tokens": reply.input_tokens,
             "output_tokens": reply.output_tokens,
             "cache_creation_input_tokens": reply.cache_creation_input_tokens,
@@ -471,7 +484,7 @@ def _stream_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                "usage": {"output_tokens": message["usage"].get("output_tokens")},
             },
         )
     )

@@ -44,7 +44,8 @@ class Telemetry:
 
     def token_points(self) -> list[HistogramDataPoint]:
         data = self.metrics.get_metrics_data()
-        assert data is not None
+        if data is None:
+            return []  # nothing was recorded at all
         return [
             point
             for resource in data.resource_metrics
@@ -224,3 +225,15 @@ class TestTokenMetric:
         assert attributes[gen_ai.GEN_AI_PROVIDER_NAME] == ANTHROPIC
         assert attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "claude-test"
         assert attributes[gen_ai.GEN_AI_RESPONSE_MODEL] == "claude-test-20260101"
+
+    async def test_unusable_token_counts_are_not_recorded_as_zero(
+        self, telemetry: Telemetry, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """An answer with a negative count gives no token attributes and no metric point."""
+        fake_messages_api.enqueue(F.text("hi", usage={"input_tokens": -5, "output_tokens": 3}))
+        await LLMSubagent("support", model).run("q")
+        [chat] = telemetry.named("chat claude-test")
+        attributes = chat.attributes or {}
+        assert gen_ai.GEN_AI_USAGE_INPUT_TOKENS not in attributes
+        assert attributes["agentmesh.usage.unusable"] == ("input_tokens=-5",)
+        assert telemetry.token_points() == []

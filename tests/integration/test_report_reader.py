@@ -259,7 +259,7 @@ class TestRetriesAreVisible:
         [entry] = report.coverage
         assert entry.status is CoverageStatus.COVERED
         assert entry.retries == outcome.retries
-        assert entry.reason == "2 local retries: docs/search timeout x2"
+        assert entry.reason == "recovered after 2 local retries: docs/search timeout x2"
 
     async def test_subagent_and_model_retries_are_counted_by_source(self) -> None:
         """Retries of the subagent's own attempts and of its model turns are named apart."""

@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentmesh import Context, Coordinator, ErrorEnvelope, Report, Success, Task, UsageError, tool
 from agentmesh.models import (
@@ -196,6 +197,103 @@ class TestReportUsage:
             report = await coordinator.run(["q"])
         assert report.usage is not None
         assert report.usage.cost_usd == pytest.approx(2.0)
+
+
+NEGATIVE = {"input_tokens": -5, "output_tokens": 7}
+HUGE = {"input_tokens": 10**400, "output_tokens": 7}
+ABSURD_USAGE = [
+    pytest.param(NEGATIVE, "input_tokens=-5", False, id="negative-json"),
+    pytest.param(NEGATIVE, "input_tokens=-5", True, id="negative-stream"),
+    pytest.param(HUGE, "input_tokens=100000000000... (401 characters)", False, id="huge-json"),
+    pytest.param(HUGE, "input_tokens=100000000000... (401 characters)", True, id="huge-stream"),
+    pytest.param({"input_tokens": None, "output_tokens": 7}, "input_tokens=None", False, id="null"),
+    # Not streamed: the SDK's own stream accumulator warns about a text count.
+    pytest.param(
+        {"input_tokens": "many", "output_tokens": 7}, "input_tokens='many'", False, id="text"
+    ),
+]
+
+
+class TestUnusableTokenCounts:
+    @pytest.mark.parametrize(("usage", "named", "stream"), ABSURD_USAGE)
+    async def test_the_answer_decides_and_the_call_is_counted(
+        self,
+        fake_messages_api: FakeMessagesAPI,
+        usage: dict[str, object],
+        named: str,
+        stream: bool,
+    ) -> None:
+        """Absurd counts: the task is covered by its answer, the call counted, tokens unknown."""
+        fake_messages_api.enqueue(F.text("the answer", usage=usage))
+        async with AnthropicModel(
+            SONNET, api_key=API_KEY, base_url=fake_messages_api.base_url, stream=stream
+        ) as sonnet:
+            with capture_logs() as logs:
+                report = await Coordinator([LLMSubagent("a", sonnet)]).run(["q"])
+        [entry] = report.coverage
+        assert entry.status.value == "covered"
+        assert report.findings[0].content == "the answer"
+        assert report.usage is not None
+        assert (report.usage.model_calls, report.usage.unknown_token_calls) == (1, 1)
+        assert (report.usage.input_tokens, report.usage.output_tokens) == (0, 7)
+        assert report.usage.cost_usd is None  # unknown, never a guess
+        response_usage = report.records[0].final.usage
+        assert response_usage is not None
+        assert response_usage.unknown_token_calls == 1
+        assert fake_messages_api.request_count == 1  # an answer, not retried
+        [warning] = [log for log in logs if log["event"] == "model_usage_unusable"]
+        assert warning["counts"] == [named]
+
+    async def test_a_usage_block_that_is_no_object_is_unknown(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """`"usage": null` in an answer: the answer stands, every count of the call unknown."""
+        body = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": SONNET,
+            "content": [{"type": "text", "text": "the answer"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": None,
+        }
+        fake_messages_api.enqueue(
+            F.garbage(json.dumps(body), status=200, content_type="application/json")
+        )
+        outcome = await LLMSubagent("a", sonnet).run("q")
+        assert isinstance(outcome, Success)
+        assert outcome.data == "the answer"
+        assert outcome.usage is not None
+        assert (outcome.usage.model_calls, outcome.usage.unknown_token_calls) == (1, 1)
+
+    async def test_the_report_says_which_counts_are_unknown(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """Markdown notes the unknown counts; JSON has `unknownTokenCalls`, read back whole."""
+        fake_messages_api.enqueue(
+            F.text("first", usage={"input_tokens": -5, "output_tokens": 7}),
+            F.text("second", input_tokens=100, output_tokens=10),
+        )
+        report = await Coordinator([LLMSubagent("a", sonnet)]).run(["q1", "q2"])
+        assert report.usage is not None
+        assert (report.usage.model_calls, report.usage.unknown_token_calls) == (2, 1)
+        assert (report.usage.input_tokens, report.usage.output_tokens) == (100, 17)
+        markdown = report.to_markdown()
+        assert "Total: 2 model calls, 117 tokens, unknown (token counts missing)." in markdown
+        assert "Token counts unknown for 1 model call" in markdown
+        data = json.loads(report.to_json())
+        assert data["usage"]["unknownTokenCalls"] == 1
+        assert Report.model_validate(data).usage == report.usage
+
+    async def test_known_counts_keep_their_json_shape(
+        self, fake_messages_api: FakeMessagesAPI, sonnet: AnthropicModel
+    ) -> None:
+        """Usage whose counts are all known has no `unknownTokenCalls` key."""
+        fake_messages_api.enqueue(F.text("fine", input_tokens=10, output_tokens=2))
+        outcome = await LLMSubagent("a", sonnet).run("q")
+        assert "unknownTokenCalls" not in outcome.to_dict()["usage"]
+        assert "unknownTokenCalls" not in outcome.to_dict()["usage"]["byModel"][0]
 
 
 class TestPrices:

@@ -76,3 +76,21 @@ class TestToolLoopWithAnMCPServer:
         [denied_again] = tool_results(fake_messages_api, 4)
         assert denied_again["is_error"] is True
         assert not (tmp_path / "calls").exists()  # the server never ran `record`
+
+    async def test_a_servers_text_result_reaches_the_model_as_text(
+        self, fake_messages_api: FakeMessagesAPI, tmp_path: Path
+    ) -> None:
+        """A text-only MCP result is sent as its text, not as a JSON-escaped string."""
+        text = 'line 1\nline 2 "q"'
+        fake_messages_api.enqueue(F.tool_use("say", {"text": text}), F.text("done"))
+        server = flaky_server(tmp_path)
+        async with AnthropicModel(
+            "claude-test", api_key="sk-ant-test-0123456789", base_url=fake_messages_api.base_url
+        ) as model:
+            outcome = await LLMSubagent("mcp_user", model, tools=[server]).run("say it")
+        await server.aclose()
+
+        assert isinstance(outcome, Success)
+        [said] = tool_results(fake_messages_api, 1)
+        assert said["content"] == text
+        assert "is_error" not in said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agentmesh import (
@@ -225,3 +226,38 @@ class TestDeposit:
         await Coordinator([agent], retry_budget=budget).run(["q"])
         assert budget.first_attempts == 1
         assert budget.retries == 2
+
+
+class TestRetriesSayHowTheCallEnded:
+    async def test_retries_of_a_call_that_succeeded_are_marked_recovered(self) -> None:
+        """Two failures then a result: the counts say the call recovered."""
+        outcome = await outcome_after(FailTimes(2, lambda: TransientError("blip")))
+        assert isinstance(outcome, Success)
+        [count] = outcome.retries or ()
+        assert (count.source, count.count, count.gave_up) == ("agent", 2, False)
+
+    async def test_retries_of_a_call_that_failed_for_good_are_marked_gave_up(self) -> None:
+        """Failures until the attempts run out: the counts say the call gave up."""
+        outcome = await outcome_after(always(lambda: TransientError("down")))
+        assert isinstance(outcome, ErrorEnvelope)
+        [count] = outcome.retries or ()
+        assert (count.source, count.count, count.gave_up) == ("agent", 2, True)
+
+    async def test_retries_of_a_call_cut_short_by_the_deadline_are_marked_gave_up(self) -> None:
+        """A tool call cancelled by the task's timeout while retrying did not recover."""
+        flaky = FailTimes(1, lambda: TimeoutError("slow"))
+
+        @tool(idempotent=True, retry=fast_retry(attempts=3))
+        async def search(query: str) -> str:
+            flaky()
+            await asyncio.Event().wait()  # the second attempt never answers
+            return query
+
+        @subagent(name="agent", retry=fast_retry(attempts=1))
+        async def agent(task: Task, ctx: Context) -> str:
+            return await ctx.call(search, query=task.query)
+
+        outcome = await agent.run("q", timeout=0.3)  # room for the 0.1 s backoff
+        assert isinstance(outcome, ErrorEnvelope)
+        [count] = outcome.retries or ()
+        assert (count.source, count.count, count.gave_up) == ("agent/search", 1, True)

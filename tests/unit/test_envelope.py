@@ -121,6 +121,13 @@ class TestToolResults:
         assert empty["structuredContent"]["isEmpty"] is True
         assert "found nothing" in empty["content"][0]["text"]
 
+    def test_served_text_is_the_text_block_as_it_is(self) -> None:
+        """A string result is the MCP text block itself, not its JSON-escaped form."""
+        text = 'line 1\nline 2 "q"'
+        served = Success(data=text, source="db", attempted_query="q").to_mcp_result()
+        assert served["content"][0]["text"] == text
+        assert served["structuredContent"]["data"] == text
+
 
 class TestSuccess:
     @pytest.mark.parametrize("data", [[], {}, None, ""])

@@ -100,6 +100,22 @@ class TestReplies:
         assert [c.name for c in calls] == ["docs", "web"]
         assert calls[0].id != calls[1].id
 
+    async def test_a_raw_usage_block_is_sent_as_it_is(
+        self, fake_messages_api: FakeMessagesAPI
+    ) -> None:
+        """`usage=` replaces the counts: a negative or a 400-digit count reaches the SDK."""
+        fake_messages_api.enqueue(
+            F.text("hi", usage={"input_tokens": -5, "output_tokens": 10**400}),
+            F.tool_use("search", {}, usage={"input_tokens": 3, "output_tokens": 2}),
+        )
+        async with client_for(fake_messages_api) as client:
+            absurd = await client.messages.create(**ASK)
+            plain = await client.messages.create(**ASK)
+
+        assert (absurd.usage.input_tokens, absurd.usage.output_tokens) == (-5, 10**400)
+        assert (plain.usage.input_tokens, plain.usage.output_tokens) == (3, 2)
+        assert plain.stop_reason == "tool_use"
+
     def test_builders_reject_values_json_cannot_carry(self) -> None:
         """A tool input that is not JSON fails when the script is written, not mid-test."""
         with pytest.raises(UsageError, match="JSON"):
@@ -251,6 +267,19 @@ class TestStreaming:
         assert message.stop_reason == "end_turn"
         assert message.usage.output_tokens == 5
         assert fake_messages_api.requests[0].stream
+
+    async def test_a_raw_usage_block_is_streamed_as_it_is(
+        self, fake_messages_api: FakeMessagesAPI
+    ) -> None:
+        """A raw usage block reaches a streaming client too: its counts, whatever they are."""
+        fake_messages_api.enqueue(F.text("hi", usage={"input_tokens": -5, "output_tokens": 7}))
+        async with (
+            client_for(fake_messages_api) as client,
+            client.messages.stream(**ASK) as stream,
+        ):
+            message = await stream.get_final_message()
+
+        assert (message.usage.input_tokens, message.usage.output_tokens) == (-5, 7)
 
     async def test_streamed_tool_use_input_is_assembled(
         self, fake_messages_api: FakeMessagesAPI

@@ -97,7 +97,9 @@ class TestCoverageOfOneStep:
         )
         entry = self._entry(retries)
         assert entry.retries == retries
-        assert entry.reason == "3 local retries: docs unavailable x2, search timeout x1"
+        assert entry.reason == (
+            "recovered after 3 local retries: docs unavailable x2, search timeout x1"
+        )
 
     def test_repeated_counts_from_a_wire_form_are_merged(self) -> None:
         """Two counts of one source and error type (from elsewhere) are added up."""
@@ -107,7 +109,19 @@ class TestCoverageOfOneStep:
         )
         entry = self._entry(retries)
         assert entry.retries == (RetryCount(source="docs", error_type="unavailable", count=3),)
-        assert entry.reason == "3 local retries: docs unavailable x3"
+        assert entry.reason == "recovered after 3 local retries: docs unavailable x3"
+
+    def test_counts_that_gave_up_are_kept_apart_from_those_that_recovered(self) -> None:
+        """Retries of a call that gave up and of one that recovered are not added up."""
+        retries = (
+            RetryCount(source="docs", error_type="unavailable", count=2, gave_up=True),
+            RetryCount(source="docs", error_type="unavailable", count=1),
+        )
+        entry = self._entry(retries)
+        assert entry.retries == retries
+        assert entry.reason == (
+            "3 local retries: docs unavailable x2 (gave up), docs unavailable x1 (recovered)"
+        )
 
 
 class TestIsEmptyValue:
