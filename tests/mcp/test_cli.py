@@ -24,14 +24,13 @@ from tests.mcp.test_serve import ROOT, TARGET, _free_port, _stop, _wait_until_li
 TOKEN_VARIABLE = "AGENTMESH_MCP_TOKEN"  # documented in docs/how-to/mcp.md
 
 
-def serve_command(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve_command(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentmesh.mcp", "serve", *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        env=env,
         timeout=60,
     )
 
