@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 import pydantic_core
 
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
-from agentmesh.errors import AgentError, UsageError, ValidationError
-from agentmesh.mcp._errors import tool_error
+from agentmesh.envelope import ErrorEnvelope
+from agentmesh.errors import AgentError, CallFailed, UsageError, ValidationError
+from agentmesh.mcp._errors import remote_outcome, tool_error
 from agentmesh.tools import Tool
 
 # jsonschema ships no type information (a dependency of the mcp SDK).
@@ -135,9 +136,24 @@ class MCPTool(Tool[..., Any]):
         result = await self.server.call_tool(
             self.name, dict(arguments), request_timeout=self.timeout
         )
+        remote = remote_outcome(result, agentmesh=self._from_agentmesh(result))
+        if remote is not None:
+            if ctx is not None:
+                # As `subagent.as_tool()` does: the served run's rulings and retries count.
+                ctx.adopt(remote)
+            if isinstance(remote, ErrorEnvelope):
+                raise CallFailed(remote)  # final: it was retried where it happened
+            return remote.data
         if result.is_error:
             raise tool_error(self.name, result)
         return _data(result)
+
+    def _from_agentmesh(self, result: mcp.types.CallToolResult) -> bool:
+        """Whether an agentmesh server (`serve`) answered: by the tool's listing or the result."""
+        from agentmesh.mcp._serve_result import OUTCOME_MARK, RUN_ID_META
+
+        declared = self._spec.output_schema if self._spec is not None else None
+        return bool(declared and OUTCOME_MARK in declared) or RUN_ID_META in (result.meta or {})
 
     async def list_tools(self) -> list[Tool[..., Any]]:
         """Itself, its schema known: as a `ToolSource`, an `LLMSubagent` offers it so."""
