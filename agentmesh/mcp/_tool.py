@@ -13,10 +13,18 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._logging import get_logger
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import AgentError, CallFailed, UsageError, ValidationError
 from agentmesh.mcp._errors import remote_outcome, tool_error
+from agentmesh.mcp._schema import (
+    CHECK_SECONDS,
+    CheckedSchema,
+    SchemaTooCostly,
+    check_arguments,
+    check_arguments_off_loop,
+)
 from agentmesh.tools import Tool
 
 # jsonschema ships no type information (a dependency of the mcp SDK).
@@ -87,7 +95,8 @@ class MCPTool(Tool[..., Any]):
 
     @property
     def schema_problem(self) -> str | None:
-        """Why the server's input schema is not valid JSON Schema, or None."""
+        """Why the server's input schema cannot be used (not valid JSON Schema, a `$ref`
+        that does not resolve or loops forever), or None."""
         return self._schema_problem
 
     def learn(self, spec: mcp.types.Tool) -> None:
@@ -98,7 +107,14 @@ class MCPTool(Tool[..., Any]):
         self.description = spec.description or spec.title or spec.name
         if self._idempotent_override is None:
             self.idempotent = idempotent_from(spec.annotations)
-        self._validator, self._schema_problem = _compile(spec.input_schema)
+        checked = CheckedSchema.of(spec.input_schema)
+        self._validator, self._schema_problem = checked.validator, checked.problem
+        if checked.unchecked_patterns:
+            get_logger(mcp_server=self.server.name, tool=self.name).warning(
+                "mcp_patterns_left_to_server",
+                patterns=list(checked.unchecked_patterns),
+                reason="look-around or back-references: no linear-time engine runs them",
+            )
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -114,11 +130,54 @@ class MCPTool(Tool[..., Any]):
         """Check `arguments` against the server's schema; pydantic's error names the field.
 
         Before the schema is known the check happens at the first attempt (`invoke`).
+        The check gives up after `CHECK_SECONDS` (refused, saying so): the schema is
+        the server's, and may be built to be costly.
         """
         arguments = dict(arguments)
         if self._validator is not None:
-            _check(self._validator, self.name, arguments)
+            try:
+                errors = check_arguments(self._validator, arguments)
+            except (SchemaTooCostly, RecursionError) as exc:
+                raise self._uncheckable(exc) from None
+            _refuse(self.name, errors)
         return arguments
+
+    async def avalidate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """`validate` in a worker thread: no schema can hold up the event loop."""
+        arguments = dict(arguments)
+        if self._validator is not None:
+            try:
+                errors = await check_arguments_off_loop(self._validator, arguments)
+            except (SchemaTooCostly, RecursionError) as exc:
+                raise self._uncheckable(exc) from None
+            _refuse(self.name, errors)
+        return arguments
+
+    def _uncheckable(self, exc: BaseException) -> pydantic_core.ValidationError:
+        server = self.server.name
+        if isinstance(exc, SchemaTooCostly):
+            reason = (
+                f"the arguments could not be checked against {server}'s input schema of "
+                f"{self.name} within {CHECK_SECONDS} s (the schema is too costly to "
+                f"evaluate); {server} was not called"
+            )
+        else:
+            reason = (
+                f"the arguments are nested too deeply to be checked against {server}'s "
+                f"input schema of {self.name}; {server} was not called"
+            )
+        return pydantic_core.ValidationError.from_exception_data(
+            f"{self.name} input",
+            [
+                {
+                    "type": pydantic_core.PydanticCustomError(
+                        "uncheckable", "{reason}", {"reason": reason}
+                    ),
+                    "loc": (),
+                    "input": None,
+                }
+            ],
+        )
 
     async def invoke(
         self, arguments: Mapping[str, Any], *, idempotency_key: str | None, ctx: Any = None
@@ -128,8 +187,8 @@ class MCPTool(Tool[..., Any]):
             await self._learn_now(arguments)
         if self._schema_problem is not None:
             raise AgentError(
-                f"{self.server.name} lists {self.name} with an input schema that is not "
-                f"valid JSON Schema: {self._schema_problem}",
+                f"{self.server.name} lists {self.name} with an input schema that cannot "
+                f"be used: {self._schema_problem}",
                 error_type="invalid_schema",
                 details="the server was not called",
             )
@@ -175,7 +234,7 @@ class MCPTool(Tool[..., Any]):
         await self._describe()
         if self._validator is not None:
             try:
-                _check(self._validator, self.name, dict(arguments))
+                await self.avalidate(arguments)
             except pydantic_core.ValidationError as exc:
                 # Not retried: the input will not become valid by trying again.
                 problems = "; ".join(
@@ -203,25 +262,10 @@ def idempotent_from(annotations: mcp.types.ToolAnnotations | None) -> bool:
     return bool(annotations.idempotent_hint)
 
 
-def _compile(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:
-    """A validator for the schema, or why the schema is not one."""
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
-    from referencing import Registry
-
-    cls = validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        return None, exc.message
-    # No registry of remote documents: a `$ref` resolves within the schema, never online.
-    return cls(schema, registry=Registry()), None
-
-
-def _check(validator: Validator, tool: str, arguments: dict[str, Any]) -> None:
-    """Raise pydantic's ValidationError naming each field the schema refuses."""
+def _refuse(tool: str, found: list[Any]) -> None:
+    """Raise pydantic's ValidationError naming each field the schema refuses, if any."""
     errors: list[pydantic_core.InitErrorDetails] = []
-    for error in validator.iter_errors(arguments):
+    for error in found:
         path = tuple(error.absolute_path)
         if error.validator == "required":
             present = error.instance if isinstance(error.instance, dict) else {}
