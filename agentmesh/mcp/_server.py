@@ -120,6 +120,9 @@ class MCPServer:
         breaker: a `CircuitBreaker` shared by the server's tools; by default one that
             opens after 5 consecutive transient failures and probes after 30 s; None
             for none.
+        required: as a source of an `LLMSubagent`'s tools: True fails the task when the
+            server cannot be listed; False (the default) leaves its tools out of that
+            task, which says so in its report, while the model keeps other tools.
     """
 
     def __init__(
@@ -130,12 +133,15 @@ class MCPServer:
         timeout: float | None,
         connect_timeout: float,
         breaker: CircuitBreaker | _Default | None,
+        required: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer(name=) must be a non-empty string, got {name!r}")
         for option, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if value is not None and not (isinstance(value, int | float) and value > 0):
                 raise UsageError(f"MCPServer({option}=) must be seconds > 0, got {value!r}")
+        if not isinstance(required, bool):
+            raise UsageError(f"MCPServer(required=) takes True or False, got {required!r}")
         if isinstance(breaker, _Default):
             breaker = CircuitBreaker(failure_threshold=5, reset_after=30.0)
         elif breaker is not None and not isinstance(breaker, CircuitBreaker):
@@ -146,6 +152,7 @@ class MCPServer:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.breaker = breaker
+        self.required = required
         self._transport = transport
         self._log = get_logger(mcp_server=name)
         self._connection: Connection | None = None
@@ -165,6 +172,7 @@ class MCPServer:
         timeout: float | None = None,
         connect_timeout: float = 30.0,
         breaker: CircuitBreaker | _Default | None = _DEFAULT,
+        required: bool = False,
     ) -> MCPServer:
         """A server the framework starts as a child process and talks to over stdio.
 
@@ -189,7 +197,12 @@ class MCPServer:
             name = args[1] if len(args) > 1 and args[0] == "-m" else Path(command).name
         transport = _Stdio(command, tuple(args), env, None if cwd is None else os.fspath(cwd))
         return cls(
-            transport, name=name, timeout=timeout, connect_timeout=connect_timeout, breaker=breaker
+            transport,
+            name=name,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            breaker=breaker,
+            required=required,
         )
 
     @classmethod
@@ -202,6 +215,7 @@ class MCPServer:
         timeout: float | None = None,
         connect_timeout: float = 30.0,
         breaker: CircuitBreaker | _Default | None = _DEFAULT,
+        required: bool = False,
     ) -> MCPServer:
         """A server reached over streamable HTTP at `url` (e.g. `http://host:8000/mcp`).
 
@@ -224,6 +238,7 @@ class MCPServer:
             timeout=timeout,
             connect_timeout=connect_timeout,
             breaker=breaker,
+            required=required,
         )
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -376,21 +391,22 @@ class MCPServer:
         """Why the server could not be started or reached, as an agentmesh error."""
         leaf = _first_leaf(exc)
         facts = self._transport.facts()
+        # The message says it all; the exception's own line is logged, not reported.
         if isinstance(self._transport, _Stdio) and isinstance(leaf, FileNotFoundError):
+            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
             return AgentError(
                 f"MCP server {self.name} cannot be started: command not found: "
                 f"{self._transport.command}",
                 category=ErrorCategory.OTHER,
                 error_type="command_not_found",
-                details=f"{facts}; {describe(leaf)}",
             )
         if isinstance(self._transport, _Stdio) and isinstance(leaf, PermissionError):
+            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
             return AgentError(
                 f"MCP server {self.name} cannot be started: {self._transport.command} "
                 "is not executable",
                 category=ErrorCategory.OTHER,
                 error_type="cannot_start",
-                details=f"{facts}; {describe(leaf)}",
             )
         error = default_classifier.to_agent_error(leaf)
         if error.category not in (ErrorCategory.OTHER, ErrorCategory.TRANSIENT):

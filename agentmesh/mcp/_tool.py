@@ -89,6 +89,11 @@ class MCPTool(Tool[..., Any]):
         self._schema_problem: str | None = None
 
     @property
+    def required(self) -> bool:
+        """As a source of an `LLMSubagent`'s tools, whether its server is required."""
+        return self.server.required
+
+    @property
     def known(self) -> bool:
         """Whether the server's description of the tool has been read."""
         return self._spec is not None

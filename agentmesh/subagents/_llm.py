@@ -21,7 +21,7 @@ from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
-from agentmesh.errors import CallFailed, UsageError
+from agentmesh.errors import AgentError, CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
@@ -120,11 +120,35 @@ class LLMSubagent(Subagent):
             _report_failure_tool(),
         ]
 
-    async def _offered(self) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
-        """The tools of this task and their definitions: the fixed ones and the sources'."""
+    async def _offered(
+        self, ctx: Context
+    ) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
+        """The tools of this task and their definitions: the fixed ones and the sources'.
+
+        A source that cannot be listed fails the task when it is required
+        (`required=True`) or when the model would be left without any tool; otherwise
+        its tools are left out of this task, which says so (`ctx.leave_out`).
+        """
         if not self._sources:
             return self.tools, self._tool_definitions
-        listed = [t for source in self._sources for t in await source.list_tools()]
+        async with asyncio.TaskGroup() as group:
+            listings = [group.create_task(_listing(source)) for source in self._sources]
+        listed: list[Tool[Any, Any]] = []
+        failures: list[tuple[ToolSource, AgentError]] = []
+        for source, listing in zip(self._sources, listings, strict=True):
+            result = listing.result()
+            if isinstance(result, AgentError):
+                failures.append((source, result))
+            else:
+                listed.extend(result)
+        for source, failure in failures:
+            if getattr(source, "required", False) or not (listed or self.tools):
+                raise failure
+        for source, failure in failures:
+            ctx.log.warning(
+                "tool_source_left_out", source=source.name, error_type=failure.error_type
+            )
+            ctx.leave_out(source.name, failure.error_type, failure.message)
         _check_names(self.name, [*self.tools.values(), *listed])
         tools = {**self.tools, **{t.name: t for t in listed}}
         definitions = [
@@ -139,7 +163,7 @@ class LLMSubagent(Subagent):
         results = Submissions(
             self._output, retries=self.output_retries, source=self.name, task=task, ctx=ctx
         )
-        tools, definitions = await self._offered()
+        tools, definitions = await self._offered(ctx)
         for turn in range(1, self.max_turns + 1):
             response = await self._turn(ctx, messages, turn=turn, definitions=definitions)
             messages.append(response.to_message())
@@ -358,6 +382,14 @@ class LLMSubagent(Subagent):
         )
 
 
+async def _listing(source: ToolSource) -> list[Tool[Any, Any]] | AgentError:
+    """The source's tools, or why it cannot list them (a server that cannot start, ...)."""
+    try:
+        return await source.list_tools()
+    except AgentError as failure:
+        return failure
+
+
 def _check_names(subagent: str, tools: Sequence[Tool[Any, Any]]) -> None:
     names = [t.name for t in tools]
     clashes = sorted(
@@ -384,13 +416,15 @@ def _prompt(task: Task) -> str:
 
 
 # What only the framework knows: a model may not claim a policy's ruling nor retries.
-_FRAMEWORK_KEYS = frozenset({"policy", "rulings", "retries", "isError", "is_error"})
+_FRAMEWORK_KEYS = frozenset(
+    {"policy", "rulings", "retries", "isError", "is_error", "toolsLeftOut", "tools_left_out"}
+)
 
 
 def _report_failure_tool() -> dict[str, Any]:
     schema = ErrorEnvelope.json_schema()
     # Only what the model can know: the framework fills in source, attempts and the query.
-    for key in ("source", "attempts", "isError", "policy", "rulings", "retries"):
+    for key in ("source", "attempts", "isError", "policy", "rulings", "retries", "toolsLeftOut"):
         schema["properties"].pop(key, None)
     schema["required"] = [k for k in schema["required"] if k in schema["properties"]]
     schema.pop("title", None)
