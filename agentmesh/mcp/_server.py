@@ -293,9 +293,10 @@ class MCPServer:
     async def list_tools(self) -> list[Tool[..., Any]]:
         """The server's tools as agentmesh tools (connecting first if need be).
 
-        A tool whose input schema is not valid JSON Schema is left out (and logged): a
-        model could not be offered it. `tool(name)` still reaches it, and its calls
-        fail with an `invalid_schema` envelope without calling the server.
+        A tool whose input schema cannot be used (not valid JSON Schema, a `$ref` that
+        does not resolve or loops forever; see `agentmesh.mcp._schema`) is left out (and
+        logged): a model could not be offered it. `tool(name)` still reaches it, and its
+        calls fail with an `invalid_schema` envelope without calling the server.
         """
         session = await self._session()
         offered: list[Tool[..., Any]] = []
