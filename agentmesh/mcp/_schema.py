@@ -37,8 +37,8 @@ CHECK_SECONDS: Final = 1.0
 """How long checking one call's arguments may take: valid input takes microseconds."""
 
 # Keywords that apply a subschema to the same instance: a loop of these never ends.
-_IN_PLACE_ONE: Final = ("not", "if", "then", "else")
-_IN_PLACE_MANY: Final = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_ONE: Final = ("not", "if", "then", "else", "extends")  # draft 3's extends
+_IN_PLACE_MANY: Final = ("allOf", "anyOf", "oneOf", "extends")
 _IN_PLACE_MAP: Final = ("dependentSchemas", "dependencies")
 _REFERENCES: Final = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords that apply a subschema to a part of the instance (a loop through them ends
@@ -302,28 +302,24 @@ def _has_id(schema: dict[str, Any]) -> bool:
 
 
 def _in_place(schema: dict[str, Any]) -> Iterator[Any]:
-    for keyword in _IN_PLACE_ONE:
-        if keyword in schema:
-            yield schema[keyword]
-    for keyword in _IN_PLACE_MANY:
-        if isinstance(schema.get(keyword), list):
-            yield from schema[keyword]
-    for keyword in _IN_PLACE_MAP:
-        if isinstance(schema.get(keyword), dict):
-            yield from schema[keyword].values()
-    extends = schema.get("extends")  # draft 3
-    if extends is not None:
-        yield from extends if isinstance(extends, list) else [extends]
+    return _subschemas(schema, _IN_PLACE_ONE, _IN_PLACE_MANY, _IN_PLACE_MAP)
 
 
 def _into(schema: dict[str, Any]) -> Iterator[Any]:
-    for keyword in _INTO_ONE:
+    return _subschemas(schema, _INTO_ONE, _INTO_MANY, _INTO_MAP)
+
+
+def _subschemas(
+    schema: dict[str, Any], one: tuple[str, ...], many: tuple[str, ...], maps: tuple[str, ...]
+) -> Iterator[Any]:
+    """The subschemas under `one` (a schema), `many` (a list) and `maps` (a mapping)."""
+    for keyword in one:
         if isinstance(schema.get(keyword), dict):
             yield schema[keyword]
-    for keyword in _INTO_MANY:
+    for keyword in many:
         if isinstance(schema.get(keyword), list):
             yield from schema[keyword]
-    for keyword in _INTO_MAP:
+    for keyword in maps:
         if isinstance(schema.get(keyword), dict):
             yield from schema[keyword].values()
 

@@ -131,12 +131,11 @@ class LLMSubagent(Subagent):
         """
         if not self._sources:
             return self.tools, self._tool_definitions
-        async with asyncio.TaskGroup() as group:
-            listings = [group.create_task(_listing(source)) for source in self._sources]
+        # All at once: servers start in parallel. A bug (not an AgentError) is raised as is.
+        listings = await asyncio.gather(*(_listing(source) for source in self._sources))
         listed: list[Tool[Any, Any]] = []
         failures: list[tuple[ToolSource, AgentError]] = []
-        for source, listing in zip(self._sources, listings, strict=True):
-            result = listing.result()
+        for source, result in zip(self._sources, listings, strict=True):
             if isinstance(result, AgentError):
                 failures.append((source, result))
             else:
