@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
@@ -29,7 +29,7 @@ from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
 from agentmesh.envelope import ErrorCategory
-from agentmesh.errors import AgentError, TransientError, UsageError
+from agentmesh.errors import AgentError, PermissionDenied, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session
 from agentmesh.mcp._errors import CONNECTION_CLOSED, ServerConnectionLost
 from agentmesh.mcp._tool import MCPTool
@@ -65,7 +65,10 @@ class _Stdio:
     cwd: str | None
 
     async def open(
-        self, stack: contextlib.AsyncExitStack, request_timeout: float | None
+        self,
+        stack: contextlib.AsyncExitStack,
+        request_timeout: float | None,
+        refused: Callable[[int], None],
     ) -> mcp.Client:
         import mcp
         from mcp.client.stdio import stdio_client
@@ -88,16 +91,25 @@ class _Http:
     headers: Mapping[str, str]
 
     async def open(
-        self, stack: contextlib.AsyncExitStack, request_timeout: float | None
+        self,
+        stack: contextlib.AsyncExitStack,
+        request_timeout: float | None,
+        refused: Callable[[int], None],
     ) -> mcp.Client:
         import httpx2
         import mcp
         from mcp.client.streamable_http import streamable_http_client
 
+        async def note_refusal(response: httpx2.Response) -> None:
+            # The SDK reports any HTTP error as "Server returned an error response".
+            if response.status_code in (401, 403):
+                refused(response.status_code)
+
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
                 headers=dict(self.headers),
                 timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
+                event_hooks={"response": [note_refusal]},
             )
         )
         transport = streamable_http_client(self.url, http_client=http)
@@ -160,6 +172,7 @@ class MCPServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools: dict[str, MCPTool] = {}  # the default tool object per name
         self._listed: dict[str, mcp.types.Tool] = {}
+        self._refused: int | None = None  # the HTTP status refusing the last connection
 
     @classmethod
     def stdio(
@@ -386,7 +399,11 @@ class MCPServer:
             return connection
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> mcp.Client:
-        return await self._transport.open(stack, self.timeout)
+        self._refused = None
+        return await self._transport.open(stack, self.timeout, self._note_refusal)
+
+    def _note_refusal(self, status: int) -> None:
+        self._refused = status
 
     def _start_failure(self, exc: BaseException) -> Exception:
         """Why the server could not be started or reached, as an agentmesh error."""
@@ -408,6 +425,14 @@ class MCPServer:
                 "is not executable",
                 category=ErrorCategory.OTHER,
                 error_type="cannot_start",
+            )
+        if self._refused is not None:
+            # Not retried: the same credentials are refused again.
+            return PermissionDenied(
+                f"MCP server {self.name} refused the connection: HTTP {self._refused} "
+                "(the credentials sent with headers= are missing or wrong)",
+                error_type="unauthorized" if self._refused == 401 else "forbidden",
+                details=facts,
             )
         error = default_classifier.to_agent_error(leaf)
         if error.category not in (ErrorCategory.OTHER, ErrorCategory.TRANSIENT):

@@ -17,7 +17,15 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from agentmesh import Success
+from agentmesh import (
+    Context,
+    ErrorCategory,
+    ErrorEnvelope,
+    RetryPolicy,
+    Success,
+    Task,
+    subagent,
+)
 from agentmesh.mcp import MCPServer
 from tests.mcp.test_serve import ROOT, TARGET, _free_port, _stop, _wait_until_listening
 
@@ -119,6 +127,19 @@ async def call_docs(url: str, headers: dict[str, str] | None = None) -> object:
         await server.aclose()
 
 
+async def ask_without_token(url: str) -> object:
+    server = MCPServer.http(url, name="mesh")
+
+    @subagent(name="lead", retry=RetryPolicy(max_attempts=3, initial_delay=0.01))
+    async def lead(task: Task, ctx: Context) -> object:
+        return await ctx.call(server.tool("nothing"), query=task.query)
+
+    try:
+        return await lead.run(Task(query="q"))
+    finally:
+        await server.aclose()
+
+
 class TestHttp:
     def test_it_binds_loopback_unless_told_otherwise(self) -> None:
         """`--http PORT` listens on 127.0.0.1 only, never on every interface."""
@@ -145,12 +166,16 @@ class TestHttp:
         outcome = Success.model_validate(getattr(result, "structured_content", None))
         assert outcome.is_empty
 
-    def test_the_sdk_client_without_the_token_cannot_connect(
+    def test_the_sdk_client_without_the_token_is_refused_for_good(
         self, served_with_token: _Served
     ) -> None:
-        """Without the header the handshake itself is refused: no tool is listed or run."""
-        with pytest.raises(Exception, match="could not be started or reached"):
-            asyncio.run(call_docs(served_with_token.url))
+        """No header: the handshake is refused, a permission envelope not retried in vain."""
+        outcome = asyncio.run(ask_without_token(served_with_token.url))
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_category is ErrorCategory.PERMISSION
+        assert outcome.error_type == "unauthorized"
+        assert "refused the connection: HTTP 401" in outcome.message
+        assert outcome.attempts == 1
 
     @pytest.mark.parametrize(("argv", "logged"), [((), False), (("--log-level", "info"), True)])
     def test_no_access_log_line_per_request_unless_asked_for(
