@@ -138,6 +138,16 @@ class TestCostlySchemas:
         assert "too costly" in outcome.message
         assert "exponential" not in called(calls_file)
 
+    async def test_input_nested_too_deeply_to_check_is_refused(self, hostile: MCPServer) -> None:
+        """A 3,000-deep tree against a recursive schema: a validation envelope, not a crash."""
+        node: dict[str, Any] = {"value": "leaf", "children": []}
+        for _ in range(3000):
+            node = {"value": "node", "children": [node]}
+        outcome = await run(hostile.tool("tree"), **node)
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_category is ErrorCategory.VALIDATION
+        assert "nested too deeply to be checked" in outcome.message
+
 
 class TestUnusableSchemas:
     async def test_a_self_referencing_schema_is_not_offered(self, hostile: MCPServer) -> None:
