@@ -55,7 +55,9 @@ class LLMSubagent(Subagent):
         system: the system prompt.
         tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`),
             and sources of tools such as an `agentmesh.mcp.MCPServer`: all of a source's
-            tools are offered, listed when a task starts.
+            tools are offered, listed when a task starts. A source that cannot be
+            listed is left out of that task (said in its outcome and report) unless it
+            is `required=True` or no other tool is left.
         max_turns: model turns before the model is made to report a failure.
         max_tokens: per model turn.
         usage_limits: limits on what this subagent's model calls use in a run (all its
