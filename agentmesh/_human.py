@@ -267,7 +267,7 @@ async def ask_person(
             arguments = {**arguments, **answer.arguments}
             attempted = {"tool": tool.name, "arguments": recorded(arguments)}
             try:
-                validated = tool.validate(arguments)
+                validated = await tool.avalidate(arguments)
             except pydantic.ValidationError as exc:
                 return ctx.classifier.classify(
                     exc, source=source, attempted_query=attempted, attempts=0

@@ -54,7 +54,7 @@ async def call_tool(
     # What was tried, as sent, with secrets masked: it travels into envelopes and reports.
     attempted_query: dict[str, Any] = {"tool": tool.name, "arguments": recorded(arguments)}
     try:
-        validated = tool.validate(arguments)
+        validated = await tool.avalidate(arguments)
     except pydantic.ValidationError as exc:
         envelope = ctx.classifier.classify(
             exc, source=source, attempted_query=attempted_query, attempts=0

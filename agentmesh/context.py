@@ -24,7 +24,7 @@ from agentmesh._usage import UsageTally
 from agentmesh.checkpoints._ledger import ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
-from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success
+from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success, ToolsLeftOut
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryPolicy
@@ -89,6 +89,8 @@ class Context:
         self.ask_counts: dict[str, int] = {}
         self.pending_decision: ErrorEnvelope | None = None
         self.misuse: UsageError | None = None
+        # Optional sources of tools this attempt went on without (see `leave_out`).
+        self._left_out: list[ToolsLeftOut] | None = None
         # The run's events as this task emits them; None when nobody streams the run.
         self.events = None if scope.events is None else scope.events.for_task(task_id, subagent)
         self.store = store
@@ -141,6 +143,7 @@ class Context:
         """Called by `Subagent.run` before each attempt of the task."""
         self.attempt = number
         self.ask_counts.clear()
+        self._left_out = None  # the outcome tells what the attempt that made it lacked
         if self._ledger is not None:  # one made later starts with no calls counted
             self._ledger.new_attempt()
 
@@ -168,16 +171,29 @@ class Context:
             await self._progress.flush()
 
     def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
-        """The task's outcome carrying its rulings, local retries and model usage.
+        """The task's outcome carrying its rulings, local retries, model usage and the
+        tools it went without.
 
         Called by `Subagent.run`. Counts already on the outcome (a nested subagent's,
         passed on) are kept and added.
         """
         outcome = self._verdicts.annotate(outcome)
+        if self._left_out:
+            outcome = outcome.model_copy(update={"tools_left_out": tuple(self._left_out)})
         # Usage is not merged from the outcome: a nested run's was adopted already
         # (`adopt`), and the envelope it failed with may be this very outcome.
         usage = self.usage.summary()
         return outcome if usage is None else outcome.model_copy(update={"usage": usage})
+
+    def leave_out(self, source: str, error_type: str, reason: str) -> None:
+        """Say that this attempt goes on without the tools of `source`, and why.
+
+        Called by `LLMSubagent` when an optional source of tools cannot be listed; the
+        task's outcome carries it (`tools_left_out`) and its report entry says it.
+        """
+        if self._left_out is None:
+            self._left_out = []
+        self._left_out.append(ToolsLeftOut(source=source, error_type=error_type, reason=reason))
 
     def adopt(self, outcome: Success[Any] | ErrorEnvelope) -> None:
         """Take in what a nested run reported: its rulings, its retries, an escalation.

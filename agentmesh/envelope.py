@@ -49,6 +49,7 @@ __all__ = [
     "PolicyVerdict",
     "RetryCount",
     "Success",
+    "ToolsLeftOut",
     "is_empty_value",
 ]
 
@@ -217,6 +218,15 @@ class RetryCount(_Wire):
         return data
 
 
+class ToolsLeftOut(_Wire):
+    """A source of tools (an MCP server) that could not be listed for a task: the model
+    worked without its tools, and the report says so."""
+
+    source: str
+    error_type: str
+    reason: str
+
+
 class ErrorEnvelope(_Wire):
     """A failure as data: enough context for the coordinator to decide what to do next."""
 
@@ -254,6 +264,8 @@ class ErrorEnvelope(_Wire):
     # What the task's model calls used (retried and failed-over ones included); absent
     # when no model was called.
     usage: UsageSummary | None = None
+    # Optional sources of tools the task went on without (`LLMSubagent(tools=[...])`).
+    tools_left_out: tuple[ToolsLeftOut, ...] | None = None
     # Set only by `usage_limit_envelope` (agentmesh.models._calls): the framework's own
     # refusal, which no wire form carries, so a tool's business error named
     # "usage_limit_exceeded" is not mistaken for it.
@@ -331,6 +343,8 @@ class Success(_Wire, Generic[T]):
     # What the task's model calls used (retried and failed-over ones included); absent
     # when no model was called.
     usage: UsageSummary | None = None
+    # Optional sources of tools the task went on without (`LLMSubagent(tools=[...])`).
+    tools_left_out: tuple[ToolsLeftOut, ...] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

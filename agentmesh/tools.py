@@ -117,6 +117,11 @@ class Tool(Generic[P, R]):
             _refuse_non_finite(model)
         return {name: getattr(model, name) for name in type(model).model_fields}
 
+    async def avalidate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """`validate` as the tool path calls it: a tool whose check may take long (an MCP
+        tool's, against a server's schema) makes it without blocking the event loop."""
+        return self.validate(arguments)
+
     async def invoke(
         self, arguments: Mapping[str, Any], *, idempotency_key: str | None, ctx: Any = None
     ) -> R:

@@ -22,6 +22,7 @@ from agentmesh.envelope import (
     PolicyVerdict,
     RetryCount,
     Success,
+    ToolsLeftOut,
 )
 
 __all__ = ["DeterministicSynthesizer", "Synthesizer", "coverage_entry", "latest_partial"]
@@ -138,6 +139,8 @@ def _coverage(record: TaskRecord) -> CoverageEntry:
         reason = "; ".join(filter(None, notes))
     if final.usage is not None and final.usage.failovers:
         reason = "; ".join(filter(None, [reason, _failover_note(final.usage)]))
+    if final.tools_left_out:
+        reason = "; ".join(filter(None, [reason, _left_out_note(final.tools_left_out)]))
     return CoverageEntry(
         topic=record.task.label,
         source=record.subagent,
@@ -245,6 +248,11 @@ def _failover_note(usage: UsageSummary) -> str:
     return f"models failed over: {failed}" + (
         f"; answered by model {answered[-1]}" if answered else ""
     )
+
+
+def _left_out_note(left_out: tuple[ToolsLeftOut, ...]) -> str:
+    shown = "; ".join(f"{item.source}: {item.reason}" for item in left_out)
+    return f"went on without the tools of {shown}"
 
 
 def _retries_note(retries: tuple[RetryCount, ...]) -> str:

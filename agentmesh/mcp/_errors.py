@@ -6,8 +6,8 @@
       -32602 invalid params             validation  invalid_params
       any other code                    other       mcp_error (the code in details)
     ServerConnectionLost (a ConnectionError)  transient unavailable; may have acted
-    a result with isError: true         by its structuredContent when that is an
-                                        agentmesh envelope, else other  tool_error
+    a result with isError: true         other  tool_error (an agentmesh server's
+                                        envelope is kept whole: `remote_outcome`)
 
 `MCPError` is mapped by `agentmesh.classify` once the SDK has been imported (see
 `agentmesh._classify_sdk`); the tool path of `agentmesh.mcp` raises the rest itself.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pydantic
 
 from agentmesh._mappers import Mapper
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import AgentError, InvalidInput, TransientError
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "ServerConnectionLost",
     "mappers",
+    "remote_outcome",
     "tool_error",
 ]
 
@@ -79,28 +80,41 @@ def mappers() -> dict[type[BaseException], Mapper]:
     return {mcp.MCPError: _mcp_error}
 
 
-def tool_error(tool: str, result: mcp.types.CallToolResult) -> AgentError:
-    """The failure a result with `isError: true` reports.
+def remote_outcome(
+    result: mcp.types.CallToolResult, *, agentmesh: bool
+) -> Success[Any] | ErrorEnvelope | None:
+    """The outcome an agentmesh server (`agentmesh.mcp.serve`) sent, or None for any other.
 
-    An agentmesh server (`agentmesh.mcp.serve`) sends its envelope whole in
-    `structuredContent`: its category and type are kept, not retried here again (it was
-    retried where it happened). Any other server's text is the message and its
-    structured content the details.
+    Its outcome crosses whole in `structuredContent`: a success keeps its data (and so its
+    emptiness), an envelope its category, partial results and alternatives, as a direct
+    call of the subagent would. A success is read only when the server is known to be
+    an agentmesh one (`agentmesh`: its tool declares the outcome's output schema, or the
+    result names its run), so another server's look-alike data stays data.
     """
+    structured = result.structured_content
+    if not isinstance(structured, dict):
+        return None
+    if result.is_error:
+        envelope = _envelope(structured)
+        if envelope is None:
+            return None
+        note = f"from {envelope.source} over MCP"
+        return envelope.model_copy(
+            update={"details": "; ".join(filter(None, [note, envelope.details]))}
+        )
+    if not agentmesh or structured.get("isError") is not False:
+        return None
+    try:
+        return Success[Any].model_validate(structured)
+    except pydantic.ValidationError:
+        return None
+
+
+def tool_error(tool: str, result: mcp.types.CallToolResult) -> AgentError:
+    """The failure a result with `isError: true` from a server other than agentmesh reports:
+    its text is the message and its structured content the details."""
     text = _text(result.content) or f"{tool} reported an error without a message"
     structured = result.structured_content
-    remote = _envelope(structured)
-    if remote is not None:
-        return AgentError(
-            remote.message,
-            category=remote.error_category,
-            error_type=remote.error_type,
-            retryable=False,
-            alternative_approaches=remote.alternative_approaches or (),
-            user_message=remote.user_message,
-            retry_after=remote.retry_after,
-            details="; ".join(filter(None, [f"from {remote.source} over MCP", remote.details])),
-        )
     return AgentError(
         text[:_MAX_TEXT],
         category=ErrorCategory.OTHER,

@@ -34,12 +34,18 @@ try:
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as SDKServer
     from mcp.types import CallToolResult, InputRequiredResult
+    from mcp.types import Tool as ListedTool
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "agentmesh.mcp needs the official MCP SDK: pip install 'agentmesh-failwell[mcp]'"
     ) from exc
 
-from agentmesh.mcp._serve_result import invalid_arguments, outcome_result, unknown_tool
+from agentmesh.mcp._serve_result import (
+    invalid_arguments,
+    outcome_result,
+    output_schema,
+    unknown_tool,
+)
 
 __all__ = ["serve"]
 
@@ -137,6 +143,16 @@ class _SubagentServer(SDKServer[Any]):
         self._served = served
         for tool_name, one in served.items():
             self.add_tool(one.call, name=tool_name, description=_description(one.agent))
+
+    async def list_tools(self) -> list[ListedTool]:
+        """The tools, a subagent's declaring its outcome's shape as its `outputSchema`."""
+        listed = await super().list_tools()
+        return [
+            tool.model_copy(update={"output_schema": output_schema()})
+            if tool.name in self._served
+            else tool
+            for tool in listed
+        ]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

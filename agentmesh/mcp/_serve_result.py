@@ -8,18 +8,37 @@ for clients that read only text.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 from mcp.types import CallToolResult
 from pydantic import ValidationError as PydanticValidationError
 
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Outcome
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Outcome, Success
 
-__all__ = ["RUN_ID_META", "invalid_arguments", "outcome_result", "unknown_tool"]
+__all__ = [
+    "OUTCOME_MARK",
+    "RUN_ID_META",
+    "invalid_arguments",
+    "outcome_result",
+    "output_schema",
+    "unknown_tool",
+]
 
 RUN_ID_META: Final = "agentmesh/runId"
 """The `_meta` key of a result naming the server-side run (to find its log events)."""
+OUTCOME_MARK: Final = "x-agentmesh-outcome"
+"""Marks a served tool's `outputSchema`: its structured content is an agentmesh outcome."""
 UNKNOWN_TOOL: Final = "unknown_tool"
+
+
+@functools.cache
+def output_schema() -> dict[str, Any]:
+    """The `outputSchema` of a subagent tool: a `Success`'s JSON (an isError result carries an
+    `ErrorEnvelope` instead, which MCP does not check against the output schema)."""
+    schema = Success[Any].model_json_schema(by_alias=True, mode="serialization")
+    schema[OUTCOME_MARK] = "Success"
+    return schema
 
 
 def outcome_result(outcome: Outcome, *, run_id: str | None = None) -> CallToolResult:

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
@@ -30,7 +30,7 @@ from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
 from agentmesh.envelope import ErrorCategory
-from agentmesh.errors import AgentError, TransientError, UsageError
+from agentmesh.errors import AgentError, PermissionDenied, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session
 from agentmesh.mcp._errors import CONNECTION_CLOSED, ServerConnectionLost
 from agentmesh.mcp._tool import MCPTool
@@ -66,7 +66,10 @@ class _Stdio:
     cwd: str | None
 
     async def open(
-        self, stack: contextlib.AsyncExitStack, request_timeout: float | None
+        self,
+        stack: contextlib.AsyncExitStack,
+        request_timeout: float | None,
+        refused: Callable[[int], None],
     ) -> mcp.Client:
         import mcp
         from mcp.client.stdio import stdio_client
@@ -89,16 +92,25 @@ class _Http:
     headers: Mapping[str, str]
 
     async def open(
-        self, stack: contextlib.AsyncExitStack, request_timeout: float | None
+        self,
+        stack: contextlib.AsyncExitStack,
+        request_timeout: float | None,
+        refused: Callable[[int], None],
     ) -> mcp.Client:
         import httpx2
         import mcp
         from mcp.client.streamable_http import streamable_http_client
 
+        async def note_refusal(response: httpx2.Response) -> None:
+            # The SDK reports any HTTP error as "Server returned an error response".
+            if response.status_code in (401, 403):
+                refused(response.status_code)
+
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
                 headers=dict(self.headers),
                 timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
+                event_hooks={"response": [note_refusal]},
             )
         )
         transport = streamable_http_client(self.url, http_client=http)
@@ -121,6 +133,9 @@ class MCPServer:
         breaker: a `CircuitBreaker` shared by the server's tools; by default one that
             opens after 5 consecutive transient failures and probes after 30 s; None
             for none.
+        required: as a source of an `LLMSubagent`'s tools: True fails the task when the
+            server cannot be listed; False (the default) leaves its tools out of that
+            task, which says so in its report, while the model keeps other tools.
     """
 
     def __init__(
@@ -131,6 +146,7 @@ class MCPServer:
         timeout: float | None,
         connect_timeout: float,
         breaker: CircuitBreaker | _Default | None,
+        required: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer(name=) must be a non-empty string, got {name!r}")
@@ -139,6 +155,8 @@ class MCPServer:
         connect_timeout = number(
             "MCPServer(connect_timeout=)", connect_timeout, above=True, unit="seconds"
         )
+        if not isinstance(required, bool):
+            raise UsageError(f"MCPServer(required=) takes True or False, got {required!r}")
         if isinstance(breaker, _Default):
             breaker = CircuitBreaker(failure_threshold=5, reset_after=30.0)
         elif breaker is not None and not isinstance(breaker, CircuitBreaker):
@@ -149,6 +167,7 @@ class MCPServer:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.breaker = breaker
+        self.required = required
         self._transport = transport
         self._log = get_logger(mcp_server=name)
         self._connection: Connection | None = None
@@ -156,6 +175,7 @@ class MCPServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools: dict[str, MCPTool] = {}  # the default tool object per name
         self._listed: dict[str, mcp.types.Tool] = {}
+        self._refused: int | None = None  # the HTTP status refusing the last connection
 
     @classmethod
     def stdio(
@@ -168,6 +188,7 @@ class MCPServer:
         timeout: float | None = None,
         connect_timeout: float = 30.0,
         breaker: CircuitBreaker | _Default | None = _DEFAULT,
+        required: bool = False,
     ) -> MCPServer:
         """A server the framework starts as a child process and talks to over stdio.
 
@@ -192,7 +213,12 @@ class MCPServer:
             name = args[1] if len(args) > 1 and args[0] == "-m" else Path(command).name
         transport = _Stdio(command, tuple(args), env, None if cwd is None else os.fspath(cwd))
         return cls(
-            transport, name=name, timeout=timeout, connect_timeout=connect_timeout, breaker=breaker
+            transport,
+            name=name,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            breaker=breaker,
+            required=required,
         )
 
     @classmethod
@@ -205,6 +231,7 @@ class MCPServer:
         timeout: float | None = None,
         connect_timeout: float = 30.0,
         breaker: CircuitBreaker | _Default | None = _DEFAULT,
+        required: bool = False,
     ) -> MCPServer:
         """A server reached over streamable HTTP at `url` (e.g. `http://host:8000/mcp`).
 
@@ -227,6 +254,7 @@ class MCPServer:
             timeout=timeout,
             connect_timeout=connect_timeout,
             breaker=breaker,
+            required=required,
         )
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -281,9 +309,10 @@ class MCPServer:
     async def list_tools(self) -> list[Tool[..., Any]]:
         """The server's tools as agentmesh tools (connecting first if need be).
 
-        A tool whose input schema is not valid JSON Schema is left out (and logged): a
-        model could not be offered it. `tool(name)` still reaches it, and its calls
-        fail with an `invalid_schema` envelope without calling the server.
+        A tool whose input schema cannot be used (not valid JSON Schema, a `$ref` that
+        does not resolve or loops forever; see `agentmesh.mcp._schema`) is left out (and
+        logged): a model could not be offered it. `tool(name)` still reaches it, and its
+        calls fail with an `invalid_schema` envelope without calling the server.
         """
         session = await self._session()
         offered: list[Tool[..., Any]] = []
@@ -373,27 +402,40 @@ class MCPServer:
             return connection
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> mcp.Client:
-        return await self._transport.open(stack, self.timeout)
+        self._refused = None
+        return await self._transport.open(stack, self.timeout, self._note_refusal)
+
+    def _note_refusal(self, status: int) -> None:
+        self._refused = status
 
     def _start_failure(self, exc: BaseException) -> Exception:
         """Why the server could not be started or reached, as an agentmesh error."""
         leaf = _first_leaf(exc)
         facts = self._transport.facts()
+        # The message says it all; the exception's own line is logged, not reported.
         if isinstance(self._transport, _Stdio) and isinstance(leaf, FileNotFoundError):
+            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
             return AgentError(
                 f"MCP server {self.name} cannot be started: command not found: "
                 f"{self._transport.command}",
                 category=ErrorCategory.OTHER,
                 error_type="command_not_found",
-                details=f"{facts}; {describe(leaf)}",
             )
         if isinstance(self._transport, _Stdio) and isinstance(leaf, PermissionError):
+            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
             return AgentError(
                 f"MCP server {self.name} cannot be started: {self._transport.command} "
                 "is not executable",
                 category=ErrorCategory.OTHER,
                 error_type="cannot_start",
-                details=f"{facts}; {describe(leaf)}",
+            )
+        if self._refused is not None:
+            # Not retried: the same credentials are refused again.
+            return PermissionDenied(
+                f"MCP server {self.name} refused the connection: HTTP {self._refused} "
+                "(the credentials sent with headers= are missing or wrong)",
+                error_type="unauthorized" if self._refused == 401 else "forbidden",
+                details=facts,
             )
         error = default_classifier.to_agent_error(leaf)
         if error.category not in (ErrorCategory.OTHER, ErrorCategory.TRANSIENT):

@@ -13,10 +13,19 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._logging import get_logger
 from agentmesh._numbers import number
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
-from agentmesh.errors import AgentError, InvalidInput, UsageError
-from agentmesh.mcp._errors import tool_error
+from agentmesh.envelope import ErrorEnvelope
+from agentmesh.errors import AgentError, CallFailed, InvalidInput, UsageError
+from agentmesh.mcp._errors import remote_outcome, tool_error
+from agentmesh.mcp._schema import (
+    CHECK_SECONDS,
+    CheckedSchema,
+    SchemaTooCostly,
+    check_arguments,
+    check_arguments_off_loop,
+)
 from agentmesh.tools import Tool
 
 # jsonschema ships no type information (a dependency of the mcp SDK).
@@ -81,13 +90,19 @@ class MCPTool(Tool[..., Any]):
         self._schema_problem: str | None = None
 
     @property
+    def required(self) -> bool:
+        """As a source of an `LLMSubagent`'s tools, whether its server is required."""
+        return self.server.required
+
+    @property
     def known(self) -> bool:
         """Whether the server's description of the tool has been read."""
         return self._spec is not None
 
     @property
     def schema_problem(self) -> str | None:
-        """Why the server's input schema is not valid JSON Schema, or None."""
+        """Why the server's input schema cannot be used (not valid JSON Schema, a `$ref`
+        that does not resolve or loops forever), or None."""
         return self._schema_problem
 
     def learn(self, spec: mcp.types.Tool) -> None:
@@ -98,7 +113,14 @@ class MCPTool(Tool[..., Any]):
         self.description = spec.description or spec.title or spec.name
         if self._idempotent_override is None:
             self.idempotent = idempotent_from(spec.annotations)
-        self._validator, self._schema_problem = _compile(spec.input_schema)
+        checked = CheckedSchema.of(spec.input_schema)
+        self._validator, self._schema_problem = checked.validator, checked.problem
+        if checked.unchecked_patterns:
+            get_logger(mcp_server=self.server.name, tool=self.name).warning(
+                "mcp_patterns_left_to_server",
+                patterns=list(checked.unchecked_patterns),
+                reason="look-around or back-references: no linear-time engine runs them",
+            )
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -114,11 +136,54 @@ class MCPTool(Tool[..., Any]):
         """Check `arguments` against the server's schema; pydantic's error names the field.
 
         Before the schema is known the check happens at the first attempt (`invoke`).
+        The check gives up after `CHECK_SECONDS` (refused, saying so): the schema is
+        the server's, and may be built to be costly.
         """
         arguments = dict(arguments)
         if self._validator is not None:
-            _check(self._validator, self.name, arguments)
+            try:
+                errors = check_arguments(self._validator, arguments)
+            except (SchemaTooCostly, RecursionError) as exc:
+                raise self._uncheckable(exc) from None
+            _refuse(self.name, errors)
         return arguments
+
+    async def avalidate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """`validate` in a worker thread: no schema can hold up the event loop."""
+        arguments = dict(arguments)
+        if self._validator is not None:
+            try:
+                errors = await check_arguments_off_loop(self._validator, arguments)
+            except (SchemaTooCostly, RecursionError) as exc:
+                raise self._uncheckable(exc) from None
+            _refuse(self.name, errors)
+        return arguments
+
+    def _uncheckable(self, exc: BaseException) -> pydantic_core.ValidationError:
+        server = self.server.name
+        if isinstance(exc, SchemaTooCostly):
+            reason = (
+                f"the arguments could not be checked against {server}'s input schema of "
+                f"{self.name} within {CHECK_SECONDS} s (the schema is too costly to "
+                f"evaluate); {server} was not called"
+            )
+        else:
+            reason = (
+                f"the arguments are nested too deeply to be checked against {server}'s "
+                f"input schema of {self.name}; {server} was not called"
+            )
+        return pydantic_core.ValidationError.from_exception_data(
+            f"{self.name} input",
+            [
+                {
+                    "type": pydantic_core.PydanticCustomError(
+                        "uncheckable", "{reason}", {"reason": reason}
+                    ),
+                    "loc": (),
+                    "input": None,
+                }
+            ],
+        )
 
     async def invoke(
         self, arguments: Mapping[str, Any], *, idempotency_key: str | None, ctx: Any = None
@@ -128,17 +193,32 @@ class MCPTool(Tool[..., Any]):
             await self._learn_now(arguments)
         if self._schema_problem is not None:
             raise AgentError(
-                f"{self.server.name} lists {self.name} with an input schema that is not "
-                f"valid JSON Schema: {self._schema_problem}",
+                f"{self.server.name} lists {self.name} with an input schema that cannot "
+                f"be used: {self._schema_problem}",
                 error_type="invalid_schema",
                 details="the server was not called",
             )
         result = await self.server.call_tool(
             self.name, dict(arguments), request_timeout=self.timeout
         )
+        remote = remote_outcome(result, agentmesh=self._from_agentmesh(result))
+        if remote is not None:
+            if ctx is not None:
+                # As `subagent.as_tool()` does: the served run's rulings and retries count.
+                ctx.adopt(remote)
+            if isinstance(remote, ErrorEnvelope):
+                raise CallFailed(remote)  # final: it was retried where it happened
+            return remote.data
         if result.is_error:
             raise tool_error(self.name, result)
         return _data(result)
+
+    def _from_agentmesh(self, result: mcp.types.CallToolResult) -> bool:
+        """Whether an agentmesh server (`serve`) answered: by the tool's listing or the result."""
+        from agentmesh.mcp._serve_result import OUTCOME_MARK, RUN_ID_META
+
+        declared = self._spec.output_schema if self._spec is not None else None
+        return bool(declared and OUTCOME_MARK in declared) or RUN_ID_META in (result.meta or {})
 
     async def list_tools(self) -> list[Tool[..., Any]]:
         """Itself, its schema known: as a `ToolSource`, an `LLMSubagent` offers it so."""
@@ -160,7 +240,7 @@ class MCPTool(Tool[..., Any]):
         await self._describe()
         if self._validator is not None:
             try:
-                _check(self._validator, self.name, dict(arguments))
+                await self.avalidate(arguments)
             except pydantic_core.ValidationError as exc:
                 # Not retried: the input will not become valid by trying again.
                 problems = "; ".join(
@@ -188,25 +268,10 @@ def idempotent_from(annotations: mcp.types.ToolAnnotations | None) -> bool:
     return bool(annotations.idempotent_hint)
 
 
-def _compile(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:
-    """A validator for the schema, or why the schema is not one."""
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
-    from referencing import Registry
-
-    cls = validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        return None, exc.message
-    # No registry of remote documents: a `$ref` resolves within the schema, never online.
-    return cls(schema, registry=Registry()), None
-
-
-def _check(validator: Validator, tool: str, arguments: dict[str, Any]) -> None:
-    """Raise pydantic's ValidationError naming each field the schema refuses."""
+def _refuse(tool: str, found: list[Any]) -> None:
+    """Raise pydantic's ValidationError naming each field the schema refuses, if any."""
     errors: list[pydantic_core.InitErrorDetails] = []
-    for error in validator.iter_errors(arguments):
+    for error in found:
         path = tuple(error.absolute_path)
         if error.validator == "required":
             present = error.instance if isinstance(error.instance, dict) else {}

@@ -25,7 +25,7 @@ from agentmesh._tracing import record_outcome, tool_span
 from agentmesh._usage_meter import UsageLimits
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
-from agentmesh.errors import CallFailed, UsageError
+from agentmesh.errors import AgentError, CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
 from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
@@ -59,7 +59,9 @@ class LLMSubagent(Subagent):
         system: the system prompt.
         tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`),
             and sources of tools such as an `agentmesh.mcp.MCPServer`: all of a source's
-            tools are offered, listed when a task starts.
+            tools are offered, listed when a task starts. A source that cannot be
+            listed is left out of that task (said in its outcome and report) unless it
+            is `required=True` or no other tool is left.
         max_turns: model turns before the model is made to report a failure.
         max_tokens: per model turn.
         usage_limits: limits on what this subagent's model calls use in a run (all its
@@ -121,11 +123,34 @@ class LLMSubagent(Subagent):
             failure_tool(REPORT_FAILURE),
         ]
 
-    async def _offered(self) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
-        """The tools of this task and their definitions: the fixed ones and the sources'."""
+    async def _offered(
+        self, ctx: Context
+    ) -> tuple[dict[str, Tool[Any, Any]], list[dict[str, Any]]]:
+        """The tools of this task and their definitions: the fixed ones and the sources'.
+
+        A source that cannot be listed fails the task when it is required
+        (`required=True`) or when the model would be left without any tool; otherwise
+        its tools are left out of this task, which says so (`ctx.leave_out`).
+        """
         if not self._sources:
             return self.tools, self._tool_definitions
-        listed = [t for source in self._sources for t in await source.list_tools()]
+        # All at once: servers start in parallel. A bug (not an AgentError) is raised as is.
+        listings = await asyncio.gather(*(_listing(source) for source in self._sources))
+        listed: list[Tool[Any, Any]] = []
+        failures: list[tuple[ToolSource, AgentError]] = []
+        for source, result in zip(self._sources, listings, strict=True):
+            if isinstance(result, AgentError):
+                failures.append((source, result))
+            else:
+                listed.extend(result)
+        for source, failure in failures:
+            if getattr(source, "required", False) or not (listed or self.tools):
+                raise failure
+        for source, failure in failures:
+            ctx.log.warning(
+                "tool_source_left_out", source=source.name, error_type=failure.error_type
+            )
+            ctx.leave_out(source.name, failure.error_type, failure.message)
         _check_names(self.name, [*self.tools.values(), *listed])
         tools = {**self.tools, **{t.name: t for t in listed}}
         definitions = [
@@ -140,7 +165,7 @@ class LLMSubagent(Subagent):
         results = Submissions(
             self._output, retries=self.output_retries, source=self.name, task=task, ctx=ctx
         )
-        tools, definitions = await self._offered()
+        tools, definitions = await self._offered(ctx)
         for turn in range(1, self.max_turns + 1):
             response = await self._turn(ctx, messages, turn=turn, definitions=definitions)
             messages.append(response.to_message())
@@ -360,6 +385,14 @@ class LLMSubagent(Subagent):
             source=self.name,
             attempts=ctx.attempt,
         )
+
+
+async def _listing(source: ToolSource) -> list[Tool[Any, Any]] | AgentError:
+    """The source's tools, or why it cannot list them (a server that cannot start, ...)."""
+    try:
+        return await source.list_tools()
+    except AgentError as failure:
+        return failure
 
 
 def _check_names(subagent: str, tools: Sequence[Tool[Any, Any]]) -> None:

@@ -7,10 +7,13 @@ MCP server's; a policy denies one of them, and the server's own record shows it 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from agentmesh import Success, tool
-from agentmesh.models import AnthropicModel
+from agentmesh import Coordinator, Success, Task, tool
+from agentmesh.coordinator import CoverageEntry, CoverageStatus
+from agentmesh.mcp import MCPServer
+from agentmesh.models import AnthropicModel, ModelResponse, ScriptedModel
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI
@@ -94,3 +97,88 @@ class TestToolLoopWithAnMCPServer:
         [said] = tool_results(fake_messages_api, 1)
         assert said["content"] == text
         assert "is_error" not in said
+
+
+def dead_git(tmp: Path, **options: bool) -> MCPServer:
+    """A git server whose command is not installed."""
+    return MCPServer.stdio(str(tmp / "mcp-server-git-missing"), name="git", **options)
+
+
+def time_server() -> MCPServer:
+    return MCPServer.stdio(sys.executable, "-m", "mcp_server_time", name="time")
+
+
+async def report_of(agent: LLMSubagent) -> CoverageEntry:
+    report = await Coordinator([agent]).run([Task(query="what time is it?", topic="time")])
+    [entry] = report.coverage
+    return entry
+
+
+class TestOptionalSources:
+    async def test_a_dead_server_leaves_its_tools_out_and_the_model_runs_with_the_rest(
+        self, tmp_path: Path
+    ) -> None:
+        """The time server answers; git cannot start: the task is answered, the report says so."""
+        model = ScriptedModel(
+            [
+                ModelResponse.of_tool_calls(("get_current_time", {"timezone": "UTC"})),
+                ModelResponse.of_text("It is noon in UTC."),
+            ]
+        )
+        git, time = dead_git(tmp_path), time_server()
+        try:
+            entry = await report_of(LLMSubagent("clock", model, tools=[git, time]))
+        finally:
+            await time.aclose()
+        assert entry.status is CoverageStatus.COVERED
+        assert entry.reason is not None
+        assert "went on without the tools of git: MCP server git cannot be started: " in (
+            entry.reason
+        )
+        assert "command not found" in entry.reason
+        offered = {tool["name"] for tool in model.requests[0].tools}
+        assert "get_current_time" in offered
+        assert not offered & {"git_status", "git_log"}
+
+    async def test_the_outcome_names_the_source_left_out(self, tmp_path: Path) -> None:
+        """`tools_left_out` on the outcome: the source, its error type and the human reason."""
+        model = ScriptedModel([ModelResponse.of_text("I could not look.")])
+        git, time = dead_git(tmp_path), time_server()
+        try:
+            outcome = await LLMSubagent("clock", model, tools=[git, time]).run("time?")
+        finally:
+            await time.aclose()
+        assert isinstance(outcome, Success)
+        assert outcome.tools_left_out is not None
+        [left_out] = outcome.tools_left_out
+        assert (left_out.source, left_out.error_type) == ("git", "command_not_found")
+        assert left_out.reason.startswith("MCP server git cannot be started: command not found")
+
+    async def test_a_required_server_that_cannot_start_fails_the_task_before_the_model(
+        self, tmp_path: Path
+    ) -> None:
+        """`required=True` keeps the old rule, with a reason a person can read."""
+        model = ScriptedModel([ModelResponse.of_text("never asked")])
+        git, time = dead_git(tmp_path, required=True), time_server()
+        try:
+            entry = await report_of(LLMSubagent("clock", model, tools=[git, time]))
+        finally:
+            await time.aclose()
+        assert entry.status is CoverageStatus.GAP
+        assert entry.reason == (
+            f"MCP server git cannot be started: command not found: {tmp_path}/"
+            "mcp-server-git-missing"
+        )
+        assert model.requests == []
+
+    async def test_with_no_tool_left_the_task_fails_with_the_servers_reason(
+        self, tmp_path: Path
+    ) -> None:
+        """A model left without any tool is not asked: the one server's failure ends the task."""
+        model = ScriptedModel([ModelResponse.of_text("never asked")])
+        entry = await report_of(LLMSubagent("clock", model, tools=[dead_git(tmp_path)]))
+        assert entry.status is CoverageStatus.GAP
+        assert entry.reason is not None
+        assert entry.reason.startswith("MCP server git cannot be started: command not found")
+        assert "FileNotFoundError" not in entry.reason
+        assert model.requests == []

@@ -369,8 +369,8 @@ class TestCommandLine:
             (["serve", "tests.mcp.no_such_module:x"], "cannot import 'tests.mcp.no_such_module'"),
             (["serve", "tests.mcp.fixtures.served:absent"], "has no attribute 'absent'"),
             (["serve", "tests.mcp.fixtures.served:not_subagents"], "is not a Subagent"),
-            (["serve", TARGET, "--http", "127.0.0.1"], "'127.0.0.1' is not HOST:PORT"),
-            (["serve", TARGET, "--http", "localhost:99999"], "is not HOST:PORT"),
+            (["serve", TARGET, "--http", "127.0.0.1"], "'127.0.0.1' is not [HOST:]PORT"),
+            (["serve", TARGET, "--http", "localhost:99999"], "is not [HOST:]PORT"),
             (["serve", TARGET, "--timeout", "soon"], "'soon' is not a number of seconds"),
         ],
     )
