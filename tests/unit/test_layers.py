@@ -95,7 +95,7 @@ class TestLayers:
 class TestRouteName:
     def test_a_route_is_any_of_the_six_routes(self) -> None:
         """`Route` is the union of the coordinator's six routes, as a router returns them."""
-        assert set(Route.__args__) == {  # type: ignore[attr-defined]
+        assert set(Route.__args__) == {
             Accept,
             AcceptEmpty,
             RetryWithFeedback,
@@ -116,4 +116,4 @@ class TestRouteName:
     def test_an_unknown_name_is_still_an_attribute_error(self) -> None:
         """The module's `__getattr__` answers only the old name, never anything else."""
         with pytest.raises(AttributeError, match="RouteDecisions"):
-            _ = agentmesh.coordinator.RouteDecisions  # type: ignore[attr-defined]
+            _ = agentmesh.coordinator.RouteDecisions
