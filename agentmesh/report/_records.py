@@ -67,7 +67,10 @@ def _wire_form(outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One dispatch of a task and the decision taken on its outcome."""
+    """One dispatch of a task and the route taken on its outcome.
+
+    `decision` names the route (`"RetryWithFeedback"`), under the key the JSON has always had.
+    """
 
     __pydantic_config__: ClassVar[ConfigDict] = CAMEL
 
@@ -76,7 +79,7 @@ class Step:
     outcome: Annotated[Outcome, WrapSerializer(_wire_form, when_used="json")]
     decision: str
     reason: str | None = None
-    # The alternative approach this step's decision tried (a `TryAlternative`).
+    # The alternative approach this step's route tried (a `TryAlternative`).
     alternative: str | None = None
 
 
