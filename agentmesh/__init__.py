@@ -13,7 +13,7 @@ from agentmesh._tracing import configure_tracing
 from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.classify import Classifier, classify, default_classifier
 from agentmesh.context import Context
-from agentmesh.coordinator import Coordinator, Report
+from agentmesh.coordinator import Coordinator
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
@@ -34,6 +34,7 @@ from agentmesh.errors import (
     UsageError,
 )
 from agentmesh.pipeline import Pipeline
+from agentmesh.report import Report
 from agentmesh.retry import RetryBudget, RetryPolicy
 from agentmesh.subagents import Subagent, subagent
 from agentmesh.task import Task

@@ -26,7 +26,7 @@ from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy
 
 if TYPE_CHECKING:
-    from agentmesh._event_channel import TaskEvents
+    from agentmesh.events._channel import TaskEvents
 
 __all__ = ["AttemptRules", "AttemptScope", "RetryTally", "attempt_call", "propagates"]
 

@@ -32,9 +32,9 @@ from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 
 if TYPE_CHECKING:
-    from agentmesh._event_channel import EventSink
     from agentmesh._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
+    from agentmesh.events._channel import EventSink
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
 

@@ -18,7 +18,7 @@ from tenacity import wait_exponential_jitter as tenacity_backoff
 
 from agentmesh import Coordinator, RetryBudget, RetryPolicy, Task, TransientError, subagent
 from agentmesh.context import Context
-from agentmesh.coordinator import CoverageStatus
+from agentmesh.report import CoverageStatus
 from benchmarks._harness import Samples, rotated, time_call
 from benchmarks.dispatch import no_sleep
 

@@ -7,6 +7,7 @@ import agentmesh.decisions
 import agentmesh.events
 import agentmesh.executors
 import agentmesh.policies
+import agentmesh.report
 import agentmesh.subagents
 import agentmesh.testing
 
@@ -57,6 +58,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh.events,
         agentmesh.executors,
         agentmesh.policies,
+        agentmesh.report,
         agentmesh.subagents,
         agentmesh.testing,
     ):
@@ -122,6 +124,25 @@ def test_events_exports_exactly_the_events_and_the_stream() -> None:
         "TaskStarted",
         "UsageUpdated",
         "parse_event",
+    }
+
+
+def test_report_exports_exactly_the_report_and_the_routes() -> None:
+    """`agentmesh.report` exports the report, its records and the coordinator's routes."""
+    assert set(agentmesh.report.__all__) == {
+        "Accept",
+        "AcceptEmpty",
+        "CoverageEntry",
+        "CoverageStatus",
+        "Escalate",
+        "Finding",
+        "RecordGap",
+        "Report",
+        "RetryWithFeedback",
+        "Route",
+        "Step",
+        "TaskRecord",
+        "TryAlternative",
     }
 
 

@@ -50,8 +50,9 @@ KNOWN = {
     "agentmesh.mcp.MCPServer.__init__": {"_Default", "_Http", "_Stdio"},
     "agentmesh.mcp.MCPServer.stdio": {"_Default"},
     "agentmesh.mcp.MCPServer.http": {"_Default"},
-    # Built by the coordinator only, from its run's collaborators.
-    "agentmesh.events.RunStream.__init__": {"Start"},
+    # Built by the coordinator only, from its run's collaborators (`Hub` is the protocol
+    # the coordinator meets, so that the events never import it).
+    "agentmesh.events.RunStream.__init__": {"Hub", "Start"},
     "agentmesh.scope.RunScope.__init__": {"DecisionBook", "EventSink", "UsageMeter"},
 }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
@@ -17,8 +16,9 @@ from agentmesh.decisions import (
     Reject,
 )
 from agentmesh.envelope import PolicyVerdict
+from agentmesh.report._report import call_text, value_text
 
-__all__ = ["answer_notes", "answered", "asked_and_answered", "call_text"]
+__all__ = ["answer_notes", "answered", "asked_and_answered"]
 
 _NAMES: Final[dict[type[Any], Literal["approve", "reject", "edit"]]] = {
     Approve: "approve",
@@ -64,9 +64,8 @@ def answer_notes(answers: Sequence[AnsweredDecision]) -> list[str]:
         where = f"by a person (decision {item.id})"
         if item.kind is DecisionKind.ESCALATION:
             if item.answer == "edit":
-                notes.append(
-                    f"edited {where}: query {_value(item.edited_query)} (was {_value(item.query)})"
-                )
+                query, was = value_text(item.edited_query), value_text(item.query)
+                notes.append(f"edited {where}: query {query} (was {was})")
         elif item.answer == "approve":
             notes.append(f"approved {where}: {call_text(item.tool, item.arguments)}")
         else:
@@ -83,21 +82,12 @@ def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredDecision
     )
 
 
-def call_text(tool: str | None, arguments: dict[str, Any] | None) -> str:
-    """A call as a reader writes it: `refund(order="B-2", amount=100)`."""
-    shown = ", ".join(f"{key}={_value(value)}" for key, value in (arguments or {}).items())
-    return f"{tool}({shown})"
-
-
 def _changes(item: AnsweredDecision) -> str:
     before, after = item.arguments or {}, item.edited_arguments or {}
     changed = [
-        f"{key}={_value(value)}" + (f" (was {_value(before[key])})" if key in before else "")
+        f"{key}={value_text(value)}"
+        + (f" (was {value_text(before[key])})" if key in before else "")
         for key, value in after.items()
         if key not in before or before[key] != value
     ]
     return ", ".join(changed) or "the arguments asked about"
-
-
-def _value(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)

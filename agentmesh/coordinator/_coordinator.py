@@ -13,9 +13,6 @@ from typing import Any, Final, TypeAlias, cast
 from pydantic import ConfigDict, TypeAdapter
 
 from agentmesh._attempts import propagates
-from agentmesh._event_channel import DEFAULT_BUFFER, EventSink
-from agentmesh._events import EscalationPending, Routed, RunFinished, RunStarted, TaskFinished
-from agentmesh._events import TaskStarted as TaskStartedEvent
 from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number, whole
@@ -24,19 +21,9 @@ from agentmesh._tracing import record_outcome, span, tracing
 from agentmesh._usage_meter import UsageLimits, UsageMeter
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
-from agentmesh.coordinator._decisions import (
-    Accept,
-    AcceptEmpty,
-    Escalate,
-    RecordGap,
-    RetryWithFeedback,
-    RouteDecision,
-    TryAlternative,
-)
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
 from agentmesh.coordinator._plan import Job, OneEach
-from agentmesh.coordinator._report import CoverageStatus, Report, Step, TaskRecord
 from agentmesh.coordinator._resume import (
     Redo,
     check_asks,
@@ -49,7 +36,6 @@ from agentmesh.coordinator._resume import (
     stored,
 )
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
-from agentmesh.coordinator._stream import RunStream, Start
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer, coverage_entry
 from agentmesh.decisions import HumanDecision
 from agentmesh.envelope import (
@@ -61,9 +47,34 @@ from agentmesh.envelope import (
     Success,
 )
 from agentmesh.errors import UsageError
+from agentmesh.events import (
+    DEFAULT_BUFFER,
+    EscalationPending,
+    Routed,
+    RunFinished,
+    RunStarted,
+    RunStream,
+    TaskFinished,
+)
+from agentmesh.events import TaskStarted as TaskStartedEvent
+from agentmesh.events._channel import EventSink
+from agentmesh.events._stream import Start
 from agentmesh.executors._local import Dispatch, Executor, LocalExecutor
 from agentmesh.models._calls import is_usage_refusal, usage_limit_envelope
 from agentmesh.policies import ToolPolicy
+from agentmesh.report import (
+    Accept,
+    AcceptEmpty,
+    CoverageStatus,
+    Escalate,
+    RecordGap,
+    Report,
+    RetryWithFeedback,
+    Route,
+    Step,
+    TaskRecord,
+    TryAlternative,
+)
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
@@ -619,7 +630,7 @@ class Coordinator:
 
     @staticmethod
     def _finished(
-        events: EventSink, run: _Run, index: int, record: TaskRecord, decision: RouteDecision
+        events: EventSink, run: _Run, index: int, record: TaskRecord, decision: Route
     ) -> None:
         """The events of a task that reached its final state."""
         if isinstance(decision, Escalate):
@@ -637,7 +648,7 @@ class Coordinator:
         events.emit(TaskFinished, record.task_id, entry=coverage_entry(record))
         run.active.pop(index, None)
 
-    async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> RouteDecision:
+    async def _decide(self, run: _Run, job: _Job, outcome: Outcome) -> Route:
         """The router's decision, within what no router may change."""
         if is_usage_refusal(outcome):
             # The run's limit stopped it, whatever a router wants: a gap that says so, not
@@ -916,14 +927,14 @@ class _Job:
         self.current = self.subagent
         self.tried_queries = (self.task.query,)
 
-    def finish(self, decision: RouteDecision) -> TaskRecord:
+    def finish(self, decision: Route) -> TaskRecord:
         status, reason = _status(decision, self.steps)
         return TaskRecord(
             self.task_id, self.original, self.subagent.name, tuple(self.steps), status, reason
         )
 
 
-def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus, str | None]:
+def _status(decision: Route, steps: list[Step]) -> tuple[CoverageStatus, str | None]:
     if isinstance(decision, Accept):
         return CoverageStatus.COVERED, None
     if isinstance(decision, AcceptEmpty):
@@ -940,7 +951,7 @@ def _status(decision: RouteDecision, steps: list[Step]) -> tuple[CoverageStatus,
     return (CoverageStatus.PARTIAL if has_partial else CoverageStatus.GAP), reason
 
 
-def _step(job: _Job, outcome: Outcome, decision: RouteDecision, reason: str | None) -> Step:
+def _step(job: _Job, outcome: Outcome, decision: Route, reason: str | None) -> Step:
     return Step(
         job.current.name,
         job.task.query,
@@ -976,7 +987,7 @@ def _with_helper_usage(report: Report, run: _Run) -> Report:
 _EXECUTOR_GRACE: Final = 0.5
 
 
-def _describe(decision: RouteDecision) -> dict[str, str]:
+def _describe(decision: Route) -> dict[str, str]:
     if isinstance(decision, RetryWithFeedback):
         return {"reason": f"retry with query {decision.task.query!r}"}
     if isinstance(decision, TryAlternative):

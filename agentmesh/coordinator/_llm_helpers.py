@@ -24,14 +24,13 @@ import pydantic
 from agentmesh._logging import get_logger
 from agentmesh._numbers import whole
 from agentmesh.classify import Classifier, default_classifier
-from agentmesh.coordinator._decisions import RecordGap
 from agentmesh.coordinator._helper_models import REWRITER, SYNTHESIZER, HelperModels, helper_context
-from agentmesh.coordinator._report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse
 from agentmesh.models._calls import call_model
+from agentmesh.report import CoverageEntry, CoverageStatus, Finding, RecordGap, Report, TaskRecord
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task

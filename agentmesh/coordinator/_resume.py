@@ -20,20 +20,19 @@ import pydantic_core
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from agentmesh._event_channel import EventSink
-from agentmesh._events import DecisionApplied
 from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
 from agentmesh._logging import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered
-from agentmesh.coordinator._decisions import Escalate, RouteDecision
-from agentmesh.coordinator._report import CoverageStatus, Step, TaskRecord
 from agentmesh.decisions import Approve, DecisionKind, Edit, HumanDecision, PendingDecision, Reject
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
+from agentmesh.events import DecisionApplied
+from agentmesh.events._channel import EventSink
 from agentmesh.policies import ToolPolicy
+from agentmesh.report import CoverageStatus, Escalate, Route, Step, TaskRecord
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
@@ -213,7 +212,7 @@ async def stored(
     book: DecisionBook,
     store: CheckpointStore,
     record: TaskRecord,
-    decision: RouteDecision | None,
+    decision: Route | None,
     outcome: Outcome | None,
     events: EventSink | None = None,
 ) -> TaskRecord:

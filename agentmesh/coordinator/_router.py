@@ -7,17 +7,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
-from agentmesh.coordinator._decisions import (
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, Success
+from agentmesh.errors import UsageError
+from agentmesh.report import (
     Accept,
     AcceptEmpty,
     Escalate,
     RecordGap,
     RetryWithFeedback,
-    RouteDecision,
+    Route,
     TryAlternative,
 )
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, Success
-from agentmesh.errors import UsageError
 from agentmesh.task import Task
 
 __all__ = ["Rewriter", "RouteContext", "Router", "RouterLike"]
@@ -54,9 +54,9 @@ class RouteContext:
 
 
 class RouterLike(Protocol):
-    """Anything with `async route(ctx) -> RouteDecision` can replace the default router."""
+    """Anything with `async route(ctx) -> Route` can replace the default router."""
 
-    async def route(self, ctx: RouteContext) -> RouteDecision: ...
+    async def route(self, ctx: RouteContext) -> Route: ...
 
 
 class Router:
@@ -76,11 +76,11 @@ class Router:
     escalate, the deadline, `max_rounds`, and never sending a query twice.
     """
 
-    async def route(self, ctx: RouteContext) -> RouteDecision:
+    async def route(self, ctx: RouteContext) -> Route:
         outcome = ctx.outcome
         if isinstance(outcome, Success):
             return AcceptEmpty() if outcome.is_empty else Accept()
-        rows: dict[ErrorCategory, Callable[[RouteContext], Awaitable[RouteDecision]]] = {
+        rows: dict[ErrorCategory, Callable[[RouteContext], Awaitable[Route]]] = {
             ErrorCategory.VALIDATION: self.on_validation,
             ErrorCategory.TRANSIENT: self.on_transient,
             ErrorCategory.BUSINESS: self.on_business,
@@ -89,7 +89,7 @@ class Router:
         }
         return await rows[outcome.error_category](ctx)
 
-    async def on_validation(self, ctx: RouteContext) -> RouteDecision:
+    async def on_validation(self, ctx: RouteContext) -> Route:
         envelope = ctx.envelope
         if ctx.rewriter is None:
             return RecordGap(f"invalid query and no rewriter to correct it: {envelope.message}")
@@ -118,20 +118,20 @@ class Router:
             return RecordGap(f"the rewriter proposed a query already tried: {new_task.query!r}")
         return RetryWithFeedback(new_task)
 
-    async def on_transient(self, ctx: RouteContext) -> RouteDecision:
+    async def on_transient(self, ctx: RouteContext) -> Route:
         envelope = ctx.envelope
         for name in envelope.alternative_approaches or ():
             if name in ctx.alternatives and name not in ctx.tried_alternatives:
                 return TryAlternative(name)
         return RecordGap(f"{envelope.error_type} after local retries: {envelope.message}")
 
-    async def on_business(self, ctx: RouteContext) -> RouteDecision:
+    async def on_business(self, ctx: RouteContext) -> Route:
         envelope = ctx.envelope
         return Escalate(envelope.user_message or envelope.message)
 
-    async def on_permission(self, ctx: RouteContext) -> RouteDecision:
+    async def on_permission(self, ctx: RouteContext) -> Route:
         return Escalate(f"permission: {ctx.envelope.message}")
 
-    async def on_other(self, ctx: RouteContext) -> RouteDecision:
+    async def on_other(self, ctx: RouteContext) -> Route:
         envelope = ctx.envelope
         return RecordGap(envelope.details or envelope.message)

@@ -9,13 +9,6 @@ import pydantic_core
 
 from agentmesh._usage import UsageSummary
 from agentmesh.coordinator._answers import answer_notes, asked_and_answered
-from agentmesh.coordinator._report import (
-    CoverageEntry,
-    CoverageStatus,
-    Finding,
-    Report,
-    TaskRecord,
-)
 from agentmesh.envelope import (
     ErrorEnvelope,
     PartialResults,
@@ -23,6 +16,13 @@ from agentmesh.envelope import (
     RetryCount,
     Success,
     ToolsLeftOut,
+)
+from agentmesh.report import (
+    CoverageEntry,
+    CoverageStatus,
+    Finding,
+    Report,
+    TaskRecord,
 )
 
 __all__ = ["DeterministicSynthesizer", "Synthesizer", "coverage_entry", "latest_partial"]

@@ -25,7 +25,7 @@ from collections import Counter
 from typing import Any
 
 from agentmesh import Report
-from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
+from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
 from .relevance import QUESTION_FLOOR, Scorer
 from .sources import Passage

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh import Report
-from agentmesh.coordinator import CoverageEntry, CoverageStatus, Finding
 from agentmesh.models import UsageSummary
+from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
 from . import passages
 from .planner import Plan

@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 
 from agentmesh import Report
-from agentmesh.coordinator import CoverageStatus, DeterministicSynthesizer, Finding, TaskRecord
+from agentmesh.coordinator import DeterministicSynthesizer
+from agentmesh.report import CoverageStatus, Finding, TaskRecord
 
 from .merge import merge
 from .relevance import Scorer

@@ -21,7 +21,6 @@ from rich.table import Table
 from rich.text import Text
 
 from agentmesh import Report
-from agentmesh.coordinator import CoverageStatus
 from agentmesh.events import (
     AttemptFailed,
     EscalationPending,
@@ -33,6 +32,7 @@ from agentmesh.events import (
     TaskFinished,
     TaskStarted,
 )
+from agentmesh.report import CoverageStatus
 
 __all__ = ["STYLES", "EventLog", "Progress", "coverage_grid", "note"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from agentmesh import Coordinator, UsageError
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.coordinator import Report
 from agentmesh.decisions import Approve, HumanDecision, Reject
+from agentmesh.report import Report
 
 from .desk import TICKETS, desk, refund_limit
 

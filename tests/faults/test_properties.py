@@ -39,8 +39,8 @@ from agentmesh.coordinator import (
     Escalate,
     RecordGap,
     RetryWithFeedback,
+    Route,
     RouteContext,
-    RouteDecision,
     Router,
     TryAlternative,
 )
@@ -88,7 +88,7 @@ class Pushy(Router):
     def __init__(self, how: str) -> None:
         self.how = how
 
-    async def route(self, ctx: RouteContext) -> RouteDecision:
+    async def route(self, ctx: RouteContext) -> Route:
         if isinstance(ctx.outcome, Success):
             return Accept()
         if self.how == "alternative" and "again" not in ctx.tried_alternatives:
@@ -217,7 +217,7 @@ class Erratic(Router):
         self.decisions = decisions
         self.calls = 0
 
-    async def route(self, ctx: RouteContext) -> RouteDecision:
+    async def route(self, ctx: RouteContext) -> Route:
         choice = self.decisions[self.calls % len(self.decisions)]
         self.calls += 1
         if choice == "accept":
@@ -313,10 +313,10 @@ class TestOneCoverageEntryPerTask:
         """'I could not search' never becomes 'I searched and found nothing'."""
 
         class Lenient(Router):
-            async def on_transient(self, ctx: RouteContext) -> RouteDecision:
+            async def on_transient(self, ctx: RouteContext) -> Route:
                 return AcceptEmpty()
 
-            async def on_other(self, ctx: RouteContext) -> RouteDecision:
+            async def on_other(self, ctx: RouteContext) -> Route:
                 return Accept()
 
         @subagent(name="down", retry=RetryPolicy.never())

@@ -31,8 +31,8 @@ from agentmesh import (
 from agentmesh.coordinator import (
     CoverageStatus,
     RetryWithFeedback,
+    Route,
     RouteContext,
-    RouteDecision,
     Router,
     TryAlternative,
 )
@@ -212,7 +212,7 @@ class TestEmptyIsNotAFailure:
         calls = 0
 
         class Eager(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 return RetryWithFeedback(ctx.task.with_query(ctx.task.query + " again"))
 
         @subagent(name="orders")
@@ -362,7 +362,7 @@ class _AlwaysRetry(Router):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def route(self, ctx: RouteContext) -> RouteDecision:
+    async def route(self, ctx: RouteContext) -> Route:
         self.calls += 1
         if isinstance(ctx.outcome, ErrorEnvelope) and ctx.alternatives:
             return TryAlternative(sorted(ctx.alternatives)[0])
@@ -532,11 +532,11 @@ class TestEscalation:
         received: list[str] = []
 
         class Stubborn(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 return RetryWithFeedback(ctx.task.with_query(f"v{ctx.rewrites + 1}"))
 
         class Repeats(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 return RetryWithFeedback(ctx.task)
 
         @subagent(name="sql")
@@ -559,7 +559,7 @@ class TestEscalation:
         runs: list[str] = []
 
         class Refine(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 return RetryWithFeedback(ctx.task.with_query(f"{ctx.task.query} refined"))
 
         @subagent(name="web", retry=RetryPolicy.never())
@@ -1190,7 +1190,7 @@ class TestRulesNoRouterChanges:
             raise error
 
         class Eager(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 return TryAlternative("other_way")
 
         coordinator = Coordinator([guarded], router=Eager())

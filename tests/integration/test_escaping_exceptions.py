@@ -26,7 +26,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.classify import is_strict, set_strict, strict
-from agentmesh.coordinator import CoverageStatus, RouteContext, RouteDecision, Router
+from agentmesh.coordinator import CoverageStatus, Route, RouteContext, Router
 from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
 from agentmesh.testing import FailTimes, RecordingSleep
@@ -428,7 +428,7 @@ class TestRouterEscapes:
         """A stray CancelledError or BaseException from the router is that task's gap."""
 
         class Breaking(Router):
-            async def route(self, ctx: RouteContext) -> RouteDecision:
+            async def route(self, ctx: RouteContext) -> Route:
                 if ctx.task.query == "b":
                     raise make_error()
                 return await super().route(ctx)

@@ -4,7 +4,7 @@ name is routed like any other business error."""
 from __future__ import annotations
 
 from agentmesh import BusinessError, Context, Coordinator, ErrorEnvelope, Task, subagent
-from agentmesh.coordinator import CoverageStatus, RouteContext, RouteDecision, Router
+from agentmesh.coordinator import CoverageStatus, Route, RouteContext, Router
 from agentmesh.models import ScriptedModel, UsageLimits
 from agentmesh.models._calls import is_usage_refusal
 from agentmesh.subagents import LLMSubagent
@@ -22,7 +22,7 @@ class SeesEverything(Router):
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    async def route(self, ctx: RouteContext) -> RouteDecision:
+    async def route(self, ctx: RouteContext) -> Route:
         if isinstance(ctx.outcome, ErrorEnvelope):
             self.seen.append(ctx.outcome.error_type)
         return await super().route(ctx)

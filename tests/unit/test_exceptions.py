@@ -19,6 +19,7 @@ import agentmesh.events
 import agentmesh.executors
 import agentmesh.models
 import agentmesh.policies
+import agentmesh.report
 import agentmesh.subagents
 import agentmesh.testing
 from agentmesh import (
@@ -43,6 +44,7 @@ PUBLIC_MODULES = (
     agentmesh.executors,
     agentmesh.models,
     agentmesh.policies,
+    agentmesh.report,
     agentmesh.subagents,
     agentmesh.testing,
 )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentmesh import Report
-from agentmesh.coordinator import CoverageStatus
+from agentmesh.report import CoverageStatus
 
 __all__ = ["QUESTIONS", "Expected", "Score", "load_questions", "score_report"]
 

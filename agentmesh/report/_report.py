@@ -2,141 +2,26 @@
 
 from __future__ import annotations
 
-import enum
 import json
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final
+from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentmesh._logging import redact, redact_text
 from agentmesh._usage import ModelUsage, UsageSummary, summed
-from agentmesh.coordinator._answers import call_text
 from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
-from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
-from agentmesh.task import Task
+from agentmesh.report._records import CAMEL, CoverageEntry, CoverageStatus, Finding, TaskRecord
 
-__all__ = ["CoverageEntry", "CoverageStatus", "Finding", "Report", "Step", "TaskRecord"]
-
-
-class CoverageStatus(enum.StrEnum):
-    """How well one task (topic x subagent) was covered."""
-
-    COVERED = "covered"
-    EMPTY = "empty"  # searched, nothing found: an answer, not a gap
-    PARTIAL = "partial"
-    GAP = "gap"
-    ESCALATED = "escalated"
-
-
-# camelCase in JSON, as the envelope's wire form: one convention in a report's JSON.
-# Schemas are built when a report is first validated or serialized, not at import.
-_CAMEL: Final = ConfigDict(
-    arbitrary_types_allowed=True,
-    alias_generator=to_camel,
-    populate_by_name=True,
-    defer_build=True,
-)
+__all__ = ["Report", "call_text", "value_text"]
 
 
 class _Value(BaseModel):
     # A report is validated once per run at most: its schema is built then, not at import.
-    model_config = ConfigDict(frozen=True, **_CAMEL)
-
-
-# The records below are plain frozen dataclasses: the framework builds several per task
-# from outcomes already validated, so validating them again would change nothing (one
-# object each, little for the garbage collector to walk). Pydantic still reads them at the
-# boundary: `Report.model_validate`, `to_dict()`, the JSON schema, through
-# `__pydantic_config__`, which gives them the report's camelCase keys.
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One thing found, with where it came from and what was asked."""
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    topic: str
-    source: str
-    attempted_query: str | dict[str, Any]
-    content: Any
-    preliminary: bool = False  # from the partial results of a failed attempt
-
-
-def _wire_form(outcome: Outcome, handler: SerializerFunctionWrapHandler) -> Any:
-    """The outcome in JSON as `to_dict()` writes it: absent optional fields left out."""
-    data = handler(outcome)
-    if not isinstance(data, dict):
-        return data
-    optional = _optional_keys(type(outcome))
-    return {key: value for key, value in data.items() if value is not None or key not in optional}
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One dispatch of a task and the decision taken on its outcome."""
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    subagent: str
-    query: str
-    outcome: Annotated[Outcome, WrapSerializer(_wire_form, when_used="json")]
-    decision: str
-    reason: str | None = None
-    # The alternative approach this step's decision tried (a `TryAlternative`).
-    alternative: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRecord:
-    """The history of one task for one subagent: every step and the final outcome."""
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    task_id: str
-    task: Task
-    subagent: str
-    steps: tuple[Step, ...]
-    status: CoverageStatus
-    reason: str | None = None
-    # A person's answers the task used (`agentmesh.decisions`), oldest first.
-    answers: tuple[AnsweredDecision, ...] = ()
-
-    @property
-    def final(self) -> Outcome:
-        return self.steps[-1].outcome
-
-
-@dataclass(frozen=True, slots=True)
-class CoverageEntry:
-    """Coverage of one topic by one source, and if it is missing, why.
-
-    `source` is the subagent the task was for; `answered_by` names the alternative (or
-    the subagent) that answered instead, and `reason` the path ("timeout at search →
-    answered by cache"). `reason` also names every policy ruling and the local retries
-    on the way, which `rulings` and `retries` hold as data: an answer obtained after a
-    denied call stays `covered`, but never silently.
-    """
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    topic: str
-    source: str
-    status: CoverageStatus
-    reason: str | None
-    attempted_query: str | dict[str, Any]
-    is_retryable: bool
-    partial: PartialResults | None = None
-    user_message: str | None = None
-    answered_by: str | None = None
-    rulings: tuple[PolicyVerdict, ...] | None = None
-    retries: tuple[RetryCount, ...] | None = None
+    model_config = ConfigDict(frozen=True, **CAMEL)
 
 
 class Report(_Value):
@@ -458,23 +343,12 @@ def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
 
 
-_OPTIONAL_KEYS: dict[type[BaseModel], frozenset[str]] = {}
+def call_text(tool: str | None, arguments: dict[str, Any] | None) -> str:
+    """A call as a reader writes it: `refund(order="B-2", amount=100)`."""
+    shown = ", ".join(f"{key}={value_text(value)}" for key, value in (arguments or {}).items())
+    return f"{tool}({shown})"
 
 
-def _optional_keys(cls: type[BaseModel]) -> frozenset[str]:
-    """Names and JSON keys of the fields the wire form leaves out when None."""
-    try:
-        return _OPTIONAL_KEYS[cls]
-    except KeyError:
-        keys = frozenset(
-            key
-            for name, info in cls.model_fields.items()
-            if info.default is None
-            for key in (name, info.alias or name)
-        )
-        _OPTIONAL_KEYS[cls] = keys
-        return keys
-
-
-def envelope_of(outcome: Outcome) -> ErrorEnvelope | None:
-    return outcome if isinstance(outcome, ErrorEnvelope) else None
+def value_text(value: Any) -> str:
+    """A value as JSON, as a reader of a call or a query sees it."""
+    return json.dumps(value, default=str, ensure_ascii=False)

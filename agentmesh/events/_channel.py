@@ -16,10 +16,16 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from agentmesh._events import AttemptFailed, PartialRecorded, PolicyRuling, RunEvent, UsageUpdated
 from agentmesh._partials import PartialRecorder
 from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
+from agentmesh.events._types import (
+    AttemptFailed,
+    PartialRecorded,
+    PolicyRuling,
+    RunEvent,
+    UsageUpdated,
+)
 
 __all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
 

@@ -21,19 +21,20 @@ from pydantic.alias_generators import to_camel
 
 from agentmesh._logging import redact
 from agentmesh._usage import ModelUsage, UsageSummary
-from agentmesh.coordinator._decisions import (
-    Accept,
-    AcceptEmpty,
-    Escalate,
-    RecordGap,
-    RetryWithFeedback,
-    RouteDecision,
-    TryAlternative,
-)
-from agentmesh.coordinator._report import CoverageEntry, Report
 from agentmesh.decisions import AnsweredDecision
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
 from agentmesh.errors import UsageError
+from agentmesh.report import (
+    Accept,
+    AcceptEmpty,
+    CoverageEntry,
+    Escalate,
+    RecordGap,
+    Report,
+    RetryWithFeedback,
+    Route,
+    TryAlternative,
+)
 from agentmesh.task import Task
 
 __all__ = [
@@ -56,15 +57,15 @@ _CONFIG: Final = ConfigDict(
     arbitrary_types_allowed=True, alias_generator=to_camel, populate_by_name=True
 )
 
-_DECISIONS: Final[dict[str, type[Any]]] = {
+_ROUTES: Final[dict[str, type[Any]]] = {
     cls.__name__: cls
     for cls in (Accept, AcceptEmpty, RetryWithFeedback, TryAlternative, Escalate, RecordGap)
 }
 _TASK: Final = TypeAdapter(Task)
 
 
-def _decision_to_json(decision: RouteDecision) -> dict[str, Any]:
-    """The decision with its class named: `Accept` and `AcceptEmpty` have no fields."""
+def _route_to_json(decision: Route) -> dict[str, Any]:
+    """The route with its class named: `Accept` and `AcceptEmpty` have no fields."""
     data: dict[str, Any] = {"type": type(decision).__name__}
     if isinstance(decision, RetryWithFeedback):
         data["task"] = _TASK.dump_python(decision.task, mode="json", by_alias=True)
@@ -75,36 +76,34 @@ def _decision_to_json(decision: RouteDecision) -> dict[str, Any]:
     return data
 
 
-def _decision_from_json(value: Any) -> RouteDecision:
+def _route_from_json(value: Any) -> Route:
     if isinstance(value, Accept | AcceptEmpty | RetryWithFeedback | TryAlternative):
         return value
     if isinstance(value, Escalate | RecordGap):
         return value
     kind = value.get("type") if isinstance(value, Mapping) else None
-    if not isinstance(kind, str) or kind not in _DECISIONS:
+    if not isinstance(kind, str) or kind not in _ROUTES:
         raise ValueError(f"not a routing decision: {value!r}")
     fields = {key: item for key, item in value.items() if key != "type"}
     # An unknown field is refused, not dropped: a decision read from outside must be one
     # the coordinator could have taken.
-    unknown = sorted(
-        map(str, fields.keys() - {f.name for f in dataclasses.fields(_DECISIONS[kind])})
-    )
+    unknown = sorted(map(str, fields.keys() - {f.name for f in dataclasses.fields(_ROUTES[kind])}))
     if unknown:
         raise ValueError(f"{kind} has no field {', '.join(unknown)}")
     # A ValidationError is a ValueError: pydantic reports it under the event's field.
-    decision: RouteDecision = _decision_adapter(kind).validate_python(fields)
+    decision: Route = _route_adapter(kind).validate_python(fields)
     return decision
 
 
 @functools.cache
-def _decision_adapter(kind: str) -> TypeAdapter[Any]:
-    return TypeAdapter(_DECISIONS[kind])
+def _route_adapter(kind: str) -> TypeAdapter[Any]:
+    return TypeAdapter(_ROUTES[kind])
 
 
-_Decision = Annotated[
-    RouteDecision,
-    PlainValidator(_decision_from_json),
-    PlainSerializer(_decision_to_json, when_used="json"),
+_WireRoute = Annotated[
+    Route,
+    PlainValidator(_route_from_json),
+    PlainSerializer(_route_to_json, when_used="json"),
 ]
 
 
@@ -195,11 +194,14 @@ class PolicyRuling(RunEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Routed(RunEvent):
-    """The coordinator decided about an outcome of the task (its `subagent` at that step)."""
+    """The coordinator routed an outcome of the task (its `subagent` at that step).
+
+    `decision` holds the `Route` taken (the name its JSON key has always had).
+    """
 
     subagent: str
     task: Task
-    decision: _Decision
+    decision: _WireRoute
     reason: str | None = None
 
 

@@ -1,4 +1,4 @@
-"""Routing decisions: what the coordinator does with one outcome. Typed values, not strings."""
+"""Routes: what the coordinator does with one outcome. Typed values, not strings."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = [
     "Escalate",
     "RecordGap",
     "RetryWithFeedback",
-    "RouteDecision",
+    "Route",
     "TryAlternative",
 ]
 
@@ -56,6 +56,5 @@ class RecordGap:
     reason: str
 
 
-RouteDecision: TypeAlias = (
-    Accept | AcceptEmpty | RetryWithFeedback | TryAlternative | Escalate | RecordGap
-)
+Route: TypeAlias = Accept | AcceptEmpty | RetryWithFeedback | TryAlternative | Escalate | RecordGap
+"""One of the coordinator's routes: what a `Router` returns for an outcome."""

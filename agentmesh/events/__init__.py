@@ -16,8 +16,9 @@ the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSO
 (secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself.
 """
 
-from agentmesh._event_channel import DEFAULT_BUFFER
-from agentmesh._events import (
+from agentmesh.events._channel import DEFAULT_BUFFER
+from agentmesh.events._stream import RunStream, StreamState
+from agentmesh.events._types import (
     AttemptFailed,
     DecisionApplied,
     EscalationPending,
@@ -33,7 +34,6 @@ from agentmesh._events import (
     UsageUpdated,
     parse_event,
 )
-from agentmesh.coordinator._stream import RunStream, StreamState
 
 __all__ = [
     "DEFAULT_BUFFER",

@@ -14,21 +14,20 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
-from agentmesh._event_channel import EventChannel
-from agentmesh._events import Event
 from agentmesh._logging import get_logger
-from agentmesh.coordinator._report import Report, TaskRecord
 from agentmesh.errors import UsageError
+from agentmesh.events._channel import EventChannel
+from agentmesh.events._types import Event
+from agentmesh.report import Report, TaskRecord
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
     from agentmesh._human import DecisionBook
-    from agentmesh.coordinator._coordinator import Coordinator, _Run
 
-__all__ = ["RunStream", "Start", "StreamState"]
+__all__ = ["Hub", "RunStream", "Start", "StreamState"]
 
 Jobs = Sequence[tuple[str, Task, Subagent]]
 
@@ -44,6 +43,23 @@ class Start:
 
 # A resume reads its plan and gives its decisions only when it is started.
 Opening = Callable[[], Awaitable[Start]]
+
+
+class Hub(Protocol):
+    """What a stream drives: the steps of one run, as the `Coordinator` takes them.
+
+    A protocol, so that the events sit below the hub they report on; the run itself
+    is the hub's own object, which the stream only hands back.
+    """
+
+    def _new_run(
+        self, run_id: str, events: EventChannel | None, book: DecisionBook | None = None
+    ) -> Any: ...
+
+    async def _run(self, run: Any, jobs: Jobs, saved: dict[str, TaskRecord] | None) -> Report: ...
+
+    async def _stopped_report(self, run: Any, jobs: Jobs, reason: str) -> Report: ...
+
 
 STOPPED: Final = "the run was stopped: its event stream was closed before this task finished"
 
@@ -79,9 +95,7 @@ class RunStream:
     that, it has resumed nothing and has no report.
     """
 
-    def __init__(
-        self, coordinator: Coordinator, start: Start | Opening, run_id: str, buffer: int
-    ) -> None:
+    def __init__(self, coordinator: Hub, start: Start | Opening, run_id: str, buffer: int) -> None:
         self.run_id = run_id
         self.buffer = buffer
         self.report: Report | None = None
@@ -89,7 +103,7 @@ class RunStream:
         self._coordinator = coordinator
         self._start_from: Start | Opening | None = start
         self._jobs: Jobs | None = None
-        self._run: _Run | None = None
+        self._run: object = None
         self._channel: EventChannel | None = None
         self._task: asyncio.Task[Report] | None = None
 
@@ -229,9 +243,7 @@ class RunStream:
         return f"<RunStream {self.run_id} {self.state.value}>"
 
 
-async def _produce(
-    coordinator: Coordinator, run: _Run, start: Start, channel: EventChannel
-) -> Report:
+async def _produce(coordinator: Hub, run: object, start: Start, channel: EventChannel) -> Report:
     try:
         return await coordinator._run(run, start.jobs, start.saved)
     finally:

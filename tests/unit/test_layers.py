@@ -1,0 +1,119 @@
+"""Plain data below what uses it: the report under the hub and the events, the events
+under the hub. Every import counts, also one inside a function or under `TYPE_CHECKING`:
+a lazy import that breaks a circle at run time still points the wrong way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import agentmesh
+import agentmesh.coordinator
+import agentmesh.events
+import agentmesh.report
+from agentmesh.report import (
+    Accept,
+    AcceptEmpty,
+    Escalate,
+    RecordGap,
+    RetryWithFeedback,
+    Route,
+    TryAlternative,
+)
+
+PACKAGE = Path(agentmesh.__file__).parent
+
+# What the report's data may not know of: the hub, the events, and the engine that runs
+# tasks (anything that produces a report or consumes one).
+ABOVE_THE_REPORT = (
+    "agentmesh.coordinator",
+    "agentmesh.events",
+    "agentmesh.context",
+    "agentmesh.scope",
+    "agentmesh.executors",
+    "agentmesh.subagents",
+    "agentmesh.models",
+    "agentmesh.policies",
+    "agentmesh.mcp",
+    "agentmesh.pipeline",
+    "agentmesh._attempts",
+    "agentmesh._tool_call",
+    "agentmesh._human",
+    "agentmesh._task_checkpoints",
+)
+
+
+def modules_of(package: str) -> list[Path]:
+    """The source files of `package` (`agentmesh.events` -> `events.py` or `events/*.py`)."""
+    base = PACKAGE.joinpath(*package.split(".")[1:])
+    files = sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+    assert all(path.exists() for path in files), f"{package} has no source"
+    return files
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, wherever the import statement stands."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def offending(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{path.relative_to(PACKAGE.parent)} imports {name}"
+        for path in modules_of(package)
+        for name in imports_of(path)
+        if any(name == above or name.startswith(f"{above}.") for above in forbidden)
+    )
+
+
+class TestLayers:
+    def test_the_report_imports_nothing_that_produces_or_consumes_it(self) -> None:
+        """`agentmesh.report` imports neither the hub, the events nor the task engine."""
+        assert offending("agentmesh.report", ABOVE_THE_REPORT) == []
+
+    def test_the_events_never_import_the_coordinator(self) -> None:
+        """`agentmesh.events` sits below the hub it reports on: no import of the coordinator."""
+        assert offending("agentmesh.events", ("agentmesh.coordinator",)) == []
+
+    def test_the_coordinator_re_exports_the_report_and_the_routes(self) -> None:
+        """Every name of `agentmesh.report` still imports from `agentmesh.coordinator`, the same
+        object."""
+        for name in agentmesh.report.__all__:
+            assert getattr(agentmesh.coordinator, name) is getattr(agentmesh.report, name)
+            assert name in agentmesh.coordinator.__all__
+        assert agentmesh.Report is agentmesh.report.Report
+
+
+class TestRouteName:
+    def test_a_route_is_any_of_the_six_routes(self) -> None:
+        """`Route` is the union of the coordinator's six routes, as a router returns them."""
+        assert set(Route.__args__) == {
+            Accept,
+            AcceptEmpty,
+            RetryWithFeedback,
+            TryAlternative,
+            Escalate,
+            RecordGap,
+        }
+        assert "Route" in agentmesh.coordinator.__all__
+        assert "RouteDecision" not in agentmesh.coordinator.__all__
+
+    @pytest.mark.parametrize("module", [agentmesh.coordinator, agentmesh.report])
+    def test_the_old_name_still_imports_with_a_warning(self, module: object) -> None:
+        """`RouteDecision` is `Route` for one more release, with a DeprecationWarning."""
+        with pytest.warns(DeprecationWarning, match="RouteDecision is now Route"):
+            old = module.RouteDecision  # type: ignore[attr-defined]
+        assert old is Route
+
+    def test_an_unknown_name_is_still_an_attribute_error(self) -> None:
+        """The module's `__getattr__` answers only the old name, never anything else."""
+        with pytest.raises(AttributeError, match="RouteDecisions"):
+            _ = agentmesh.coordinator.RouteDecisions
