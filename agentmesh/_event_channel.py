@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 from agentmesh._events import AttemptFailed, PartialRecorded, PolicyRuling, RunEvent, UsageUpdated
 from agentmesh._partials import PartialRecorder
-from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
+from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
 

@@ -14,12 +14,12 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer
 from pydantic.alias_generators import to_camel
 
-from agentmesh._logging import redact, redact_text
-from agentmesh._usage import ModelUsage, UsageSummary, summed
+from agentmesh._redaction import redact, redact_text
 from agentmesh.coordinator._answers import call_text
 from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
+from agentmesh.usage._records import ModelUsage, UsageSummary, summed
 
 __all__ = ["CoverageEntry", "CoverageStatus", "Finding", "Report", "Step", "TaskRecord"]
 

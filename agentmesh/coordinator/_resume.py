@@ -24,7 +24,7 @@ from agentmesh._event_channel import EventSink
 from agentmesh._events import DecisionApplied
 from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered
