@@ -2,7 +2,8 @@
 
 Also what a run's model calls may use and did use: `FallbackModel` chains, `UsageLimits`,
 the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
-prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`).
+prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`). These live in
+`agentmesh.usage` and are re-exported here.
 """
 
 from agentmesh.models._anthropic import MODEL_ENV, AnthropicModel
