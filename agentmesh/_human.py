@@ -21,7 +21,7 @@ import pydantic_core
 from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 
 from agentmesh._limits import recorded
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.decisions import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 
 __all__ = ["MAX_QUERY_STRING", "recorded", "shorten"]
 

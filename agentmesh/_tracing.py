@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 

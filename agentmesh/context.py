@@ -20,7 +20,6 @@ from agentmesh._rulings import TaskRulings, apply_verdict
 from agentmesh._task_checkpoints import open_ledger, open_progress, restore_partials
 from agentmesh._tool_call import call_tool
 from agentmesh._tracing import record_outcome, span
-from agentmesh._usage import UsageTally
 from agentmesh.checkpoints._ledger import ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.classify import Classifier
@@ -31,6 +30,7 @@ from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
 from agentmesh.tools import Tool
+from agentmesh.usage._records import UsageTally
 
 if TYPE_CHECKING:
     from agentmesh.models import Model, ModelResponse

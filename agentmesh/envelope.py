@@ -38,7 +38,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentmesh._limits import recorded
-from agentmesh._usage import UsageSummary
+from agentmesh.usage import UsageSummary
 
 __all__ = [
     "ErrorCategory",

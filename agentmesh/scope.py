@@ -28,8 +28,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-from agentmesh._usage_meter import UsageMeter
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
+from agentmesh.usage._meter import UsageMeter
 
 if TYPE_CHECKING:
     from agentmesh._human import DecisionBook

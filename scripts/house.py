@@ -49,7 +49,10 @@ def definitions(found: dict[str, Path]) -> dict[tuple[str, str], str]:
     for name, path in found.items():
         if path.name != "__init__.py":
             continue
-        for node in ast.parse(path.read_text()).body:
+        body = ast.parse(path.read_text()).body
+        # A name a package loads on first use is imported under `if TYPE_CHECKING:` there.
+        nested = [inner for node in body if isinstance(node, ast.If) for inner in node.body]
+        for node in [*body, *nested]:
             if isinstance(node, ast.ImportFrom):
                 target = _resolve(name, path, node)
                 for alias in node.names:

@@ -1,5 +1,7 @@
 """The public surface is exactly what we mean to export."""
 
+import importlib
+
 import agentmesh
 import agentmesh.checkpoints
 import agentmesh.coordinator
@@ -10,6 +12,7 @@ import agentmesh.policies
 import agentmesh.report
 import agentmesh.subagents
 import agentmesh.testing
+import agentmesh.usage
 
 
 def test_agentmesh_exports_exactly_the_public_api() -> None:
@@ -61,6 +64,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh.report,
         agentmesh.subagents,
         agentmesh.testing,
+        agentmesh.usage,
     ):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
@@ -153,3 +157,38 @@ def test_mcp_exports_the_server_and_its_tools() -> None:
     assert set(agentmesh.mcp.__all__) == {"MCPServer", "MCPTool", "serve"}
     for name in agentmesh.mcp.__all__:
         assert hasattr(agentmesh.mcp, name), f"agentmesh.mcp.{name}"
+
+
+def test_usage_exports_the_records_limits_and_prices() -> None:
+    """`agentmesh.usage` exports usage records, limits and prices; `models` re-exports them."""
+    import agentmesh.models
+
+    assert set(agentmesh.usage.__all__) == {
+        "DEFAULT_PRICES",
+        "ModelFailover",
+        "ModelPrice",
+        "ModelUsage",
+        "PriceTable",
+        "UsageLimits",
+        "UsageSummary",
+    }
+    for name in agentmesh.usage.__all__:
+        assert getattr(agentmesh.models, name) is getattr(agentmesh.usage, name), name
+    assert set(agentmesh.usage.__all__) <= set(dir(agentmesh.usage))
+
+
+def test_classify_exports_the_classifier_and_strict_mode() -> None:
+    """`agentmesh.classify` exports the classifier, its default and the strict switch."""
+    # `agentmesh.classify` the attribute is the function; the module is imported by name.
+    module = importlib.import_module("agentmesh.classify")
+    assert set(module.__all__) == {
+        "PROGRAMMING_ERRORS",
+        "Classifier",
+        "classify",
+        "default_classifier",
+        "is_strict",
+        "set_strict",
+        "strict",
+    }
+    for name in module.__all__:
+        assert hasattr(module, name), f"agentmesh.classify.{name}"

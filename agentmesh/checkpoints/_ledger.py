@@ -23,7 +23,7 @@ from typing import Any
 import pydantic_core
 from pydantic import StrictBool
 
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.checkpoints._store import CheckpointStore
 from agentmesh.envelope import PartialResults

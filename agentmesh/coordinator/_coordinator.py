@@ -16,9 +16,7 @@ from agentmesh._attempts import propagates
 from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number, whole
-from agentmesh._prices import ModelPrice, PriceTable
 from agentmesh._tracing import record_outcome, span, tracing
-from agentmesh._usage_meter import UsageLimits, UsageMeter
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
 from agentmesh.coordinator._helper_models import HelperModels
@@ -79,6 +77,8 @@ from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
+from agentmesh.usage import ModelPrice, PriceTable, UsageLimits
+from agentmesh.usage._meter import UsageMeter
 
 __all__ = ["AlternativeHandler", "Coordinator"]
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from agentmesh._logging import get_logger
-from agentmesh._usage import UsageSummary, UsageTally, summed
 from agentmesh.classify import Classifier
 from agentmesh.context import Context
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
+from agentmesh.usage._records import UsageSummary, UsageTally, summed
 
 __all__ = ["REWRITER", "SYNTHESIZER", "HelperModels", "helper_context"]
 

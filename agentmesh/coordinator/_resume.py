@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from agentmesh._human import STAGE as DECISIONS
 from agentmesh._human import DecisionBook
-from agentmesh._logging import redact
+from agentmesh._redaction import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered

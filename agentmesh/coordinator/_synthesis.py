@@ -7,7 +7,6 @@ from typing import Any, Protocol
 
 import pydantic_core
 
-from agentmesh._usage import UsageSummary
 from agentmesh.coordinator._answers import answer_notes, asked_and_answered
 from agentmesh.envelope import (
     ErrorEnvelope,
@@ -24,6 +23,7 @@ from agentmesh.report import (
     Report,
     TaskRecord,
 )
+from agentmesh.usage import UsageSummary
 
 __all__ = ["DeterministicSynthesizer", "Synthesizer", "coverage_entry", "latest_partial"]
 

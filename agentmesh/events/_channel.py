@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from agentmesh._partials import PartialRecorder
-from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
 from agentmesh.events._types import (
     AttemptFailed,
@@ -26,6 +25,7 @@ from agentmesh.events._types import (
     RunEvent,
     UsageUpdated,
 )
+from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
 

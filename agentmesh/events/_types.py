@@ -19,8 +19,7 @@ from typing import Annotated, Any, ClassVar, Final, TypeAlias
 from pydantic import ConfigDict, PlainSerializer, PlainValidator, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from agentmesh._logging import redact
-from agentmesh._usage import ModelUsage, UsageSummary
+from agentmesh._redaction import redact
 from agentmesh.decisions import AnsweredDecision
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
 from agentmesh.errors import UsageError
@@ -36,6 +35,7 @@ from agentmesh.report import (
     TryAlternative,
 )
 from agentmesh.task import Task
+from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = [
     "AttemptFailed",

@@ -10,7 +10,7 @@
                                         envelope is kept whole: `remote_outcome`)
 
 `MCPError` is mapped by `agentmesh.classify` once the SDK has been imported (see
-`agentmesh._classify_sdk`); the tool path of `agentmesh.mcp` raises the rest itself.
+`agentmesh.classify._sdk`); the tool path of `agentmesh.mcp` raises the rest itself.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
 
-from agentmesh._mappers import Mapper
+from agentmesh.classify._mappers import Mapper
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import AgentError, InvalidInput, TransientError
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
 
 from agentmesh._logging import get_logger
-from agentmesh._mappers import describe
 from agentmesh._numbers import number
 from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
+from agentmesh.classify._mappers import describe
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session

@@ -2,12 +2,10 @@
 
 Also what a run's model calls may use and did use: `FallbackModel` chains, `UsageLimits`,
 the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
-prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`).
+prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`). These live in
+`agentmesh.usage` and are re-exported here.
 """
 
-from agentmesh._prices import DEFAULT_PRICES, ModelPrice, PriceTable
-from agentmesh._usage import ModelFailover, ModelUsage, UsageSummary
-from agentmesh._usage_meter import UsageLimits
 from agentmesh.models._anthropic import MODEL_ENV, AnthropicModel
 from agentmesh.models._base import (
     ContentBlock,
@@ -21,6 +19,15 @@ from agentmesh.models._base import (
 )
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
 from agentmesh.models._scripted import ScriptedModel
+from agentmesh.usage import (
+    DEFAULT_PRICES,
+    ModelFailover,
+    ModelPrice,
+    ModelUsage,
+    PriceTable,
+    UsageLimits,
+    UsageSummary,
+)
 
 __all__ = [
     "DEFAULT_FAILOVER_ON",

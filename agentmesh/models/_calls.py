@@ -19,13 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from agentmesh._attempts import AttemptRules, attempt_call
-from agentmesh._usage import ModelFailover
-from agentmesh._usage_meter import UsageLimits
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models._base import Model, ModelResponse
 from agentmesh.models._fallback import FallbackModel
 from agentmesh.retry import RetryPolicy
+from agentmesh.usage import ModelFailover, UsageLimits
 
 if TYPE_CHECKING:
     from agentmesh.context import Context

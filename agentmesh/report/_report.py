@@ -11,10 +11,10 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentmesh._logging import redact, redact_text
-from agentmesh._usage import ModelUsage, UsageSummary, summed
+from agentmesh._redaction import redact, redact_text
 from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
 from agentmesh.report._records import CAMEL, CoverageEntry, CoverageStatus, Finding, TaskRecord
+from agentmesh.usage._records import ModelUsage, UsageSummary, summed
 
 __all__ = ["Report", "call_text", "value_text"]
 

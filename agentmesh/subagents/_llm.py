@@ -22,7 +22,6 @@ from agentmesh._numbers import whole
 from agentmesh._signatures import spell_out
 from agentmesh._tool_source import ToolSource
 from agentmesh._tracing import record_outcome, tool_span
-from agentmesh._usage_meter import UsageLimits
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import AgentError, CallFailed, UsageError
@@ -38,6 +37,7 @@ from agentmesh.subagents._output import (
 )
 from agentmesh.task import Task
 from agentmesh.tools import Tool
+from agentmesh.usage import UsageLimits
 
 __all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
 

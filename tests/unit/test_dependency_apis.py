@@ -212,7 +212,7 @@ class TestDependencyApis:
             [
                 "import structlog",
                 "from pydantic import BaseModel, ConfigDict",
-                "from agentmesh._logging import redact",
+                "from agentmesh._redaction import redact",
                 "config = structlog.get_config()",
                 "class Record:",
                 "    __pydantic_config__ = ConfigDict()",

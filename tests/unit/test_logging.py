@@ -16,12 +16,13 @@ import structlog
 from structlog.testing import capture_logs
 
 from agentmesh._logging import (
-    REDACTED,
     configure_logging,
     get_logger,
     logs_info,
     redact_secrets,
 )
+from agentmesh._redaction import REDACTED
+from agentmesh.errors import UsageError
 
 BOUND = {"run_id": "run-1", "task_id": "task-1", "subagent": "docs", "tool": "search"}
 ANTHROPIC_KEY = "sk-ant-api03-Zx9_Qw-7rT2pLmN0vB4cXs8Kj1Hg6FdEaUiOyT5R"
@@ -183,8 +184,8 @@ class TestConfigureLogging:
 
     @pytest.mark.parametrize("level", ["LOUD", 15, -1, True])
     def test_unknown_level_is_rejected(self, level: Any) -> None:
-        """A level that is not a standard logging level raises ValueError naming it."""
-        with pytest.raises(ValueError, match="level="):
+        """A level that is not a standard logging level raises UsageError naming it."""
+        with pytest.raises(UsageError, match="level="):
             configure_logging(level)
         assert structlog.is_configured() is False
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentmesh._numbers import number, whole
-from agentmesh._prices import PriceTable
-from agentmesh._usage import ModelUsage, UsageSummary
 from agentmesh.errors import UsageError
+from agentmesh.usage._prices import PriceTable
+from agentmesh.usage._records import ModelUsage, UsageSummary
 
 __all__ = ["UsageLimits", "UsageMeter"]
 

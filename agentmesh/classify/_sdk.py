@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from agentmesh._mappers import Mapper, describe, text, timeout, unavailable
+from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, TransientError
 
