@@ -19,9 +19,8 @@ from typing import Any, Final
 import pydantic_core
 from pydantic import TypeAdapter
 
-from agentmesh._human import ANSWERS
+from agentmesh._human import ANSWERS, DecisionBook
 from agentmesh._human import STAGE as DECISIONS
-from agentmesh._human import DecisionBook
 from agentmesh._logging import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._decisions import Escalate, RouteDecision

@@ -485,7 +485,7 @@ class TestResumeInAFreshProcess:
         assert entry(report, "B-2")["status"] == "covered"
 
     def test_an_interrupted_resume_repeated_refunds_once(self, worker: Worker) -> None:
-        """The resume dies after the approved refund; resume(run_id) replays, never refunds twice."""
+        """The resume dies after the refund; resume(run_id) goes on, never refunds twice."""
         decision = worker.first()
         answer = json.dumps({decision: {"approve": True}})
         worker("resume", answer, "--crash-after-refund", code=3)
