@@ -149,21 +149,23 @@ async def call_tool(
         )
         outcome = review(replayed_outcome, 0)
     else:
-        outcome = await attempt_call(
-            work,
-            rules=AttemptRules(
-                tool.retry or ctx.retry, ctx.classifier, tool.breaker, user_code=True
-            ),
-            source=source,
-            attempted_query=attempted_query,
-            log=log,
-            scope=ctx,
-            adjust=adjust,
-            review=review,
-            deposit=ctx.deposit_for_call,
-        )
-        if claimed is not None:
-            await claimed.settle(outcome)
+        try:
+            outcome = await attempt_call(
+                work,
+                rules=AttemptRules(
+                    tool.retry or ctx.retry, ctx.classifier, tool.breaker, user_code=True
+                ),
+                source=source,
+                attempted_query=attempted_query,
+                log=log,
+                scope=ctx,
+                adjust=adjust,
+                review=review,
+                deposit=ctx.deposit_for_call,
+            )
+        finally:
+            if claimed is not None:
+                await claimed.settle()
     if isinstance(outcome, Success):
         log.debug("tool_outcome", status="success", attempts=outcome.attempts)
         return outcome.data
@@ -174,32 +176,35 @@ async def call_tool(
 class _Claim:
     """A non-idempotent call this process claimed in the ledger before making it.
 
-    Its result replaces the claim. A failure that cannot have acted gives the claim up,
-    so the call may be made again; after one that may have acted (cut by a timeout or
-    a dropped connection after the tool started), or a process that dies, the claim
-    stays without a result, and the call is not made again without a person.
+    Its result replaces the claim. A call given up before the tool could act (refused
+    by a limit, failed before it started, or failed in a way that cannot have acted)
+    gives the claim up, so the call may be made again. After the tool started and was
+    cut in a way that may have acted (a timeout, a dropped connection, a cancellation),
+    or when the process dies, the claim stays without a result, and the call is not
+    made again without a person.
     """
 
-    __slots__ = ("key", "ledger", "may_have_acted", "recorded", "started")
+    __slots__ = ("key", "ledger", "may_have_acted", "returned", "started")
 
     def __init__(self, ledger: ToolLedger, key: str) -> None:
         self.ledger = ledger
         self.key = key
         self.started = False
-        self.recorded = False
+        self.returned = False
         self.may_have_acted = False
 
     async def record(self, tool: str, validated: dict[str, Any], data: Any) -> None:
+        self.returned = True
         await self.ledger.record(self.key, tool, validated, data)
-        self.recorded = True
 
     def failed(self, ambiguous: bool) -> None:
         """An attempt failed; `ambiguous`: in a way that may have acted."""
         self.may_have_acted = self.may_have_acted or (self.started and ambiguous)
         self.started = False
 
-    async def settle(self, outcome: Success[Any] | ErrorEnvelope) -> None:
-        if isinstance(outcome, ErrorEnvelope) and not self.recorded and not self.may_have_acted:
+    async def settle(self) -> None:
+        """Give the claim up when the tool cannot have acted; else keep it."""
+        if not (self.returned or self.started or self.may_have_acted):
             await self.ledger.release(self.key)
 
 
@@ -285,9 +290,9 @@ async def _ask_again(
 def _why_again(tool: Tool[Any, Any], found: InFlight) -> str:
     return (
         f"the call of {tool.name} may have run: it was claimed at "
-        f"{found.claimed_at:%Y-%m-%d %H:%M:%S} UTC and no result was recorded (another "
-        "process may be making it, or one stopped between the claim and the result); "
-        "approve to call it again"
+        f"{found.claimed_at:%Y-%m-%d %H:%M:%S} UTC and no result was recorded (it may be "
+        "under way in another process, or a process or the call stopped between the claim "
+        "and the result); approve to call it again"
     )
 
 

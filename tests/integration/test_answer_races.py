@@ -129,6 +129,48 @@ class TestAStoreWithoutClaim:
         assert refunds == [40]
 
 
+class TestAFailedCall:
+    def agent(self, calls: list[str], error: type[Exception]) -> Any:
+        @tool(impact="financial")
+        async def refund(order: str) -> str:
+            calls.append(order)
+            if len(calls) == 1:
+                raise error("the payment service did not answer")
+            return "refunded"
+
+        @subagent(name="desk", retry=RetryPolicy.never())
+        async def desk(task: Task, ctx: Context) -> str:
+            return await ctx.call(refund, order="B-2")
+
+        return desk
+
+    async def test_a_call_cut_after_it_started_is_not_made_again(
+        self, store: CheckpointStore
+    ) -> None:
+        """A timeout may have refunded: the resumed run does not call, and says so."""
+        calls: list[str] = []
+        desk = self.agent(calls, TimeoutError)
+        first = await desk.run("q", run_id="r1", store=store)
+        assert first.is_error
+        again = await desk.run("q", run_id="r1", store=store)
+        assert calls == ["B-2"]
+        assert again.is_error
+        assert again.error_type == "call_may_have_run"
+        assert again.is_retryable is False
+        assert "the call of refund may have run" in again.message
+
+    async def test_a_call_that_cannot_have_acted_is_made_again(
+        self, store: CheckpointStore
+    ) -> None:
+        """A failure that cannot have acted gives the claim up: the resumed run calls."""
+        calls: list[str] = []
+        desk = self.agent(calls, ValueError)
+        assert (await desk.run("q", run_id="r1", store=store)).is_error
+        again = await desk.run("q", run_id="r1", store=store)
+        assert calls == ["B-2", "B-2"]
+        assert not again.is_error
+
+
 # --- two coordinators in one event loop -----------------------------------------------
 
 
