@@ -70,7 +70,8 @@ class _Entry:
     def to_json(self) -> dict[str, Any]:
         return {
             "pending": _PENDING.dump_python(self.pending, mode="json", by_alias=True),
-            "answer": None if self.answer is None else _answer_json(self.answer),
+            # The answer lives under its own claimed key (ANSWERS), never here.
+            "answer": None,
             "applied": self.applied,
         }
 

@@ -416,3 +416,27 @@ class TestAResumeKilledDuringTheCall:
         assert desk.calls() == ["A-1 40", "B-2 900", "B-2 900"]
         assert "pendingDecisions" not in desk("resume", "{}")
         assert desk.calls() == ["A-1 40", "B-2 900", "B-2 900"]
+
+
+class TestABatchOfAnswers:
+    async def test_a_batch_that_loses_one_answer_says_which_it_claimed(
+        self, store: CheckpointStore
+    ) -> None:
+        """Two answers given together, one taken meanwhile by someone else: the error names
+        the winner of that one and the answer this call claimed, which stands."""
+        from agentmesh._human import DecisionBook
+
+        desk = GatedDesk()
+        other = Task(query="refund order D-4", topic="D-4", metadata={"amount": 700})
+        first = await desk.coordinator(store).run([BIG, other], run_id="r1")
+        one, two = (p.id for p in first.pending_decisions)
+        mine = await DecisionBook.load(store, "r1")  # read before the other person answered
+        theirs = await DecisionBook.load(store, "r1")
+        await theirs.give({two: Reject("no")})
+        with pytest.raises(UsageError) as caught:
+            await mine.give({one: Approve(), two: Approve()})
+        assert f"{two!r} was already answered: Reject('no') at" in str(caught.value)
+        assert f"This call claimed [{one!r}] first: those answers stand" in str(caught.value)
+        report = await desk.coordinator(store).resume("r1")
+        assert report.pending_decisions == ()
+        assert desk.refunds == [900]
