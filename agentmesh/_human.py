@@ -2,10 +2,14 @@
 gate in the tool path that stops a call a policy asked about.
 
 Layout in the checkpoint store, stage `agentmesh.decisions`, one key per decision id:
-`{"pending": PendingDecision, "answer": {...} | null, "applied": bool}`. An answer is
-written before the resumed run uses it, so a resume that is interrupted goes on with
-the same answers when it is repeated; `applied` is set once the task that used it has
-finished, after which the same id cannot be answered again.
+`{"pending": PendingDecision, "answer": null, "applied": bool}`; stage
+`agentmesh.answers`, one key per answered id: `{"answer": {...}}`, claimed
+(`CheckpointStore.claim`), so that of two people answering at once exactly one wins,
+in any number of processes. A decision is answered once: the answer is claimed before
+the resumed run uses it, and a resume that is interrupted goes on with
+`resume(run_id)`, which reads it back. `applied` is set once the task that used it has
+finished. (A store written before answers had their own stage keeps them under
+`answer` of the pending record; they are read from there too.)
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import pydantic
@@ -23,7 +28,7 @@ from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 from agentmesh._limits import recorded
 from agentmesh._redaction import redact
 from agentmesh.checkpoints._codec import read_as
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.checkpoints._store import CheckpointStore, claim_in
 from agentmesh.decisions import (
     Approve,
     DecisionKind,
@@ -39,9 +44,14 @@ if TYPE_CHECKING:
     from agentmesh.context import Context
     from agentmesh.tools import Tool
 
-__all__ = ["PERSON", "AskWithoutStore", "DecisionBook", "Go", "ask_person"]
+__all__ = ["MAY_HAVE_RUN", "PERSON", "AskWithoutStore", "DecisionBook", "Go", "ask_person"]
 
 STAGE: Final = "agentmesh.decisions"
+# The answers, one key per decision id, each claimed: apart from the pending records,
+# so that saving a question and claiming its answer never overwrite each other.
+ANSWERS: Final = "agentmesh.answers"
+# The "policy" that asks a person before a call that may have run is made again.
+MAY_HAVE_RUN: Final = "agentmesh.ledger"
 # The "policy" a person's rejection is recorded under, in rulings and envelopes.
 PERSON: Final = "person"
 _PENDING: Final[TypeAdapter[PendingDecision]] = TypeAdapter(PendingDecision)
@@ -56,11 +66,13 @@ class _Entry:
     pending: PendingDecision
     answer: HumanDecision | None = None
     applied: bool = False
+    answered_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pending": _PENDING.dump_python(self.pending, mode="json", by_alias=True),
-            "answer": None if self.answer is None else _answer_json(self.answer),
+            # The answer lives under its own claimed key (ANSWERS), never here.
+            "answer": None,
             "applied": self.applied,
         }
 
@@ -96,6 +108,13 @@ class _StoredEntry:
     applied: StrictBool
 
 
+@dataclass(frozen=True, slots=True)
+class _ClaimedAnswer:
+    """An answer as `give` claims it under its own key (stage `ANSWERS`), read back typed."""
+
+    answer: _StoredAnswer
+
+
 def digest(value: Any) -> str:
     jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
     canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
@@ -121,6 +140,14 @@ class DecisionBook:
                 store, checkpoint, _StoredEntry, expected="a pending decision"
             )
             book._entries[checkpoint.key] = _Entry(stored.pending, stored.answer, stored.applied)
+        for claimed in await store.list(run_id, ANSWERS):
+            entry = book._entries.get(claimed.key)
+            if entry is not None:
+                answer: _ClaimedAnswer = read_as(
+                    store, claimed, _ClaimedAnswer, expected="a claimed answer"
+                )
+                entry.answer = answer.answer
+                entry.answered_at = claimed.saved_at
         return book
 
     def answer(self, decision_id: str) -> HumanDecision | None:
@@ -163,13 +190,36 @@ class DecisionBook:
         self._entries[pending.id] = entry
 
     async def give(self, decisions: Mapping[str, HumanDecision]) -> None:
-        """Check every answer, then save them all, before anything runs."""
+        """Check every answer, then claim each in the store, before anything runs.
+
+        Of two callers answering one decision at once, in any processes, exactly one
+        wins; the other gets a `UsageError` naming the answer that won. Answers this
+        call claimed before losing one stand.
+        """
         for decision_id, answer in decisions.items():
             self._check(decision_id, answer)
+        claimed: list[str] = []
         for decision_id, answer in decisions.items():
             entry = self._entries[decision_id]
-            entry.answer = answer
-            await self.store.put(self.run_id, STAGE, decision_id, entry.to_json())
+            winner = await claim_in(
+                self.store,
+                self.run_id,
+                ANSWERS,
+                decision_id,
+                {"answer": _answer_json(answer)},
+                purpose=f"the answer to decision {decision_id!r}",
+            )
+            if winner is not None:
+                won: _ClaimedAnswer = read_as(
+                    self.store, winner, _ClaimedAnswer, expected="a claimed answer"
+                )
+                entry.answer, entry.answered_at = won.answer, winner.saved_at
+                stand = (
+                    f" This call claimed {claimed} first: those answers stand." if claimed else ""
+                )
+                raise UsageError(self._taken(entry) + stand)
+            entry.answer, entry.answered_at = answer, datetime.now(UTC)
+            claimed.append(decision_id)
 
     async def applied(self, task_id: str) -> None:
         """The task that used its answers has finished: they cannot be given again."""
@@ -191,17 +241,41 @@ class DecisionBook:
                 f"resume(decisions=): run {self.run_id!r} has no pending decision "
                 f"{decision_id!r}; waiting: {waiting or 'none'}"
             )
-        if entry.answer is not None and (entry.applied or entry.answer != answer):
-            raise UsageError(
-                f"resume(decisions=): decision {decision_id!r} was already given "
-                f"({type(entry.answer).__name__}); a decision is given once"
-            )
+        if entry.answer is not None:
+            raise UsageError(self._taken(entry))
         _check_edit(entry.pending, answer)
+
+    def _taken(self, entry: _Entry) -> str:
+        """Why an answered decision takes no other answer, naming the one that won."""
+        assert entry.answer is not None
+        when = "" if entry.answered_at is None else f" at {entry.answered_at:%Y-%m-%d %H:%M:%S} UTC"
+        return (
+            f"resume(decisions=): decision {entry.pending.id!r} was already answered: "
+            f"{describe(entry.answer)}{when}. A decision is answered once; to go on with "
+            f"that answer, call resume({self.run_id!r}) without it"
+        )
+
+
+def describe(answer: HumanDecision) -> str:
+    """An answer as a person would write it, with secrets masked."""
+    if isinstance(answer, Approve):
+        return "Approve()"
+    if isinstance(answer, Reject):
+        return f"Reject({redact(answer.reason)!r})"
+    if answer.arguments is not None:
+        return f"Edit(arguments={redact(answer.arguments)!r})"
+    return f"Edit(query={redact(answer.query)!r})"
 
 
 def _check_edit(pending: PendingDecision, answer: HumanDecision) -> None:
     if not isinstance(answer, Edit):
         return
+    if pending.policy == MAY_HAVE_RUN:
+        # Other arguments would be another call, claimed under another key.
+        raise UsageError(
+            f"decision {pending.id!r} asks whether to call {pending.tool} again after a call "
+            "that may have run: answer Approve() or Reject(reason), not Edit"
+        )
     if pending.kind is DecisionKind.TOOL_CALL and answer.arguments is None:
         raise UsageError(
             f"decision {pending.id!r} is about a call of {pending.tool}: "

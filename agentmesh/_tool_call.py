@@ -1,7 +1,8 @@
 """The tool path of `ctx.call`, one call from its arguments to its data or envelope.
 
 bind and validate -> pre-tool policies and forbidden calls (may deny)
--> ledger replay or attempts (limits, local retry, classification)
+-> ledger claim (a non-idempotent call: replayed, made, or asked about again)
+-> attempts (limits, local retry, classification)
 -> post-tool policies (may forbid retry / escalate / withhold) -> forbidden-call memory
 """
 
@@ -18,11 +19,11 @@ import pydantic
 import pydantic_core
 
 from agentmesh._attempts import AttemptRules, attempt_call
-from agentmesh._human import AskWithoutStore, Go, ask_person
+from agentmesh._human import MAY_HAVE_RUN, AskWithoutStore, Go, ask_person
 from agentmesh._limits import recorded
 from agentmesh._rulings import apply_verdict, blocked
 from agentmesh.checkpoints._codec import declared_output_type
-from agentmesh.checkpoints._ledger import Replay, ToolLedger
+from agentmesh.checkpoints._ledger import InFlight, Replay, ToolLedger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import ToolCallEvent, ToolResultEvent
@@ -76,7 +77,12 @@ async def call_tool(
     call_id = _call_id(tool.name, validated)
     denied = ctx.policies.before(event, log) if ctx.policies else None
     if denied is not None and denied.action == "ask":
-        went = await _ask(ctx, tool, arguments, validated, denied, event, log)
+
+        def rule_again(edited: dict[str, Any], answered: frozenset[str]) -> PolicyVerdict | None:
+            again = dataclasses.replace(event, arguments=MappingProxyType(edited))
+            return ctx.policies.before(again, log, answered)
+
+        went = await _ask(ctx, tool, arguments, validated, denied, rule_again, log)
         arguments, validated, denied = went.arguments, went.validated, went.verdict
         attempted_query = {"tool": tool.name, "arguments": recorded(arguments)}
         event = dataclasses.replace(event, arguments=MappingProxyType(validated))
@@ -97,13 +103,16 @@ async def call_tool(
     key = None
     if tool.accepts_idempotency_key:
         key = uuid.uuid4().hex if ledger is None or call is None else ledger.idempotency_key(call)
+    claimed: _Claim | None = None
 
     async def work(number: int) -> R:
         log.debug("tool_attempt", attempt=number)
         async with asyncio.timeout_at(ctx.deadline), tool.limiter.slot(ctx.scope.rates):
+            if claimed is not None:
+                claimed.started = True
             data = await tool.invoke(validated, idempotency_key=key, ctx=ctx)
-        if ledger is not None and call is not None:
-            await ledger.record(call, tool.name, validated, data)
+        if claimed is not None:
+            await claimed.record(tool.name, validated, data)
         return data
 
     def review(outcome: Success[R] | ErrorEnvelope, number: int) -> Success[R] | ErrorEnvelope:
@@ -121,9 +130,18 @@ async def call_tool(
             ctx.escalations.append(verdict)
         return apply_verdict(outcome, verdict)
 
+    def adjust(envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
+        if claimed is not None:
+            claimed.failed(key is None and ctx.classifier.may_have_taken_effect(exc))
+        return _unless_repeat_is_safe(ctx, tool, call_id, envelope, exc, key)
+
     replayed = None
     if ledger is not None and call is not None:
-        replayed = await _replay(ctx, ledger, call, tool, source, attempted_query, log)
+        found = await _claim(ctx, ledger, call, tool, arguments, validated, attempted_query, log)
+        if isinstance(found, Replay):
+            replayed = found
+        else:
+            claimed = _Claim(ledger, found)
     if replayed is not None:
         # Policies rule on a replayed result as on a fresh one.
         replayed_outcome: Success[R] = Success(
@@ -131,26 +149,63 @@ async def call_tool(
         )
         outcome = review(replayed_outcome, 0)
     else:
-        outcome = await attempt_call(
-            work,
-            rules=AttemptRules(
-                tool.retry or ctx.retry, ctx.classifier, tool.breaker, user_code=True
-            ),
-            source=source,
-            attempted_query=attempted_query,
-            log=log,
-            scope=ctx,
-            adjust=lambda envelope, exc: _unless_repeat_is_safe(
-                ctx, tool, call_id, envelope, exc, key
-            ),
-            review=review,
-            deposit=ctx.deposit_for_call,
-        )
+        try:
+            outcome = await attempt_call(
+                work,
+                rules=AttemptRules(
+                    tool.retry or ctx.retry, ctx.classifier, tool.breaker, user_code=True
+                ),
+                source=source,
+                attempted_query=attempted_query,
+                log=log,
+                scope=ctx,
+                adjust=adjust,
+                review=review,
+                deposit=ctx.deposit_for_call,
+            )
+        finally:
+            if claimed is not None:
+                await claimed.settle()
     if isinstance(outcome, Success):
         log.debug("tool_outcome", status="success", attempts=outcome.attempts)
         return outcome.data
     _remember_forbidden(ctx, call_id, outcome)
     raise _failure(outcome, log)
+
+
+class _Claim:
+    """A non-idempotent call this process claimed in the ledger before making it.
+
+    Its result replaces the claim. A call given up before the tool could act (refused
+    by a limit, failed before it started, or failed in a way that cannot have acted)
+    gives the claim up, so the call may be made again. After the tool started and was
+    cut in a way that may have acted (a timeout, a dropped connection, a cancellation),
+    or when the process dies, the claim stays without a result, and the call is not
+    made again without a person.
+    """
+
+    __slots__ = ("key", "ledger", "may_have_acted", "returned", "started")
+
+    def __init__(self, ledger: ToolLedger, key: str) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.started = False
+        self.returned = False
+        self.may_have_acted = False
+
+    async def record(self, tool: str, validated: dict[str, Any], data: Any) -> None:
+        self.returned = True
+        await self.ledger.record(self.key, tool, validated, data)
+
+    def failed(self, ambiguous: bool) -> None:
+        """An attempt failed; `ambiguous`: in a way that may have acted."""
+        self.may_have_acted = self.may_have_acted or (self.started and ambiguous)
+        self.started = False
+
+    async def settle(self) -> None:
+        """Give the claim up when the tool cannot have acted; else keep it."""
+        if not (self.returned or self.started or self.may_have_acted):
+            await self.ledger.release(self.key)
 
 
 def _call_id(tool: str, arguments: dict[str, Any]) -> str:
@@ -175,27 +230,91 @@ def _remember_forbidden(ctx: Context, call_id: str, envelope: ErrorEnvelope) -> 
     ctx.scope.forbid(call_id, verdict)
 
 
-async def _replay(
+async def _claim(
     ctx: Context,
     ledger: ToolLedger,
     call: str,
     tool: Tool[Any, Any],
-    source: str,
+    arguments: dict[str, Any],
+    validated: dict[str, Any],
     attempted_query: dict[str, Any],
     log: Any,
-) -> Replay | None:
-    """The recorded result of a call this run already made, or None."""
-    try:
-        replayed = await ledger.replay(call, declared_output_type(tool.fn))
-    except Exception as exc:
-        # Whether the call already happened is unknown: acting now could act twice.
-        envelope = ctx.classifier.classify(
-            exc, source=source, attempted_query=attempted_query, attempts=0
-        )
-        raise _failure(envelope, log) from None
-    if replayed is not None:
-        log.info("tool_replayed", call=call)
-    return replayed
+) -> Replay | str:
+    """The recorded result of a call this run already made, or the ledger key under
+    which this process claimed it and now makes it.
+
+    A claim found without a result means the call may have run: it is made again only
+    when a person approves, under a key of its own, so that an approval too is acted
+    on once. Raises `ToolCallFailed` when it must not be made now.
+    """
+    source = f"{ctx.subagent}/{tool.name}"
+    key, again = call, 0
+    while True:
+        try:
+            found = await ledger.claim(key, tool.name, validated, declared_output_type(tool.fn))
+        except Exception as exc:
+            # Whether the call already happened is unknown: acting now could act twice.
+            envelope = ctx.classifier.classify(
+                exc, source=source, attempted_query=attempted_query, attempts=0
+            )
+            raise _failure(envelope, log) from None
+        if not isinstance(found, InFlight):
+            if found is not None:
+                log.info("tool_replayed", call=key)
+            return key if found is None else found
+        log.warning("ledger_claim_without_result", call=key, claimed_at=str(found.claimed_at))
+        await _ask_again(ctx, tool, arguments, validated, found, attempted_query, log)
+        # Each approval to call again is claimed under a key of its own.
+        again += 1
+        key = f"{call}/again/{again}"
+
+
+async def _ask_again(
+    ctx: Context,
+    tool: Tool[Any, Any],
+    arguments: dict[str, Any],
+    validated: dict[str, Any],
+    found: InFlight,
+    attempted_query: dict[str, Any],
+    log: Any,
+) -> None:
+    """A person's approval to make again a call that may have run; raises without one."""
+    source = f"{ctx.subagent}/{tool.name}"
+    if ctx.scope.decisions is None:
+        raise _failure(_may_have_run(tool, found, attempted_query, source), log)
+    verdict = PolicyVerdict(action="ask", reason=_why_again(tool, found), policy=MAY_HAVE_RUN)
+    # The policies ruled already; only this question is asked.
+    await _ask(ctx, tool, arguments, validated, verdict, lambda _args, _answered: None, log)
+
+
+def _why_again(tool: Tool[Any, Any], found: InFlight) -> str:
+    return (
+        f"the call of {tool.name} may have run: it was claimed at "
+        f"{found.claimed_at:%Y-%m-%d %H:%M:%S} UTC and no result was recorded (it may be "
+        "under way in another process, or a process or the call stopped between the claim "
+        "and the result); approve to call it again"
+    )
+
+
+def _may_have_run(
+    tool: Tool[Any, Any],
+    found: InFlight,
+    attempted_query: dict[str, Any],
+    source: str,
+) -> ErrorEnvelope:
+    """The envelope of a call not made again, with nobody to ask whether to make it."""
+    return ErrorEnvelope(
+        error_category=ErrorCategory.PERMISSION,
+        error_type="call_may_have_run",
+        is_retryable=False,
+        message=(
+            f"{_why_again(tool, found).removesuffix('; approve to call it again')}; it is not "
+            "made again without a person's approval (a Coordinator with store= asks for one)"
+        ),
+        attempted_query=attempted_query,
+        source=source,
+        attempts=0,
+    )
 
 
 def _unless_repeat_is_safe(
@@ -271,15 +390,10 @@ async def _ask(
     arguments: dict[str, Any],
     validated: dict[str, Any],
     verdict: PolicyVerdict,
-    event: ToolCallEvent,
+    rule_again: Any,
     log: Any,
 ) -> Go:
-    """A person's answer to a policy's ask, or the failure that stops the call."""
-
-    def rule_again(edited: dict[str, Any], answered: frozenset[str]) -> PolicyVerdict | None:
-        again = dataclasses.replace(event, arguments=MappingProxyType(edited))
-        return ctx.policies.before(again, log, answered)
-
+    """A person's answer to an ask, or the failure that stops the call."""
     try:
         went = await ask_person(ctx, tool, arguments, validated, verdict, rule_again)
     except AskWithoutStore as exc:

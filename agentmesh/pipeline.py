@@ -100,7 +100,9 @@ class Pipeline:
             raise UsageError(f"Pipeline(name=) must be a non-empty string, got {name!r}")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise UsageError(f"Pipeline(retry=) takes a RetryPolicy, got {retry!r}")
-        if store is not None and not isinstance(store, CheckpointStore):
+        # Not `isinstance(store, CheckpointStore)`: a store written before `claim` (which
+        # a pipeline never needs) is still a store here.
+        if store is not None and not all(callable(getattr(store, m, None)) for m in ("get", "put")):
             raise UsageError(f"Pipeline(store=) takes a CheckpointStore, got {store!r}")
         self.name = name
         self.store = store

@@ -1,9 +1,12 @@
 """The ledger of side effects, and saved progress: what makes a subagent safe to resume.
 
-`ToolLedger` records every completed call of a non-idempotent tool of one task in one
-run; when the run resumes, `Context.call` returns the recorded result instead of acting
-twice. `ProgressSaver` persists `ctx.record_partial` so a re-run continues from its
-pending sources.
+`ToolLedger` claims every call of a non-idempotent tool of one task in one run before
+it is made (`CheckpointStore.claim`), and records its result in place of the claim;
+when the run resumes, `Context.call` returns the recorded result instead of acting
+twice. Of two processes about to make the same call, only the one that claimed it
+does; a claim without a result (a call in flight elsewhere, or a process that died
+between the claim and the result) means the call may have run. `ProgressSaver`
+persists `ctx.record_partial` so a re-run continues from its pending sources.
 
 Both write with secrets masked, as in logs and envelopes (`redact`): a store is a file
 or a database that outlives the run. A call is found again by a digest of its clear
@@ -18,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pydantic_core
@@ -25,11 +29,11 @@ from pydantic import StrictBool
 
 from agentmesh._redaction import redact
 from agentmesh.checkpoints._codec import read_as
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.checkpoints._store import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
 from agentmesh.task import Task
 
-__all__ = ["ProgressSaver", "Replay", "ToolLedger", "task_key"]
+__all__ = ["InFlight", "ProgressSaver", "Replay", "ToolLedger", "task_key"]
 
 PARTIALS_KEY = "partials"
 
@@ -46,6 +50,12 @@ def _at_rest(value: Any) -> Any:
     Raises pydantic's serialisation error for a value that is not JSON.
     """
     return redact(pydantic_core.to_jsonable_python(value, by_alias=True))
+
+
+def _kept(arguments: Mapping[str, Any]) -> Any:
+    """A call's arguments as the ledger keeps them, for a person reading it (masked):
+    matching uses the call's key, a digest of the clear arguments."""
+    return redact(pydantic_core.to_jsonable_python(dict(arguments), fallback=repr))
 
 
 def _digest(value: Any) -> str:
@@ -70,8 +80,16 @@ class Replay:
     call: str
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A call claimed at `claimed_at` whose result was never recorded: it may have run."""
+
+    call: str
+    claimed_at: datetime
+
+
 class ToolLedger:
-    """The completed calls of non-idempotent tools of one task in one run.
+    """The claimed and completed calls of non-idempotent tools of one task in one run.
 
     A call is known by its tool, its validated arguments (their JSON form) and how many
     identical calls came before it in the same attempt: `send(to="a")` twice in one
@@ -79,7 +97,7 @@ class ToolLedger:
     run is the first one again.
     """
 
-    __slots__ = ("_counts", "log", "run_id", "stage", "store")
+    __slots__ = ("_counts", "_warned", "log", "run_id", "stage", "store")
 
     def __init__(self, store: CheckpointStore, run_id: str, stage: str, log: Any) -> None:
         self.store = store
@@ -87,6 +105,7 @@ class ToolLedger:
         self.stage = stage
         self.log = log
         self._counts: dict[str, int] = {}
+        self._warned = False
 
     def new_attempt(self) -> None:
         """Count calls from the start again: a retried attempt replays the earlier one."""
@@ -102,22 +121,56 @@ class ToolLedger:
         """The same key for this call in every attempt and every resumed run."""
         return _digest([self.run_id, self.stage, call])[:32]
 
-    async def replay(self, call: str, result_type: Any) -> Replay | None:
-        """The recorded result of `call`, or None when it has not completed in this run.
+    async def claim(
+        self, call: str, tool: str, arguments: Mapping[str, Any], result_type: Any
+    ) -> Replay | InFlight | None:
+        """Claim `call` before making it: None when this process claimed it and may make
+        it; its recorded result when it completed; `InFlight` when it was claimed and
+        has no result (it may have run).
 
-        Raises `CheckpointError` when the ledger cannot be read: the caller must not act
-        then, since the call may already have happened.
+        Raises `CheckpointError` when the ledger cannot be read or written: the caller
+        must not act then, since the call may already have happened.
         """
-        entry = await self.store.get(self.run_id, self.stage, call)
-        if entry is None:
+        claim = getattr(self.store, "claim", None)
+        if claim is None:
+            # A store written before `claim`: results are recorded, calls not claimed.
+            if not self._warned:
+                self._warned = True
+                self.log.warning("ledger_without_claim", store=repr(self.store))
+            entry = await self.store.get(self.run_id, self.stage, call)
+            return None if entry is None else self._replay(entry, result_type)
+        claimed = {"tool": tool, "arguments": _kept(arguments)}
+        winner: Checkpoint | None = await claim(self.run_id, self.stage, call, claimed)
+        if winner is None:
+            self.log.debug("ledger_claimed", call=call)
             return None
+        if isinstance(winner.value, dict) and "result" not in winner.value:
+            return InFlight(call=call, claimed_at=winner.saved_at)
+        return self._replay(winner, result_type)
+
+    def _replay(self, entry: Checkpoint, result_type: Any) -> Replay:
         recorded: _Recorded = read_as(self.store, entry, _Recorded, expected="a ledger entry")
         data = read_as(
             self.store, entry, result_type, part=recorded.result, what="its recorded result"
         )
         if recorded.masked:
-            self.log.info("ledger_result_masked", call=call)
-        return Replay(data=data, call=call)
+            self.log.info("ledger_result_masked", call=entry.key)
+        return Replay(data=data, call=entry.key)
+
+    async def release(self, call: str) -> None:
+        """Give up the claim of a call that failed without acting: it may be made again.
+
+        A failure to release is logged: the claim stays, and the call then waits for a
+        person instead of being made again, which is the safe way to be wrong.
+        """
+        try:
+            await self.store.delete(self.run_id, self.stage, call)
+        except Exception as exc:
+            self.log.warning(
+                "ledger_release_failed", call=call, error=f"{type(exc).__name__}: {exc}"
+            )
+        else:
+            self.log.debug("ledger_released", call=call)
 
     async def record(self, call: str, tool: str, arguments: Mapping[str, Any], result: Any) -> None:
         """Record a completed call; a failure to record is logged, never raised.
@@ -125,13 +178,11 @@ class ToolLedger:
         The side effect has happened: raising now would only invite a caller to act again.
         """
         try:
-            # The arguments are kept for a person reading the ledger; matching uses `call`.
-            clear_arguments = pydantic_core.to_jsonable_python(dict(arguments), fallback=repr)
             clear_result = pydantic_core.to_jsonable_python(result, by_alias=True)
             stored_result = redact(clear_result)
             entry = {
                 "tool": tool,
-                "arguments": redact(clear_arguments),
+                "arguments": _kept(arguments),
                 "result": stored_result,
                 # `redact` returns its argument when there was nothing to mask.
                 "masked": stored_result is not clear_result,

@@ -295,6 +295,32 @@ class PostgresStore(StoreBase):
 
         await self._run(put)
 
+    async def _claim(self, row: Row) -> Row | None:
+        from psycopg.sql import SQL
+
+        insert = SQL(
+            "INSERT INTO {} (run_id, stage, key, schema_version, value, saved_at) "
+            "VALUES (%s, %s, %s, %s, %s::json, to_timestamp(%s)) "
+            "ON CONFLICT (run_id, stage, key) DO NOTHING RETURNING 1"
+        ).format(self._table)
+        select = self._select("run_id = %s AND stage = %s AND key = %s")
+
+        async def claim(connection: AsyncConnection[TupleRow]) -> Row | None:
+            # The server decides between concurrent inserts of one key: one inserts, the
+            # others wait for it and do nothing. The winner's row is read afterwards, in a
+            # statement of its own, so that it sees the row committed meanwhile; a winner
+            # deleted in between (a claim released) leaves the key free to try again.
+            while True:
+                cursor = await connection.execute(insert, row)
+                if await cursor.fetchone() is not None:
+                    return None
+                cursor = await connection.execute(select, row[:3])
+                found = await cursor.fetchone()
+                if found is not None:
+                    return _row(found)
+
+        return await self._run(claim)
+
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
         statement = self._select("run_id = %s AND stage = %s AND key = %s")
 

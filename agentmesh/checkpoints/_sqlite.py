@@ -53,6 +53,13 @@ INSERT INTO checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id, stage, key) DO UPDATE SET
     schema_version = excluded.schema_version, value = excluded.value, saved_at = excluded.saved_at
 """
+_INSERT_NEW: Final = f"""
+INSERT INTO checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id, stage, key) DO NOTHING
+"""
+_SELECT_ONE: Final = (
+    f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = ? AND stage = ? AND key = ?"
+)
 
 
 class SQLiteStore(StoreBase):
@@ -224,13 +231,28 @@ class SQLiteStore(StoreBase):
 
         await self._run(self._execute(put))
 
+    async def _claim(self, row: Row) -> Row | None:
+        def claim(connection: sqlite3.Connection) -> Row | None:
+            # Under the write lock of every process on the file: the insert and the read
+            # of the winner are one step.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                inserted = connection.execute(_INSERT_NEW, row).rowcount
+                existing: Row | None = (
+                    None if inserted else connection.execute(_SELECT_ONE, row[:3]).fetchone()
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            return existing
+
+        return await self._run(self._execute(claim))
+
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
         def get(connection: sqlite3.Connection) -> Row | None:
-            cursor = connection.execute(
-                f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = ? AND stage = ? AND key = ?",
-                (run_id, stage, key),
-            )
-            row: Row | None = cursor.fetchone()
+            row: Row | None = connection.execute(_SELECT_ONE, (run_id, stage, key)).fetchone()
             return row
 
         return await self._run(self._execute(get))

@@ -23,7 +23,7 @@ from agentmesh.checkpoints._codec import SCHEMA_VERSION, decode, encode, read_as
 from agentmesh.checkpoints._errors import damaged
 from agentmesh.errors import UsageError
 
-__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
+__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase", "claim_in"]
 
 T = TypeVar("T")
 
@@ -58,12 +58,27 @@ class CheckpointStore(Protocol):
     """Durable JSON values namespaced by run id, stage and key.
 
     `put` replaces a value in one transaction, so a crash leaves either the old value or
-    the new one. Implementations: `SQLiteStore` (the default), `PostgresStore` and
-    `MemoryStore`.
+    the new one. `claim` saves a value only where there is none, atomically: of any
+    number of callers at once, in any number of processes, exactly one wins. Whatever
+    two processes or two people may do at once (answer a decision, make a
+    non-idempotent call) is claimed this way, never checked and then done.
+    Implementations: `SQLiteStore` (the default), `PostgresStore` and `MemoryStore`.
+
+    A store written before `claim` existed still works for everything else; a person's
+    answer given through it raises `UsageError` (it cannot be claimed), and its ledger
+    of side effects records results without claiming calls first.
     """
 
     async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
         """Save `value` (a pydantic model or JSON data) as JSON."""
+        ...
+
+    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
+        """Save `value` only if the key holds nothing, atomically (compare-and-set).
+
+        Returns None when this call saved it (it won), else the checkpoint that was
+        already there (the winner's), which stays untouched.
+        """
         ...
 
     @overload
@@ -146,6 +161,18 @@ class StoreBase(abc.ABC):
         await self.open()
         await self._put((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
 
+    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
+        """Save `value` only if the key holds nothing, in one atomic step.
+
+        Returns None when this call saved it, else the checkpoint already there (the
+        winner's, untouched): of concurrent callers in any process, exactly one gets None.
+        """
+        _check_names(run_id=run_id, stage=stage, key=key)
+        text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
+        await self.open()
+        row = await self._claim((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+        return None if row is None else self._record(row)
+
     @overload
     async def get(self, run_id: str, stage: str, key: str) -> Checkpoint | None: ...
     @overload
@@ -217,11 +244,33 @@ class StoreBase(abc.ABC):
     @abc.abstractmethod
     async def _put(self, row: Row) -> None: ...
     @abc.abstractmethod
+    async def _claim(self, row: Row) -> Row | None:
+        """Insert `row` unless its key exists, atomically: None, or the existing row."""
+
+    @abc.abstractmethod
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None: ...
     @abc.abstractmethod
     async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]: ...
     @abc.abstractmethod
     async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int: ...
+
+
+async def claim_in(
+    store: CheckpointStore, run_id: str, stage: str, key: str, value: object, *, purpose: str
+) -> Checkpoint | None:
+    """`store.claim(...)`, or a `UsageError` for a store written without `claim`.
+
+    `purpose` says what needed the claim, for the message.
+    """
+    claim = getattr(store, "claim", None)
+    if claim is None:
+        raise UsageError(
+            f"{purpose} must be claimed in the checkpoint store, but {store!r} has no "
+            "claim() method (CheckpointStore.claim: save a value only where there is "
+            "none, atomically); add one, or use SQLiteStore, PostgresStore or MemoryStore"
+        )
+    winner: Checkpoint | None = await claim(run_id, stage, key, value)
+    return winner
 
 
 def _check_names(**names: Any) -> None:
@@ -251,6 +300,13 @@ class MemoryStore(StoreBase):
 
     async def _put(self, row: Row) -> None:
         self._rows[row[:3]] = row
+
+    async def _claim(self, row: Row) -> Row | None:
+        # No await between the look and the write: atomic within the event loop.
+        existing = self._rows.get(row[:3])
+        if existing is None:
+            self._rows[row[:3]] = row
+        return existing
 
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
         return self._rows.get((run_id, stage, key))

@@ -294,13 +294,16 @@ class Coordinator:
 
         `decisions` maps pending decision ids (`Report.pending_decisions`) to `Approve()`,
         `Reject(reason)` or `Edit(...)`. Finished tasks are not run again; the tasks that
-        waited on an answered decision go on; unanswered ones keep waiting. The answers
-        are saved before anything runs, so an interrupted resume can be repeated (with
-        the same decisions, or none). The store holds tasks with secrets masked: a task
-        stored masked that must run again needs `tasks`, the tasks the run was started
-        with (checked against its plan). Raises `UsageError` for a run the store does
-        not have, an unknown decision id, a decision given before, or a masked task
-        without `tasks`. This is `resume_stream()` drained.
+        waited on an answered decision go on; unanswered ones keep waiting. A decision
+        is answered once: the first resume that gives it claims it in the store before
+        anything runs (of two at once, in any processes, exactly one wins), and a later
+        resume that gives it again gets `UsageError` naming the answer that won. To go
+        on after an interrupted resume, call `resume(run_id)` without that decision:
+        claimed answers are read from the store. The store holds tasks with secrets
+        masked: a task stored masked that must run again needs `tasks`, the tasks the
+        run was started with (checked against its plan). Raises `UsageError` for a run
+        the store does not have, an unknown decision id, a decision already answered,
+        or a masked task without `tasks`. This is `resume_stream()` drained.
         """
         return await self.resume_stream(run_id, decisions=decisions, tasks=tasks).drain()
 

@@ -20,8 +20,8 @@ import pydantic_core
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
 
+from agentmesh._human import ANSWERS, DecisionBook
 from agentmesh._human import STAGE as DECISIONS
-from agentmesh._human import DecisionBook
 from agentmesh._redaction import redact
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._codec import read_as
@@ -98,6 +98,7 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
     # between leaves no plan at all rather than a new plan with old records.
     await store.delete(run_id, STAGE)
     await store.delete(run_id, DECISIONS)
+    await store.delete(run_id, ANSWERS)
     plan = []
     for task_id, task, sub in jobs:
         data = _TASK.dump_python(task, mode="json")
@@ -187,7 +188,8 @@ def refuse_masked(
         raise UsageError(
             f"resume(run_id={run_id!r}): task(s) {again} would run again, but the plan "
             "holds them with secrets masked; pass the run's original tasks with "
-            "resume(..., tasks=...) (the decisions given are kept)"
+            f"resume({run_id!r}, tasks=...); the decisions given are claimed and stand, "
+            "so give them no more"
         )
 
 

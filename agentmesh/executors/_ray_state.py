@@ -187,6 +187,14 @@ class StateActor:
     def row_put(self, row: tuple[Any, ...]) -> None:
         self._run(row[0]).rows[(row[0], row[1], row[2])] = row
 
+    def row_claim(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        # An actor runs one method at a time: the look and the write are one step.
+        rows = self._run(row[0]).rows
+        existing = rows.get((row[0], row[1], row[2]))
+        if existing is None:
+            rows[(row[0], row[1], row[2])] = row
+        return existing
+
     def row_get(self, run_id: str, stage: str, key: str) -> tuple[Any, ...] | None:
         return self._run(run_id).rows.get((run_id, stage, key))
 

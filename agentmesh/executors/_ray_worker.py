@@ -466,6 +466,10 @@ class _ActorStore(StoreBase):
     async def _put(self, row: Row) -> None:
         await self._actor.row_put.remote(row)
 
+    async def _claim(self, row: Row) -> Row | None:
+        existing: Row | None = await self._actor.row_claim.remote(row)
+        return existing
+
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
         row: Row | None = await self._actor.row_get.remote(run_id, stage, key)
         return row

@@ -3,4 +3,5 @@
 python -m examples.support_desk                         # prints the pending decision
 python -m examples.support_desk --approve ID            # resumes the run: refund made
 python -m examples.support_desk --reject ID "reason"    # resumes the run: a gap
+python -m examples.support_desk --go-on ID              # after an interrupted answer
 """

@@ -32,6 +32,12 @@ def options(argv: list[str]) -> argparse.Namespace:
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--approve", metavar="ID", help="approve the pending decision ID")
     answer.add_argument("--reject", nargs=2, metavar=("ID", "REASON"), help="reject it")
+    answer.add_argument(
+        "--go-on",
+        metavar="ID",
+        help="go on with the run of the answered decision ID, without answering it again "
+        "(after an --approve or --reject that was interrupted)",
+    )
     return parser.parse_args(argv)
 
 
@@ -40,7 +46,7 @@ async def main(argv: list[str]) -> int:
     args.checkpoints.mkdir(parents=True, exist_ok=True)
     async with SQLiteStore(args.checkpoints / "checkpoints.sqlite") as store:
         coordinator = Coordinator([desk], policies=[refund_limit], store=store)
-        if args.approve is None and args.reject is None:
+        if args.approve is None and args.reject is None and args.go_on is None:
             run_id = uuid.uuid4().hex[:12]
             report = await coordinator.run(TICKETS, run_id=run_id)
         else:
@@ -49,8 +55,10 @@ async def main(argv: list[str]) -> int:
             if known is None:
                 print(f"{COMMAND}: no pending decision {decision_id!r}", file=sys.stderr)
                 return 2
+            # A decision is answered once: going on gives no answer, the store has it.
+            decisions = {} if answer is None else {decision_id: answer}
             try:
-                report = await coordinator.resume(str(known.value), decisions={decision_id: answer})
+                report = await coordinator.resume(str(known.value), decisions=decisions)
             except UsageError as exc:
                 print(f"{COMMAND}: {exc}", file=sys.stderr)
                 return 2
@@ -60,7 +68,9 @@ async def main(argv: list[str]) -> int:
     return 0
 
 
-def _answer(args: argparse.Namespace) -> tuple[str, HumanDecision]:
+def _answer(args: argparse.Namespace) -> tuple[str, HumanDecision | None]:
+    if args.go_on is not None:
+        return args.go_on, None
     if args.approve is not None:
         return args.approve, Approve()
     decision_id, reason = args.reject

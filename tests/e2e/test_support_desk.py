@@ -72,3 +72,17 @@ class TestSupportDesk:
             done = desk(checkpoints, *args)
             assert done.returncode == 2
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+    def test_an_answered_id_is_not_answered_again_but_the_run_goes_on(
+        self, first: tuple[Path, str, str]
+    ) -> None:
+        """Answering again names the answer that won; --go-on ID resumes without answering."""
+        checkpoints, _, decision = first
+        assert desk(checkpoints, "--approve", decision).returncode == 0
+        again = desk(checkpoints, "--reject", decision, "too late")
+        assert again.returncode == 2
+        assert "already answered: Approve() at" in again.stderr
+        done = desk(checkpoints, "--go-on", decision)
+        assert done.returncode == 0, done.stderr
+        assert "B-2: covered" in done.stdout
+        assert "pending decision" not in done.stdout

@@ -1,15 +1,19 @@
 """Run by the human-decision tests in a fresh process each time: not a test module.
 
 A support desk with two refunds, one under the limit and one over it; a policy asks a
-person about refunds over 100. Every refund made appends a line to a counter file (the
-side effect, visible across processes). Prints the report's JSON on stdout.
+person about refunds over 100. Every call of the refund tool appends a line to a
+counter file as it starts (the side effect, visible across processes). Prints the
+report's JSON on stdout, or `{"usageError": message}` when resume raises `UsageError`.
 
     python decisions_worker.py STORE COUNTER run
-    python decisions_worker.py STORE COUNTER resume DECISIONS_JSON [--crash-after-refund]
+    python decisions_worker.py STORE COUNTER resume DECISIONS_JSON [options]
 
 STORE is `sqlite:PATH` or `postgres:SCHEMA` (the DSN in AGENTMESH_TEST_POSTGRES_DSN).
 DECISIONS_JSON maps ids to `{"approve": true}`, `{"reject": "why"}`, `{"edit": {...}}`.
-With `--crash-after-refund`, the process dies (os._exit) right after a refund is made.
+Options: `--crash-after-refund`: the process dies (os._exit) right after a refund is
+made; `--block-in-refund`: a refund of order B-2 never returns (the test kills the
+process); `--barrier=DIR`: write `DIR/<pid>.ready`, then wait for `DIR/go` before
+resuming, so that two processes resume at the same moment.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from agentmesh import Context, Coordinator, RetryPolicy, Task, subagent, tool
+from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
 from agentmesh.checkpoints import CheckpointStore, PostgresStore, SQLiteStore
 from agentmesh.decisions import Approve, Edit, HumanDecision, Reject
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
@@ -34,7 +39,7 @@ TASKS = [
 ]
 
 
-def build(counter: Path, crash_after_refund: bool) -> Coordinator:
+def build(counter: Path, crash_after_refund: bool, block_in_refund: bool = False) -> Coordinator:
     @tool(idempotent=True)
     async def lookup(order: str) -> dict[str, str]:
         return {"order": order, "customer": f"customer of {order}"}
@@ -43,6 +48,8 @@ def build(counter: Path, crash_after_refund: bool) -> Coordinator:
     async def refund(order: str, amount: int) -> str:
         with counter.open("a") as file:
             file.write(f"{order} {amount}\n")
+        if block_in_refund and order == "B-2":
+            await asyncio.sleep(3600)  # the refund is under way when the test kills the process
         return f"refunded {amount} on {order}"
 
     @tool(idempotent=True)
@@ -88,15 +95,29 @@ def decisions(text: str) -> dict[str, HumanDecision]:
     return parsed
 
 
+def wait_at(barrier: Path) -> None:
+    """Say this process is ready, then wait until the test lets every process go at once."""
+    (barrier / f"{os.getpid()}.ready").touch()
+    while not (barrier / "go").exists():
+        time.sleep(0.001)
+
+
 async def main(argv: list[str]) -> None:
     counter, command = Path(argv[2]), argv[3]
-    coordinator = build(counter, "--crash-after-refund" in argv)
+    coordinator = build(counter, "--crash-after-refund" in argv, "--block-in-refund" in argv)
+    barrier = next((Path(a.partition("=")[2]) for a in argv if a.startswith("--barrier=")), None)
     assert coordinator.store is not None
     async with coordinator.store:  # type: ignore[attr-defined]  # every store here is a StoreBase
         if command == "run":
             report = await coordinator.run(TASKS, run_id=RUN_ID)
         else:
-            report = await coordinator.resume(RUN_ID, decisions=decisions(argv[4]))
+            if barrier is not None:
+                wait_at(barrier)
+            try:
+                report = await coordinator.resume(RUN_ID, decisions=decisions(argv[4]))
+            except UsageError as exc:
+                print(json.dumps({"usageError": str(exc)}), flush=True)
+                return
     print(report.to_json(indent=None), flush=True)
 
 

@@ -810,6 +810,9 @@ class TestLedger:
             async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
                 raise CheckpointError("disk gone")
 
+            async def _claim(self, row: Row) -> Row | None:
+                raise CheckpointError("disk gone")
+
         @tool
         async def charge(order_id: str) -> str:
             charges.append(order_id)

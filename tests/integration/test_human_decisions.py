@@ -347,27 +347,31 @@ class TestResumeRefusals:
             await coordinator.resume("r1", decisions={"nope": Approve()})
 
     async def test_a_decision_given_twice_is_refused(self, store: CheckpointStore) -> None:
-        """Once applied, the same id cannot be answered again, with any answer."""
+        """Once answered, the same id takes no answer again, and the error names the first."""
         coordinator, pending = await self.run_one(store)
         await coordinator.resume("r1", decisions={pending.id: Approve()})
         for answer in (Approve(), Reject("no")):
-            with pytest.raises(UsageError, match="already given"):
+            with pytest.raises(UsageError, match=r"already answered: Approve\(\) at 20"):
                 await coordinator.resume("r1", decisions={pending.id: answer})
 
-    async def test_a_different_answer_to_an_answered_id_is_refused(
+    async def test_an_interrupted_resume_goes_on_without_its_decisions(
         self, store: CheckpointStore
     ) -> None:
-        """An answer saved by a resume that did not finish cannot be changed."""
-        coordinator, pending = await self.run_one(store)
-        # Saved before anything ran, as a resume does first; its run never happened.
+        """Answers claimed by a resume that did not finish stand: resume(run_id) goes on."""
+        desk = Desk()
+        coordinator = desk.coordinator(store)
+        pending = only(await coordinator.run([BIG], run_id="r1"))
+        # Claimed before anything ran, as a resume does first; its run never happened.
         from agentmesh._human import DecisionBook
 
         book = await DecisionBook.load(store, "r1")
         await book.give({pending.id: Approve()})
-        with pytest.raises(UsageError, match="already given"):
-            await coordinator.resume("r1", decisions={pending.id: Reject("changed my mind")})
-        report = await coordinator.resume("r1", decisions={pending.id: Approve()})
+        for answer in (Approve(), Reject("changed my mind")):
+            with pytest.raises(UsageError, match=r"Approve\(\) at .* call resume\('r1'\)"):
+                await coordinator.resume("r1", decisions={pending.id: answer})
+        report = await coordinator.resume("r1")
         assert status(report, "B-2")[0] is CoverageStatus.COVERED
+        assert desk.refunds == [("B-2", 900)]
 
     @pytest.mark.parametrize(
         ("answer", "says"),
@@ -481,12 +485,13 @@ class TestResumeInAFreshProcess:
         assert entry(report, "B-2")["status"] == "covered"
 
     def test_an_interrupted_resume_repeated_refunds_once(self, worker: Worker) -> None:
-        """The resume dies after the approved refund; repeating it replays, never refunds twice."""
+        """The resume dies after the refund; resume(run_id) goes on, never refunds twice."""
         decision = worker.first()
         answer = json.dumps({decision: {"approve": True}})
         worker("resume", answer, "--crash-after-refund", code=3)
         assert worker.refunds() == ["A-1 40", "B-2 900"]
-        report = worker("resume", answer)
+        # The answer was claimed by the resume that died: going on does not give it again.
+        report = worker("resume", "{}")
         assert worker.refunds() == ["A-1 40", "B-2 900"]
         assert entry(report, "B-2")["status"] == "covered"
         assert "customer of B-2 notified" in [f["content"] for f in report["findings"]]

@@ -162,9 +162,9 @@ class TestMaskedTasks:
         coordinator = Coordinator([desk], policies=[refund_limit], store=store)
         first = await coordinator.run([task], run_id="m")
         decisions: dict[str, Any] = {only(first).id: Approve()}
-        with pytest.raises(UsageError, match=r"task-0.*masked"):
+        with pytest.raises(UsageError, match=r"task-0.*masked.*claimed and stand"):
             await coordinator.resume("m", decisions=decisions)
-        report = await coordinator.resume("m", decisions=decisions, tasks=[task])
+        report = await coordinator.resume("m", tasks=[task])
         assert status(report, task.label)[0] is CoverageStatus.COVERED
         assert seen == [(task.query, {"api_token": "sk-live-9"})] * 2
 
