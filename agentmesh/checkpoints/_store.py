@@ -331,4 +331,6 @@ class MemoryStore(StoreBase):
         return len(doomed)
 
     def __repr__(self) -> str:
-        return f"<MemoryStore {len(self._rows)} checkpoints>"
+        # Its identity, not its size: an error that names the store names the same one
+        # before and after a write.
+        return f"<MemoryStore at {id(self):#x}>"

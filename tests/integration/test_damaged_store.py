@@ -214,8 +214,8 @@ class TestDamagedRunRows:
 class TestDamagedLedgerEntry:
     @pytest.mark.parametrize(
         "raw",
-        [NOT_JSON, "[1, 2]", json.dumps({"tool": "charge"}), json.dumps({"result": {"no": 1}})],
-        ids=["not JSON", "a list", "no result", "a result of the wrong type"],
+        [NOT_JSON, "[1, 2]", json.dumps({"result": {"no": 1}})],
+        ids=["not JSON", "a list", "a result of the wrong type"],
     )
     async def test_the_call_is_not_made_and_the_envelope_names_the_row(
         self, damage: Damage, raw: str
@@ -247,6 +247,35 @@ class TestDamagedLedgerEntry:
         assert outcome.is_retryable is False
         assert entry.key in outcome.message
         assert where in outcome.message
+
+    async def test_a_claim_without_a_result_is_a_call_that_may_have_run(
+        self, damage: Damage
+    ) -> None:
+        """An entry with no result is a claim whose call may have run: never made again."""
+        charges: list[str] = []
+
+        @tool
+        async def charge(order_id: str) -> str:
+            charges.append(order_id)
+            return "receipt"
+
+        @subagent(name="checkout", retry=RetryPolicy.never())
+        async def checkout(task: Task, ctx: Context) -> str:
+            return await ctx.call(charge, order_id="#1")
+
+        store = await damage.open().open()
+        task = Task(query="pay", id="t1")
+        await checkout.run(task, run_id=RUN, store=store)
+        (entry,) = [c for c in await store.list(RUN) if c.key.startswith("call/")]
+        store = await damage.write(store, entry.stage, entry.key, json.dumps({"tool": "charge"}))
+        try:
+            outcome = await checkout.run(task, run_id=RUN, store=store)
+        finally:
+            await store.close()
+        assert charges == ["#1"]
+        assert isinstance(outcome, ErrorEnvelope)
+        assert outcome.error_type == "call_may_have_run"
+        assert not outcome.is_retryable
 
 
 # -- a pipeline's checkpoints ------------------------------------------------------------------
