@@ -2,7 +2,7 @@
 gate in the tool path that stops a call a policy asked about.
 
 Layout in the checkpoint store, stage `agentmesh.decisions`, one key per decision id:
-`{"pending": PendingDecision, "answer": null, "applied": bool}`; stage
+`{"pending": PendingApproval, "answer": null, "applied": bool}`; stage
 `agentmesh.answers`, one key per answered id: `{"answer": {...}}`, claimed
 (`CheckpointStore.claim`), so that of two people answering at once exactly one wins,
 in any number of processes. A decision is answered once: the answer is claimed before
@@ -27,16 +27,16 @@ from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 
 from agentmesh._limits import recorded
 from agentmesh._redaction import redact
-from agentmesh.checkpoints._codec import read_as
-from agentmesh.checkpoints._store import CheckpointStore, claim_in
-from agentmesh.decisions import (
+from agentmesh.approvals import (
+    Approval,
+    ApprovalKind,
     Approve,
-    DecisionKind,
     Edit,
-    HumanDecision,
-    PendingDecision,
+    PendingApproval,
     Reject,
 )
+from agentmesh.checkpoints._codec import read_as
+from agentmesh.checkpoints._store import CheckpointStore, claim_in
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict
 from agentmesh.errors import UsageError
 
@@ -54,7 +54,7 @@ ANSWERS: Final = "agentmesh.answers"
 MAY_HAVE_RUN: Final = "agentmesh.ledger"
 # The "policy" a person's rejection is recorded under, in rulings and envelopes.
 PERSON: Final = "person"
-_PENDING: Final[TypeAdapter[PendingDecision]] = TypeAdapter(PendingDecision)
+_PENDING: Final[TypeAdapter[PendingApproval]] = TypeAdapter(PendingApproval)
 
 
 class AskWithoutStore(UsageError):
@@ -63,8 +63,8 @@ class AskWithoutStore(UsageError):
 
 @dataclass(slots=True)
 class _Entry:
-    pending: PendingDecision
-    answer: HumanDecision | None = None
+    pending: PendingApproval
+    answer: Approval | None = None
     applied: bool = False
     answered_at: datetime | None = None
 
@@ -77,7 +77,7 @@ class _Entry:
         }
 
 
-def _answer_json(answer: HumanDecision) -> dict[str, Any]:
+def _answer_json(answer: Approval) -> dict[str, Any]:
     if isinstance(answer, Approve):
         return {"decision": "approve"}
     if isinstance(answer, Reject):
@@ -103,7 +103,7 @@ _StoredAnswer = Annotated[
 class _StoredEntry:
     """An `_Entry` as the store holds it (`_Entry.to_json`), read back typed."""
 
-    pending: PendingDecision
+    pending: PendingApproval
     answer: _StoredAnswer | None
     applied: StrictBool
 
@@ -137,7 +137,7 @@ class DecisionBook:
         book = cls(store, run_id)
         for checkpoint in await store.list(run_id, STAGE):
             stored: _StoredEntry = read_as(
-                store, checkpoint, _StoredEntry, expected="a pending decision"
+                store, checkpoint, _StoredEntry, expected="a pending approval"
             )
             book._entries[checkpoint.key] = _Entry(stored.pending, stored.answer, stored.applied)
         for claimed in await store.list(run_id, ANSWERS):
@@ -150,14 +150,14 @@ class DecisionBook:
                 entry.answered_at = claimed.saved_at
         return book
 
-    def answer(self, decision_id: str) -> HumanDecision | None:
+    def answer(self, decision_id: str) -> Approval | None:
         entry = self._entries.get(decision_id)
         return None if entry is None else entry.answer
 
-    def unanswered(self) -> tuple[PendingDecision, ...]:
+    def unanswered(self) -> tuple[PendingApproval, ...]:
         return tuple(e.pending for e in self._entries.values() if e.answer is None)
 
-    def answered(self, task_id: str) -> tuple[tuple[PendingDecision, HumanDecision], ...]:
+    def answered(self, task_id: str) -> tuple[tuple[PendingApproval, Approval], ...]:
         """The answered, not yet applied decisions of one task, oldest first."""
         return tuple(
             (e.pending, e.answer)
@@ -165,7 +165,7 @@ class DecisionBook:
             if e.pending.task_id == task_id and e.answer is not None and not e.applied
         )
 
-    def given(self, task_id: str) -> tuple[tuple[PendingDecision, HumanDecision], ...]:
+    def given(self, task_id: str) -> tuple[tuple[PendingApproval, Approval], ...]:
         """Every answered decision of one task, applied before or not, oldest first."""
         return tuple(
             (e.pending, e.answer)
@@ -176,12 +176,12 @@ class DecisionBook:
     def escalation_id(self, task_id: str) -> str:
         """The id of the task's next escalation: one per escalation a person answered."""
         earlier = sum(
-            e.pending.task_id == task_id and e.pending.kind is DecisionKind.ESCALATION
+            e.pending.task_id == task_id and e.pending.kind is ApprovalKind.ESCALATION
             for e in self._entries.values()
         )
         return digest([self.run_id, task_id, "escalation", earlier])[:12]
 
-    async def pend(self, pending: PendingDecision) -> None:
+    async def pend(self, pending: PendingApproval) -> None:
         """Save a question for a person (a question already asked keeps its answer)."""
         if pending.id in self._entries:
             return
@@ -189,7 +189,7 @@ class DecisionBook:
         await self.store.put(self.run_id, STAGE, pending.id, entry.to_json())
         self._entries[pending.id] = entry
 
-    async def give(self, decisions: Mapping[str, HumanDecision]) -> None:
+    async def give(self, decisions: Mapping[str, Approval]) -> None:
         """Check every answer, then claim each in the store, before anything runs.
 
         Of two callers answering one decision at once, in any processes, exactly one
@@ -231,14 +231,14 @@ class DecisionBook:
     def _check(self, decision_id: str, answer: object) -> None:
         if not isinstance(answer, Approve | Reject | Edit):
             raise UsageError(
-                f"resume(decisions=) maps decision ids to Approve(), Reject(reason) or "
+                f"resume(approvals=) maps approval ids to Approve(), Reject(reason) or "
                 f"Edit(...); {decision_id!r} got {answer!r}"
             )
         entry = self._entries.get(decision_id)
         if entry is None:
             waiting = sorted(e.pending.id for e in self._entries.values() if e.answer is None)
             raise UsageError(
-                f"resume(decisions=): run {self.run_id!r} has no pending decision "
+                f"resume(approvals=): run {self.run_id!r} has no pending approval "
                 f"{decision_id!r}; waiting: {waiting or 'none'}"
             )
         if entry.answer is not None:
@@ -250,13 +250,13 @@ class DecisionBook:
         assert entry.answer is not None
         when = "" if entry.answered_at is None else f" at {entry.answered_at:%Y-%m-%d %H:%M:%S} UTC"
         return (
-            f"resume(decisions=): decision {entry.pending.id!r} was already answered: "
-            f"{describe(entry.answer)}{when}. A decision is answered once; to go on with "
+            f"resume(approvals=): approval {entry.pending.id!r} was already answered: "
+            f"{describe(entry.answer)}{when}. An approval is answered once; to go on with "
             f"that answer, call resume({self.run_id!r}) without it"
         )
 
 
-def describe(answer: HumanDecision) -> str:
+def describe(answer: Approval) -> str:
     """An answer as a person would write it, with secrets masked."""
     if isinstance(answer, Approve):
         return "Approve()"
@@ -267,22 +267,22 @@ def describe(answer: HumanDecision) -> str:
     return f"Edit(query={redact(answer.query)!r})"
 
 
-def _check_edit(pending: PendingDecision, answer: HumanDecision) -> None:
+def _check_edit(pending: PendingApproval, answer: Approval) -> None:
     if not isinstance(answer, Edit):
         return
     if pending.policy == MAY_HAVE_RUN:
         # Other arguments would be another call, claimed under another key.
         raise UsageError(
-            f"decision {pending.id!r} asks whether to call {pending.tool} again after a call "
+            f"approval {pending.id!r} asks whether to call {pending.tool} again after a call "
             "that may have run: answer Approve() or Reject(reason), not Edit"
         )
-    if pending.kind is DecisionKind.TOOL_CALL and answer.arguments is None:
+    if pending.kind is ApprovalKind.TOOL_CALL and answer.arguments is None:
         raise UsageError(
-            f"decision {pending.id!r} is about a call of {pending.tool}: "
+            f"approval {pending.id!r} is about a call of {pending.tool}: "
             "use Edit(arguments=...), not Edit(query=...)"
         )
-    if pending.kind is DecisionKind.ESCALATION and answer.query is None:
-        raise UsageError(f"decision {pending.id!r} is about an escalated task: use Edit(query=...)")
+    if pending.kind is ApprovalKind.ESCALATION and answer.query is None:
+        raise UsageError(f"approval {pending.id!r} is about an escalated task: use Edit(query=...)")
     if answer.arguments is not None and redact(answer.arguments) != answer.arguments:
         # Stored masked, the call would later get "[REDACTED]" instead of the value.
         raise UsageError(
@@ -373,9 +373,9 @@ async def _pend(
 ) -> ErrorEnvelope:
     # The values the tool would get (defaults included): what the person decides about.
     masked = recorded(validated)
-    pending = PendingDecision(
+    pending = PendingApproval(
         id=decision_id,
-        kind=DecisionKind.TOOL_CALL,
+        kind=ApprovalKind.TOOL_CALL,
         task_id=ctx.task_id,
         subagent=ctx.subagent,
         topic=ctx.task.label,

@@ -1,135 +1,36 @@
-"""Human decisions: what a person answers to a call or an escalation that waits for them.
+"""Deprecated: a person's answers are approvals now, in `agentmesh.approvals`.
 
-A policy that returns `Decision.ask(reason)` stops the task before the call; a router's
-`Escalate` stops the task too. With a checkpoint store, each becomes a `PendingDecision`
-in the store and in `Report.pending_decisions`. A person answers with one of:
-
-* `Approve()`: make the call as it was asked (or, for an escalation, accept what the
-  task ended with: its result, or its failure as a gap, without running it again);
-* `Reject(reason)`: do not make it; the task becomes a gap that says who and why;
-* `Edit(arguments=...)`: make the call with these arguments instead (policies rule on
-  them again), or `Edit(query=...)` for an escalated task: run it again with this query.
-
-`await coordinator.resume(run_id, decisions={pending.id: Approve(), ...})` goes on.
-Every answer used is kept as an `AnsweredDecision`: in the task's record, in
-`Report.answered_decisions` and in a `DecisionApplied` event.
+Every name this module had still imports from here for one release, with a
+`DeprecationWarning` that names what to use: `PendingDecision` is `PendingApproval`,
+`HumanDecision` is `Approval`, `DecisionKind` is `ApprovalKind`, `AnsweredDecision` is
+`AnsweredApproval`; `Approve`, `Reject` and `Edit` keep their names.
 """
 
-from __future__ import annotations
+import warnings
+from typing import Any
 
-import enum
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from agentmesh import approvals
 
-from pydantic import ConfigDict
-from pydantic.alias_generators import to_camel
-
-from agentmesh.errors import UsageError
-
-__all__ = [
-    "AnsweredDecision",
-    "Approve",
-    "DecisionKind",
-    "Edit",
-    "HumanDecision",
-    "PendingDecision",
-    "Reject",
-]
-
-# Schemas are built at first use (a run that asks a person), not by `import agentmesh`.
-_CAMEL: Final = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
+# No `__all__`: the names live in `agentmesh.approvals`; this module only forwards them.
+_RENAMED = {
+    "AnsweredDecision": "AnsweredApproval",
+    "Approve": "Approve",
+    "DecisionKind": "ApprovalKind",
+    "Edit": "Edit",
+    "HumanDecision": "Approval",
+    "PendingDecision": "PendingApproval",
+    "Reject": "Reject",
+}
 
 
-class DecisionKind(enum.StrEnum):
-    """What waits for a person: one tool call, or a whole escalated task."""
-
-    TOOL_CALL = "tool_call"
-    ESCALATION = "escalation"
-
-
-@dataclass(frozen=True, slots=True)
-class PendingDecision:
-    """A question for a person, kept as data in the run's checkpoint store.
-
-    `arguments` are the call's, with secrets masked (None for an escalation); `policy`
-    names the policy that asked (or `router` for a router's escalation).
-    """
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    id: str
-    kind: DecisionKind
-    task_id: str
-    subagent: str
-    topic: str
-    query: str
-    reason: str
-    policy: str
-    tool: str | None = None
-    arguments: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Approve:
-    """Go ahead: make the call as asked; for an escalation, accept or run the task again."""
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """Do not make the call: the task becomes a gap whose reason says a person rejected it."""
-
-    reason: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.reason, str) or not self.reason.strip():
-            raise UsageError("Reject(reason=) needs a reason: it goes into the report")
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """Make the call with other arguments (merged over the asked ones), or run an
-    escalated task with another query; exactly one of the two."""
-
-    arguments: dict[str, Any] | None = field(default=None)
-    query: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.arguments is None) == (self.query is None):
-            raise UsageError("Edit takes exactly one of arguments= (a call) or query= (a task)")
-        if self.arguments is not None and not isinstance(self.arguments, dict):
-            raise UsageError(f"Edit(arguments=) takes a dict, got {self.arguments!r}")
-        if self.query is not None and (not isinstance(self.query, str) or not self.query):
-            raise UsageError(f"Edit(query=) takes a non-empty str, got {self.query!r}")
-
-
-HumanDecision: TypeAlias = Approve | Reject | Edit
-"""A person's answer to one `PendingDecision`."""
-
-
-@dataclass(frozen=True, slots=True)
-class AnsweredDecision:
-    """A person's answer, as it was used: what was asked, the answer, and what it changed.
-
-    `id`, `kind`, `task_id`, `subagent`, `topic`, `policy`, `tool` and `reason` (why a
-    person was asked) are the `PendingDecision`'s; `arguments` the call's as asked and
-    `edited_arguments` the ones it was made with after an `Edit` (secrets masked in
-    both); `query` the task's query and `edited_query` an escalation's new one;
-    `answer_reason` the reason the person gave to `Reject`.
-    """
-
-    __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
-
-    id: str
-    kind: DecisionKind
-    answer: Literal["approve", "reject", "edit"]
-    task_id: str
-    subagent: str
-    topic: str
-    policy: str
-    reason: str
-    query: str
-    tool: str | None = None
-    arguments: dict[str, Any] | None = None
-    edited_arguments: dict[str, Any] | None = None
-    edited_query: str | None = None
-    answer_reason: str | None = None
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"agentmesh.decisions.{name} is now agentmesh.approvals.{new} (a person's answer "
+        f"is an approval); the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(approvals, new)

@@ -3,9 +3,9 @@
 import importlib
 
 import agentmesh
+import agentmesh.approvals
 import agentmesh.checkpoints
 import agentmesh.coordinator
-import agentmesh.decisions
 import agentmesh.events
 import agentmesh.executors
 import agentmesh.policies
@@ -57,7 +57,7 @@ def test_agentmesh_exports_exactly_the_public_api() -> None:
         agentmesh,
         agentmesh.checkpoints,
         agentmesh.coordinator,
-        agentmesh.decisions,
+        agentmesh.approvals,
         agentmesh.events,
         agentmesh.executors,
         agentmesh.policies,
@@ -95,15 +95,15 @@ def test_executors_exports_exactly_the_executors() -> None:
     assert not {"Dispatch", "Executor", "LocalExecutor"} & set(agentmesh.coordinator.__all__)
 
 
-def test_decisions_exports_the_answers_and_the_pending_decision() -> None:
-    """`agentmesh.decisions` exports a person's answers and what they answer."""
-    assert set(agentmesh.decisions.__all__) == {
-        "AnsweredDecision",
+def test_approvals_exports_the_answers_and_the_pending_approval() -> None:
+    """`agentmesh.approvals` exports a person's answers and what they answer."""
+    assert set(agentmesh.approvals.__all__) == {
+        "AnsweredApproval",
+        "Approval",
+        "ApprovalKind",
         "Approve",
-        "DecisionKind",
         "Edit",
-        "HumanDecision",
-        "PendingDecision",
+        "PendingApproval",
         "Reject",
     }
 
@@ -113,7 +113,7 @@ def test_events_exports_exactly_the_events_and_the_stream() -> None:
     assert set(agentmesh.events.__all__) == {
         "DEFAULT_BUFFER",
         "AttemptFailed",
-        "DecisionApplied",
+        "ApprovalApplied",
         "EscalationPending",
         "Event",
         "PartialRecorded",

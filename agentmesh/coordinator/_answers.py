@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from agentmesh._limits import recorded
-from agentmesh.decisions import (
-    AnsweredDecision,
+from agentmesh.approvals import (
+    AnsweredApproval,
+    Approval,
+    ApprovalKind,
     Approve,
-    DecisionKind,
     Edit,
-    HumanDecision,
-    PendingDecision,
+    PendingApproval,
     Reject,
 )
 from agentmesh.envelope import PolicyVerdict
+from agentmesh.errors import UsageError
 from agentmesh.report._report import call_text, value_text
 
-__all__ = ["answer_notes", "answered", "asked_and_answered"]
+__all__ = ["answer_notes", "answered", "asked_and_answered", "given_approvals"]
 
 _NAMES: Final[dict[type[Any], Literal["approve", "reject", "edit"]]] = {
     Approve: "approve",
@@ -27,14 +29,33 @@ _NAMES: Final[dict[type[Any], Literal["approve", "reject", "edit"]]] = {
 }
 
 
-def answered(pending: PendingDecision, answer: HumanDecision) -> AnsweredDecision:
+def given_approvals(
+    method: str, approvals: Mapping[str, Approval] | None, decisions: Mapping[str, Approval] | None
+) -> Mapping[str, Approval] | None:
+    """The `approvals=` of `Coordinator.<method>`, also when given by their old name."""
+    if decisions is None:
+        return approvals
+    if approvals is not None:
+        raise UsageError(
+            f"Coordinator.{method}() takes approvals= or its old name decisions=, not both"
+        )
+    warnings.warn(
+        f"Coordinator.{method}(decisions=) is now {method}(approvals=) (a person's answer "
+        f"is an approval); the old keyword goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return decisions
+
+
+def answered(pending: PendingApproval, answer: Approval) -> AnsweredApproval:
     """The record of `answer` to `pending`: the call's arguments before and after, masked."""
     edited: dict[str, Any] | None = None
     if isinstance(answer, Edit) and answer.arguments is not None:
         # As the call is made: the edit merged over the arguments asked about.
         masked = recorded({**(pending.arguments or {}), **answer.arguments})
         edited = masked if isinstance(masked, dict) else {"arguments": masked}
-    return AnsweredDecision(
+    return AnsweredApproval(
         id=pending.id,
         kind=pending.kind,
         answer=_NAMES[type(answer)],
@@ -52,7 +73,7 @@ def answered(pending: PendingDecision, answer: HumanDecision) -> AnsweredDecisio
     )
 
 
-def answer_notes(answers: Sequence[AnsweredDecision]) -> list[str]:
+def answer_notes(answers: Sequence[AnsweredApproval]) -> list[str]:
     """What the answers that let a task go on did, for its coverage reason.
 
     A rejection, and an approved escalation, end the task: its reason says so already.
@@ -62,7 +83,7 @@ def answer_notes(answers: Sequence[AnsweredDecision]) -> list[str]:
         if item.answer == "reject":
             continue
         where = f"by a person (decision {item.id})"
-        if item.kind is DecisionKind.ESCALATION:
+        if item.kind is ApprovalKind.ESCALATION:
             if item.answer == "edit":
                 query, was = value_text(item.edited_query), value_text(item.query)
                 notes.append(f"edited {where}: query {query} (was {was})")
@@ -73,16 +94,16 @@ def answer_notes(answers: Sequence[AnsweredDecision]) -> list[str]:
     return notes
 
 
-def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredDecision]) -> bool:
+def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredApproval]) -> bool:
     """Whether `ruling` is a policy's question about a call that a person answered."""
     return ruling.action == "ask" and any(
         (item.policy, item.tool, item.reason) == (ruling.policy, ruling.tool, ruling.reason)
         for item in answers
-        if item.kind is DecisionKind.TOOL_CALL
+        if item.kind is ApprovalKind.TOOL_CALL
     )
 
 
-def _changes(item: AnsweredDecision) -> str:
+def _changes(item: AnsweredApproval) -> str:
     before, after = item.arguments or {}, item.edited_arguments or {}
     changed = [
         f"{key}={value_text(value)}"

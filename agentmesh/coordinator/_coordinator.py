@@ -17,8 +17,10 @@ from agentmesh._human import AskWithoutStore, DecisionBook
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number, whole
 from agentmesh._tracing import record_outcome, span, tracing
+from agentmesh.approvals import Approval
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
+from agentmesh.coordinator._answers import given_approvals
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
 from agentmesh.coordinator._plan import Job, OneEach
@@ -35,7 +37,6 @@ from agentmesh.coordinator._resume import (
 )
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer, coverage_entry
-from agentmesh.decisions import HumanDecision
 from agentmesh.envelope import (
     ErrorCategory,
     ErrorEnvelope,
@@ -114,7 +115,7 @@ class Coordinator:
             repeat completed non-idempotent tool calls, and subagents declared with
             `checkpoint=True` continue from their recorded progress. With a store, a
             policy's `Decision.ask` and an `Escalate` wait for a person as pending
-            decisions, and `resume(run_id, decisions=...)` goes on (without one, a
+            approvals, and `resume(run_id, approvals=...)` goes on (without one, a
             policy declared with `asks=True` is refused here).
         usage_limits: `UsageLimits` on what the run's model calls may use together; once
             one is reached no model call starts, and tasks not yet started end with a
@@ -287,57 +288,62 @@ class Coordinator:
         self,
         run_id: str,
         *,
-        decisions: Mapping[str, HumanDecision] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
         tasks: Task | str | Iterable[Task | str] | None = None,
+        decisions: Mapping[str, Approval] | None = None,
     ) -> Report:
-        """Go on with run `run_id` from its checkpoints, with a person's `decisions`.
+        """Go on with run `run_id` from its checkpoints, with a person's `approvals`.
 
-        `decisions` maps pending decision ids (`Report.pending_decisions`) to `Approve()`,
+        `approvals` maps pending approval ids (`Report.pending_approvals`) to `Approve()`,
         `Reject(reason)` or `Edit(...)`. Finished tasks are not run again; the tasks that
-        waited on an answered decision go on; unanswered ones keep waiting. A decision
+        waited on an answered approval go on; unanswered ones keep waiting. An approval
         is answered once: the first resume that gives it claims it in the store before
         anything runs (of two at once, in any processes, exactly one wins), and a later
         resume that gives it again gets `UsageError` naming the answer that won. To go
-        on after an interrupted resume, call `resume(run_id)` without that decision:
+        on after an interrupted resume, call `resume(run_id)` without that approval:
         claimed answers are read from the store. The store holds tasks with secrets
         masked: a task stored masked that must run again needs `tasks`, the tasks the
         run was started with (checked against its plan). Raises `UsageError` for a run
-        the store does not have, an unknown decision id, a decision already answered,
+        the store does not have, an unknown approval id, an approval already answered,
         or a masked task without `tasks`. This is `resume_stream()` drained.
+        `decisions=` is the old name of `approvals=` (deprecated, for one release).
         """
-        return await self.resume_stream(run_id, decisions=decisions, tasks=tasks).drain()
+        approvals = given_approvals("resume", approvals, decisions)
+        return await self.resume_stream(run_id, approvals=approvals, tasks=tasks).drain()
 
     def resume_stream(
         self,
         run_id: str,
         *,
-        decisions: Mapping[str, HumanDecision] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
         tasks: Task | str | Iterable[Task | str] | None = None,
         buffer: int = DEFAULT_BUFFER,
+        decisions: Mapping[str, Approval] | None = None,
     ) -> RunStream:
         """`resume()` as it happens: `async for event in coordinator.resume_stream(...)`.
 
         Takes the arguments of `resume()` and `buffer` as `stream()` does; the events are
         those of the tasks that go on, then `RunFinished` with the report `resume()`
-        returns. The plan is read and the decisions checked at the first iteration.
+        returns. The plan is read and the approvals checked at the first iteration.
         """
+        approvals = given_approvals("resume_stream", approvals, decisions)
         if self.store is None:
             raise UsageError("Coordinator.resume() needs the Coordinator's store= of the run")
         if not isinstance(run_id, str) or not run_id:
             raise UsageError(f"Coordinator.resume(run_id=) takes a str, got {run_id!r}")
-        if decisions is not None and not isinstance(decisions, Mapping):
+        if approvals is not None and not isinstance(approvals, Mapping):
             raise UsageError(
-                f"resume(decisions=) takes a dict of id -> decision, got {decisions!r}"
+                f"resume(approvals=) takes a dict of id -> approval, got {approvals!r}"
             )
         buffer = whole("Coordinator.resume_stream(buffer=)", buffer, at_least=1)
         given = None if tasks is None else self._plan(tasks)
-        opening = functools.partial(self._resuming, run_id, dict(decisions or {}), given)
+        opening = functools.partial(self._resuming, run_id, dict(approvals or {}), given)
         return RunStream(self, opening, run_id, buffer)
 
     async def _resuming(
         self,
         run_id: str,
-        decisions: dict[str, HumanDecision],
+        decisions: dict[str, Approval],
         given: Sequence[Job] | None,
     ) -> Start:
         """What a resume starts from: the plan, the decisions given (saved) and records."""
@@ -390,7 +396,7 @@ class Coordinator:
         records = cast(list[TaskRecord], slots)  # the group ended: every slot is filled
         report = await self._synthesize(run, records, log)
         if run.book is not None:
-            report = report.model_copy(update={"pending_decisions": run.book.unanswered()})
+            report = report.model_copy(update={"pending_approvals": run.book.unanswered()})
         report = _with_helper_usage(report, run)
         log.info(
             "run_finished",
@@ -457,7 +463,7 @@ class Coordinator:
         update: dict[str, Any] = {"synthesis_note": note}
         if run.book is not None:
             # The questions asked before the stop are in the store: the report names them.
-            update["pending_decisions"] = run.book.unanswered()
+            update["pending_approvals"] = run.book.unanswered()
         return _with_helper_usage(report.model_copy(update=update), run)
 
     def _plan(self, tasks: Task | str | Iterable[Task | str]) -> Sequence[Job]:
@@ -646,7 +652,7 @@ class Coordinator:
                 subagent=record.subagent,
                 task=record.task,
                 reason=decision.reason,
-                decision_id=ids[-1] if ids else None,
+                approval_id=ids[-1] if ids else None,
             )
         events.emit(TaskFinished, record.task_id, entry=coverage_entry(record))
         run.active.pop(index, None)

@@ -23,13 +23,13 @@ from pydantic.alias_generators import to_camel
 from agentmesh._human import ANSWERS, DecisionBook
 from agentmesh._human import STAGE as DECISIONS
 from agentmesh._redaction import redact
+from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered
-from agentmesh.decisions import Approve, DecisionKind, Edit, HumanDecision, PendingDecision, Reject
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
-from agentmesh.events import DecisionApplied
+from agentmesh.events import ApprovalApplied
 from agentmesh.events._channel import EventSink
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import CoverageStatus, Escalate, Route, Step, TaskRecord
@@ -188,7 +188,7 @@ def refuse_masked(
         raise UsageError(
             f"resume(run_id={run_id!r}): task(s) {again} would run again, but the plan "
             "holds them with secrets masked; pass the run's original tasks with "
-            f"resume({run_id!r}, tasks=...); the decisions given are claimed and stand, "
+            f"resume({run_id!r}, tasks=...); the approvals given are claimed and stand, "
             "so give them no more"
         )
 
@@ -219,12 +219,12 @@ async def stored(
     events: EventSink | None = None,
 ) -> TaskRecord:
     """Keep a finished task: an escalation becomes a pending decision, answers used are
-    spent (each in the record, and a `DecisionApplied` event), and the record is saved
+    spent (each in the record, and an `ApprovalApplied` event), and the record is saved
     for a later resume. Returns the record to report."""
     if isinstance(decision, Escalate) and outcome is not None and not _asked(outcome):
-        pending = PendingDecision(
+        pending = PendingApproval(
             id=book.escalation_id(record.task_id),
-            kind=DecisionKind.ESCALATION,
+            kind=ApprovalKind.ESCALATION,
             task_id=record.task_id,
             subagent=record.subagent,
             topic=record.task.label,
@@ -247,7 +247,7 @@ async def stored(
             for answer in answers:
                 if answer.id in fresh:
                     events.emit(
-                        DecisionApplied, record.task_id, subagent=answer.subagent, decision=answer
+                        ApprovalApplied, record.task_id, subagent=answer.subagent, approval=answer
                     )
     await book.applied(record.task_id)
     data = redact(pydantic_core.to_jsonable_python(record, by_alias=True, fallback=str))
@@ -261,7 +261,7 @@ def _asked(outcome: Outcome) -> bool:
 
 
 def settle(
-    saved: TaskRecord, answers: Sequence[tuple[PendingDecision, HumanDecision]], task: Task
+    saved: TaskRecord, answers: Sequence[tuple[PendingApproval, Approval]], task: Task
 ) -> TaskRecord | Redo:
     """A waiting task after a person's answers: a final record, or `task` to run again.
 
@@ -272,7 +272,7 @@ def settle(
     """
     last = saved.steps[-1]
     for pending, answer in answers:
-        if pending.kind is DecisionKind.TOOL_CALL:
+        if pending.kind is ApprovalKind.TOOL_CALL:
             return Redo(task.with_query(_last_query(task, last.query)), saved.steps)
         if isinstance(answer, Reject):
             why = f"rejected by a person: {answer.reason}"

@@ -6,7 +6,7 @@
                 case TaskStarted(task=task): ...
                 case AttemptFailed(envelope=envelope, retry_in=delay): ...
                 case Routed(task=task, decision=decision): ...
-                case DecisionApplied(decision=answered): ...
+                case ApprovalApplied(approval=answered): ...
                 case UsageUpdated(usage=call, total=run_so_far): ...
                 case TaskFinished(entry=entry): ...
                 case RunFinished(report=report): ...
@@ -14,13 +14,19 @@
 Every event carries `run_id`, `task_id` (None for the run's own), `seq` (1, 2, ... in
 the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSON form
 (secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself.
+
+`ApprovalApplied` was called `DecisionApplied` until 0.2; the old name still imports,
+with a `DeprecationWarning`, for one release, and `parse_event` reads its old JSON.
 """
+
+import warnings
+from typing import Any
 
 from agentmesh.events._channel import DEFAULT_BUFFER
 from agentmesh.events._stream import RunStream, StreamState
 from agentmesh.events._types import (
+    ApprovalApplied,
     AttemptFailed,
-    DecisionApplied,
     EscalationPending,
     Event,
     PartialRecorded,
@@ -37,8 +43,8 @@ from agentmesh.events._types import (
 
 __all__ = [
     "DEFAULT_BUFFER",
+    "ApprovalApplied",
     "AttemptFailed",
-    "DecisionApplied",
     "EscalationPending",
     "Event",
     "PartialRecorded",
@@ -54,3 +60,15 @@ __all__ = [
     "UsageUpdated",
     "parse_event",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "DecisionApplied":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "agentmesh's DecisionApplied is now ApprovalApplied (a person's answer is an "
+        "approval); the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return ApprovalApplied

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Final, TypeAlias
@@ -20,7 +21,7 @@ from pydantic import ConfigDict, PlainSerializer, PlainValidator, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from agentmesh._redaction import redact
-from agentmesh.decisions import AnsweredDecision
+from agentmesh.approvals import AnsweredApproval
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
 from agentmesh.errors import UsageError
 from agentmesh.report import (
@@ -38,8 +39,8 @@ from agentmesh.task import Task
 from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = [
+    "ApprovalApplied",
     "AttemptFailed",
-    "DecisionApplied",
     "EscalationPending",
     "Event",
     "PartialRecorded",
@@ -224,28 +225,41 @@ class PartialRecorded(RunEvent):
 class EscalationPending(RunEvent):
     """A task was escalated: it waits for a person.
 
-    `decision_id` names the pending decision a person can answer, when the run has one
-    (a run with a checkpoint store); None otherwise.
+    `approval_id` names the pending approval a person can answer, when the run has one
+    (a run with a checkpoint store); None otherwise. It was `decision_id` until 0.2.
     """
 
     subagent: str
     task: Task
     reason: str
-    decision_id: str | None = None
+    approval_id: str | None = None
+
+    @property
+    def decision_id(self) -> str | None:
+        """Deprecated: `approval_id`; the old name goes in the next release."""
+        _renamed("EscalationPending.decision_id", "EscalationPending.approval_id")
+        return self.approval_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DecisionApplied(RunEvent):
+class ApprovalApplied(RunEvent):
     """A person's answer (approve, reject or edit) was used by its task.
 
     Emitted when the task that used it reaches its final state (or, for an escalation
     approved or rejected, when a resume settles it), before its `TaskFinished`.
-    `decision` says what was asked, the answer, and the arguments before and after an
-    edit, masked: what `Report.answered_decisions` holds.
+    `approval` says what was asked, the answer, and the arguments before and after an
+    edit, masked: what `Report.answered_approvals` holds. The event was `DecisionApplied`,
+    its field `decision`, until 0.2.
     """
 
     subagent: str
-    decision: AnsweredDecision
+    approval: AnsweredApproval
+
+    @property
+    def decision(self) -> AnsweredApproval:
+        """Deprecated: `approval`; the old name goes in the next release."""
+        _renamed("ApprovalApplied.decision", "ApprovalApplied.approval")
+        return self.approval
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,7 +293,7 @@ Event: TypeAlias = (
     | PartialRecorded
     | Routed
     | EscalationPending
-    | DecisionApplied
+    | ApprovalApplied
     | UsageUpdated
     | TaskFinished
     | RunFinished
@@ -296,11 +310,17 @@ _KINDS: Final[dict[str, type[RunEvent]]] = {
         PartialRecorded,
         Routed,
         EscalationPending,
-        DecisionApplied,
+        ApprovalApplied,
         UsageUpdated,
         TaskFinished,
         RunFinished,
     )
+}
+# JSON written before 0.3 named a person's answers decisions: still read, for one release.
+_OLD_KINDS: Final = {"DecisionApplied": ApprovalApplied}
+_OLD_KEYS: Final = {
+    ApprovalApplied: {"decision": "approval"},
+    EscalationPending: {"decisionId": "approvalId", "decision_id": "approval_id"},
 }
 _ADAPTERS: dict[type[RunEvent], TypeAdapter[Any]] = {}
 
@@ -325,12 +345,23 @@ def parse_event(data: str | bytes | Mapping[str, Any]) -> Event:
     """
     parsed: Any = _loads(data) if isinstance(data, str | bytes | bytearray) else data
     name = parsed.get("event") if isinstance(parsed, Mapping) else None
-    if not isinstance(name, str) or name not in _KINDS:
+    kind = (_KINDS.get(name) or _OLD_KINDS.get(name)) if isinstance(name, str) else None
+    if kind is None:
         shown = name if name is None or isinstance(name, str) else type(name).__name__
         raise UsageError(f"parse_event(data=) takes an event's JSON form; no event {shown!r}")
-    fields = {key: value for key, value in parsed.items() if key != "event"}
-    event: Event = _adapter(_KINDS[name]).validate_python(fields)
+    old = _OLD_KEYS.get(kind, {})
+    fields = {old.get(key, key): value for key, value in parsed.items() if key != "event"}
+    event: Event = _adapter(kind).validate_python(fields)
     return event
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is now {new} (a person's answer is an approval); "
+        f"the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _loads(text: str | bytes | bytearray) -> Any:

@@ -38,7 +38,7 @@ class Decision:
       The caller gets a permission envelope with `errorType="policy_blocked"`.
     * `forbid_retry`: no new attempt of this call, by the local loop or the coordinator.
     * `escalate`: hand it to a human; implies `forbid_retry`.
-    * `ask`: before the call, a person decides whether it is made (`agentmesh.decisions`):
+    * `ask`: before the call, a person decides whether it is made (`agentmesh.approvals`):
       the task stops before the call and the run waits in its checkpoint store for
       `Coordinator.resume`. Needs a store; after a call it is an `escalate`.
     """

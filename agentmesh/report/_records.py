@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Final
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, WrapSerializer
 from pydantic.alias_generators import to_camel
 
-from agentmesh.decisions import AnsweredDecision
+from agentmesh.approvals import AnsweredApproval
 from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict, RetryCount
 from agentmesh.task import Task
 
@@ -95,8 +95,8 @@ class TaskRecord:
     steps: tuple[Step, ...]
     status: CoverageStatus
     reason: str | None = None
-    # A person's answers the task used (`agentmesh.decisions`), oldest first.
-    answers: tuple[AnsweredDecision, ...] = ()
+    # A person's answers the task used (`agentmesh.approvals`), oldest first.
+    answers: tuple[AnsweredApproval, ...] = ()
 
     @property
     def final(self) -> Outcome:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from agentmesh._redaction import redact, redact_text
-from agentmesh.decisions import AnsweredDecision, DecisionKind, PendingDecision
+from agentmesh.approvals import AnsweredApproval, ApprovalKind, PendingApproval
 from agentmesh.report._records import CAMEL, CoverageEntry, CoverageStatus, Finding, TaskRecord
 from agentmesh.usage._records import ModelUsage, UsageSummary, summed
 
@@ -37,15 +38,33 @@ class Report(_Value):
     # Why there is no model-written summary when one was asked for (e.g. the model call
     # failed and the deterministic synthesis was used); None otherwise.
     synthesis_note: str | None = None
-    # Questions waiting for a person (`agentmesh.decisions`): `Coordinator.resume` answers.
-    pending_decisions: tuple[PendingDecision, ...] = ()
+    # Questions waiting for a person (`agentmesh.approvals`): `Coordinator.resume` answers.
+    # JSON written before 0.3 named it `pendingDecisions`: still read, for one release.
+    pending_approvals: tuple[PendingApproval, ...] = Field(
+        default=(),
+        validation_alias=AliasChoices(
+            "pendingApprovals", "pending_approvals", "pendingDecisions", "pending_decisions"
+        ),
+    )
     # What the coordinator's own model helpers used, by helper ("rewriter", "synthesizer").
     helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
 
     @property
-    def answered_decisions(self) -> tuple[AnsweredDecision, ...]:
+    def answered_approvals(self) -> tuple[AnsweredApproval, ...]:
         """Every answer a person gave that the run's tasks used: approvals, rejections, edits."""
         return tuple(answer for record in self.records for answer in record.answers)
+
+    @property
+    def pending_decisions(self) -> tuple[PendingApproval, ...]:
+        """Deprecated: `pending_approvals`; the old name goes in the next release."""
+        _renamed("pending_decisions", "pending_approvals")
+        return self.pending_approvals
+
+    @property
+    def answered_decisions(self) -> tuple[AnsweredApproval, ...]:
+        """Deprecated: `answered_approvals`; the old name goes in the next release."""
+        _renamed("answered_decisions", "answered_approvals")
+        return self.answered_approvals
 
     @property
     def coverage_ratio(self) -> float:
@@ -127,9 +146,9 @@ class Report(_Value):
         """
         # A subagent may return any object; `model_dump(mode="json")` would raise on it.
         data: dict[str, Any] = pydantic_core.to_jsonable_python(self, by_alias=True, fallback=str)
-        if not self.pending_decisions:
+        if not self.pending_approvals:
             # A run that waits for nobody keeps the shape its JSON always had.
-            del data["pendingDecisions"]
+            del data["pendingApprovals"]
         if not self.helper_usage:
             del data["helperUsage"]  # the same for a run whose helpers called no model
         answered = [record.pop("answers") for record in data["records"]]
@@ -137,7 +156,7 @@ class Report(_Value):
             if answers:  # a task nobody answered for keeps the shape its JSON always had
                 record["answers"] = answers
         if any(answered):
-            data["answeredDecisions"] = [answer for answers in answered for answer in answers]
+            data["answeredApprovals"] = [answer for answers in answered for answer in answers]
         data["coverageRatio"] = self.coverage_ratio
         data["sufficient"] = self.sufficient
         usage = self.usage
@@ -217,8 +236,8 @@ class Report(_Value):
             for entry in self.escalations:
                 lines.append(f"- {entry.topic} ({entry.source}): {entry.reason}")
             lines.append("")
-        lines += _pending_markdown(self.pending_decisions)
-        lines += _answered_markdown(self.answered_decisions)
+        lines += _pending_markdown(self.pending_approvals)
+        lines += _answered_markdown(self.answered_approvals)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
 
@@ -288,11 +307,20 @@ def format_cost(cost: float | None) -> str:
     return "unknown (no price for a model used)" if cost is None else f"${cost:.4f}"
 
 
-def _pending_markdown(pending: tuple[PendingDecision, ...]) -> list[str]:
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"Report.{old} is now Report.{new} (a person's answer is an approval); "
+        f"the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def _pending_markdown(pending: tuple[PendingApproval, ...]) -> list[str]:
     if not pending:
         return []
     lines = [
-        "## Pending decisions",
+        "## Pending approvals",
         "",
         "| id | task | tool | arguments | reason | policy |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -306,17 +334,17 @@ def _pending_markdown(pending: tuple[PendingDecision, ...]) -> list[str]:
     return [*lines, ""]
 
 
-def _answered_markdown(answered: tuple[AnsweredDecision, ...]) -> list[str]:
+def _answered_markdown(answered: tuple[AnsweredApproval, ...]) -> list[str]:
     if not answered:
         return []
     lines = [
-        "## Answered decisions",
+        "## Answered approvals",
         "",
         "| id | task | answer | asked about | made as | why asked | reason given |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for item in answered:
-        if item.kind is DecisionKind.TOOL_CALL:
+        if item.kind is ApprovalKind.TOOL_CALL:
             asked = call_text(item.tool, item.arguments)
             made = (
                 ""

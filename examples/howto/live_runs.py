@@ -1,12 +1,12 @@
-"""A run watched as it happens, paused for a person's decision, and resumed with an Approve.
+"""A run watched as it happens, paused for a person's approval, and resumed with an Approve.
 
 Save it as `live_runs.py` and run `python live_runs.py` (in a clone of the repository:
 `python -m examples.howto.live_runs`). Offline: SQLite in a temp dir.
 
 A release agent runs the tests (which time out once), deploys to staging, and asks to
 deploy to production. A policy leaves production deploys to a person: the task stops
-before the call, and the run ends with a pending decision. The program prints each event
-as a progress line, then answers the decision with `Approve()` and resumes the run, which
+before the call, and the run ends with a pending approval. The program prints each event
+as a progress line, then answers it with `Approve()` and resumes the run, which
 makes the deploy exactly once. (`examples/support_desk` does the same across processes,
 from the command line.)
 """
@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, TransientError, subagent, tool
+from agentmesh.approvals import Approve
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.decisions import Approve
 from agentmesh.events import (
     AttemptFailed,
     EscalationPending,
@@ -78,8 +78,8 @@ def progress(event: Event) -> str | None:
             return f"started   {task.topic}"
         case AttemptFailed(source=source, envelope=envelope, retry_in=delay) if delay is not None:
             return f"retrying  {source}: {envelope.error_type}, again in {delay:.2f}s"
-        case EscalationPending(task=task, decision_id=decision_id):
-            return f"waiting   {task.topic}: decision {decision_id}"
+        case EscalationPending(task=task, approval_id=approval_id):
+            return f"waiting   {task.topic}: approval {approval_id}"
         case TaskFinished(entry=entry):
             return f"finished  {entry.topic}: {entry.status.value}"
     return None
@@ -101,12 +101,12 @@ async def main(directory: Path) -> None:
         coordinator = Coordinator([release], policies=[production_needs_a_person], store=store)
         print("== the run")
         first = await watch(coordinator.stream(PLAN, run_id="release-7"))
-        pending = first.report.pending_decisions[0]
+        pending = first.report.pending_approvals[0]
         print(f"pending: {pending.id} on {pending.tool}({pending.arguments}): {pending.reason}")
 
         print("\n== a person approves; the run goes on")
         done = await watch(
-            coordinator.resume_stream("release-7", decisions={pending.id: Approve()})
+            coordinator.resume_stream("release-7", approvals={pending.id: Approve()})
         )
         for entry in done.report.coverage:
             print(f"{entry.topic:<11} {entry.status.value:<8} {entry.reason or ''}")

@@ -342,15 +342,15 @@ def to_html(report: Report, info: RunInfo) -> str:
 
 
 def pending_html(report: Report) -> list[str]:
-    """The decisions waiting for a person (`Report.pending_decisions`), as a table."""
-    if not report.pending_decisions:
+    """The decisions waiting for a person (`Report.pending_approvals`), as a table."""
+    if not report.pending_approvals:
         return []
     e = html.escape
     out = [
         '<h2>Pending decisions</h2><table id="pending"><thead><tr><th>id</th><th>task</th>'
         "<th>tool</th><th>arguments</th><th>reason</th><th>policy</th></tr></thead><tbody>"
     ]
-    for item in report.pending_decisions:
+    for item in report.pending_approvals:
         arguments = "" if item.arguments is None else json.dumps(item.arguments, default=str)
         out.append(
             f"<tr><td><code>{e(item.id)}</code></td><td>{e(item.task_id)}</td>"
@@ -362,8 +362,8 @@ def pending_html(report: Report) -> list[str]:
 
 
 def answered_html(report: Report) -> list[str]:
-    """A person's answers the run used (`Report.answered_decisions`), as a table."""
-    if not report.answered_decisions:
+    """A person's answers the run used (`Report.answered_approvals`), as a table."""
+    if not report.answered_approvals:
         return []
     e = html.escape
     out = [
@@ -371,7 +371,7 @@ def answered_html(report: Report) -> list[str]:
         "<th>answer</th><th>asked about</th><th>made as</th><th>why asked</th>"
         "<th>reason given</th></tr></thead><tbody>"
     ]
-    for item in report.answered_decisions:
+    for item in report.answered_approvals:
         if item.tool is None:  # an escalated task: its query, maybe edited
             asked, made = item.query, item.edited_query or ""
         else:

@@ -10,8 +10,8 @@ import uuid
 from pathlib import Path
 
 from agentmesh import Coordinator, UsageError
+from agentmesh.approvals import Approval, Approve, Reject
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.decisions import Approve, HumanDecision, Reject
 from agentmesh.report import Report
 
 from .desk import TICKETS, desk, refund_limit
@@ -58,17 +58,17 @@ async def main(argv: list[str]) -> int:
             # A decision is answered once: going on gives no answer, the store has it.
             decisions = {} if answer is None else {decision_id: answer}
             try:
-                report = await coordinator.resume(str(known.value), decisions=decisions)
+                report = await coordinator.resume(str(known.value), approvals=decisions)
             except UsageError as exc:
                 print(f"{COMMAND}: {exc}", file=sys.stderr)
                 return 2
-        for pending in report.pending_decisions:
+        for pending in report.pending_approvals:
             await store.put(INDEX_RUN, "decisions", pending.id, report.run_id)
     show(report)
     return 0
 
 
-def _answer(args: argparse.Namespace) -> tuple[str, HumanDecision | None]:
+def _answer(args: argparse.Namespace) -> tuple[str, Approval | None]:
     if args.go_on is not None:
         return args.go_on, None
     if args.approve is not None:
@@ -86,7 +86,7 @@ def show(report: Report) -> None:
     for finding in report.findings:
         if isinstance(finding.content, str):  # the refunds made (lookups are dicts)
             print(f"  {finding.content}")
-    for pending in report.pending_decisions:
+    for pending in report.pending_approvals:
         arguments = ", ".join(f"{k}={v!r}" for k, v in (pending.arguments or {}).items())
         print(f"pending decision {pending.id}: {pending.tool}({arguments})")
         print(f"  why: {pending.reason} (policy {pending.policy})")

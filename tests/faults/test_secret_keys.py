@@ -31,8 +31,8 @@ from agentmesh import (
     subagent,
     tool,
 )
+from agentmesh.approvals import Edit
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.decisions import Edit
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 from .conftest import PLANTED_KEY, PLANTED_PASSWORD, PLANTED_TOKEN, Captured, leaks
@@ -193,9 +193,9 @@ class TestEditedArguments:
 
         async with SQLiteStore(tmp_path / "checkpoints.sqlite") as store:
             coordinator = Coordinator([ops], policies=[ask], store=store)
-            (pending,) = (await coordinator.run(["connect"], run_id="r1")).pending_decisions
+            (pending,) = (await coordinator.run(["connect"], run_id="r1")).pending_approvals
             edit = Edit(arguments={"targets": {DSN: "primary"}})
             with pytest.raises(UsageError, match="holds a secret"):
-                await coordinator.resume("r1", decisions={pending.id: edit})
+                await coordinator.resume("r1", approvals={pending.id: edit})
         assert calls == []
         assert not leaks(sqlite_bytes(tmp_path))

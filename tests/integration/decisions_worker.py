@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
+from agentmesh.approvals import Approval, Approve, Edit, Reject
 from agentmesh.checkpoints import CheckpointStore, PostgresStore, SQLiteStore
-from agentmesh.decisions import Approve, Edit, HumanDecision, Reject
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 RUN_ID = "desk-run"
@@ -83,8 +83,8 @@ def open_store(spec: str) -> CheckpointStore:
     return PostgresStore(os.environ["AGENTMESH_TEST_POSTGRES_DSN"], schema=where)
 
 
-def decisions(text: str) -> dict[str, HumanDecision]:
-    parsed: dict[str, HumanDecision] = {}
+def decisions(text: str) -> dict[str, Approval]:
+    parsed: dict[str, Approval] = {}
     for decision_id, answer in json.loads(text).items():
         if "approve" in answer:
             parsed[decision_id] = Approve()
@@ -114,7 +114,7 @@ async def main(argv: list[str]) -> None:
             if barrier is not None:
                 wait_at(barrier)
             try:
-                report = await coordinator.resume(RUN_ID, decisions=decisions(argv[4]))
+                report = await coordinator.resume(RUN_ID, approvals=decisions(argv[4]))
             except UsageError as exc:
                 print(json.dumps({"usageError": str(exc)}), flush=True)
                 return

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
+from agentmesh.approvals import Approval, Approve, PendingApproval, Reject
 from agentmesh.checkpoints import Checkpoint, CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus, Report
-from agentmesh.decisions import Approve, HumanDecision, PendingDecision, Reject
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,9 +123,9 @@ class TestAStoreWithoutClaim:
         small = Task(query="refund A-1", topic="A-1", metadata={"amount": 40})
         first = await coordinator.run([small, BIG], run_id="r1")
         assert refunds == [40]
-        [pending] = first.pending_decisions
+        [pending] = first.pending_approvals
         with pytest.raises(UsageError, match=r"must be claimed.*has no claim\(\) method"):
-            await coordinator.resume("r1", decisions={pending.id: Approve()})
+            await coordinator.resume("r1", approvals={pending.id: Approve()})
         assert refunds == [40]
 
 
@@ -205,19 +205,19 @@ def entry_of(report: Report) -> tuple[CoverageStatus, str | None]:
     return entry.status, entry.reason
 
 
-def only(report: Report) -> PendingDecision:
-    assert len(report.pending_decisions) == 1, report.pending_decisions
-    return report.pending_decisions[0]
+def only(report: Report) -> PendingApproval:
+    assert len(report.pending_approvals) == 1, report.pending_approvals
+    return report.pending_approvals[0]
 
 
 class TestTwoCoordinatorsInOneLoop:
     async def answer_at_once(
-        self, store: CheckpointStore, desk: GatedDesk, one: HumanDecision, other: HumanDecision
+        self, store: CheckpointStore, desk: GatedDesk, one: Approval, other: Approval
     ) -> Sequence[Report | BaseException]:
         pending = only(await desk.coordinator(store).run([BIG], run_id="r1"))
         return await asyncio.gather(
-            desk.coordinator(store).resume("r1", decisions={pending.id: one}),
-            desk.coordinator(store).resume("r1", decisions={pending.id: other}),
+            desk.coordinator(store).resume("r1", approvals={pending.id: one}),
+            desk.coordinator(store).resume("r1", approvals={pending.id: other}),
             return_exceptions=True,
         )
 
@@ -257,7 +257,7 @@ class TestTwoCoordinatorsInOneLoop:
         pending = only(await desk.coordinator(store).run([BIG], run_id="r1"))
         desk.gate.clear()
         first = asyncio.create_task(
-            desk.coordinator(store).resume("r1", decisions={pending.id: Approve()})
+            desk.coordinator(store).resume("r1", approvals={pending.id: Approve()})
         )
         await desk.started.wait()
         # A second refund would wait at the closed gate: the guard turns that into a failure.
@@ -270,7 +270,7 @@ class TestTwoCoordinatorsInOneLoop:
         desk.gate.set()
         assert entry_of(await first)[0] is CoverageStatus.COVERED
         assert desk.refunds == [900]
-        third = await desk.coordinator(store).resume("r1", decisions={asked.id: Approve()})
+        third = await desk.coordinator(store).resume("r1", approvals={asked.id: Approve()})
         assert entry_of(third)[0] is CoverageStatus.COVERED
         assert desk.refunds == [900]  # it had completed: replayed, not made again
 
@@ -312,7 +312,7 @@ class Desk:
         """The first run: A-1 is refunded, B-2 waits for a person; its decision id."""
         report = self("run")
         assert self.calls() == ["A-1 40"]
-        [pending] = report["pendingDecisions"]
+        [pending] = report["pendingApprovals"]
         return str(pending["id"])
 
     def race(self, *answers: dict[str, Any]) -> list[dict[str, Any]]:
@@ -407,14 +407,14 @@ class TestAResumeKilledDuringTheCall:
         assert "call resume('desk-run') without it" in again["usageError"]
         report = desk("resume", "{}")
         assert desk.calls() == ["A-1 40", "B-2 900"]  # not made again
-        [asked] = report["pendingDecisions"]
+        [asked] = report["pendingApprovals"]
         assert asked["id"] != decision
         assert "the call of refund may have run" in asked["reason"]
         assert "may have run" in entry(report, "B-2")["reason"]
         approved = desk("resume", json.dumps({asked["id"]: APPROVE}))
         assert entry(approved, "B-2")["status"] == "covered"
         assert desk.calls() == ["A-1 40", "B-2 900", "B-2 900"]
-        assert "pendingDecisions" not in desk("resume", "{}")
+        assert "pendingApprovals" not in desk("resume", "{}")
         assert desk.calls() == ["A-1 40", "B-2 900", "B-2 900"]
 
 
@@ -429,7 +429,7 @@ class TestABatchOfAnswers:
         desk = GatedDesk()
         other = Task(query="refund order D-4", topic="D-4", metadata={"amount": 700})
         first = await desk.coordinator(store).run([BIG, other], run_id="r1")
-        one, two = (p.id for p in first.pending_decisions)
+        one, two = (p.id for p in first.pending_approvals)
         mine = await DecisionBook.load(store, "r1")  # read before the other person answered
         theirs = await DecisionBook.load(store, "r1")
         await theirs.give({two: Reject("no")})
@@ -438,5 +438,5 @@ class TestABatchOfAnswers:
         assert f"{two!r} was already answered: Reject('no') at" in str(caught.value)
         assert f"This call claimed [{one!r}] first: those answers stand" in str(caught.value)
         report = await desk.coordinator(store).resume("r1")
-        assert report.pending_decisions == ()
+        assert report.pending_approvals == ()
         assert desk.refunds == [900]

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, subagent, tool
-from agentmesh.checkpoints import CheckpointStore
-from agentmesh.coordinator import CoverageEntry, Escalate, Report, RouteContext, Router
-from agentmesh.decisions import (
-    AnsweredDecision,
+from agentmesh.approvals import (
+    AnsweredApproval,
+    Approval,
+    ApprovalKind,
     Approve,
-    DecisionKind,
     Edit,
-    HumanDecision,
-    PendingDecision,
+    PendingApproval,
     Reject,
 )
-from agentmesh.events import DecisionApplied, Event, TaskFinished, parse_event
+from agentmesh.checkpoints import CheckpointStore
+from agentmesh.coordinator import CoverageEntry, Escalate, Report, RouteContext, Router
+from agentmesh.events import ApprovalApplied, Event, TaskFinished, parse_event
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 LIMIT = 150
@@ -68,8 +68,8 @@ class Desk:
         return Coordinator([self.subagent], policies=policies or [refund_limit], store=store)
 
 
-def pending_of(report: Report, topic: str) -> PendingDecision:
-    [pending] = [p for p in report.pending_decisions if p.topic == topic]
+def pending_of(report: Report, topic: str) -> PendingApproval:
+    [pending] = [p for p in report.pending_approvals if p.topic == topic]
     return pending
 
 
@@ -78,13 +78,13 @@ def entry(report: Report, topic: str) -> CoverageEntry:
 
 
 async def answer_one(
-    store: CheckpointStore, answer: HumanDecision, desk: Desk | None = None
-) -> tuple[Report, PendingDecision]:
+    store: CheckpointStore, answer: Approval, desk: Desk | None = None
+) -> tuple[Report, PendingApproval]:
     """Run the $180 refund, which waits for a person, then resume with `answer`."""
     desk = desk or Desk()
     first = await desk.coordinator(store).run([REFUND], run_id="r1")
     pending = pending_of(first, "B-2")
-    report = await desk.coordinator(store).resume("r1", decisions={pending.id: answer})
+    report = await desk.coordinator(store).resume("r1", approvals={pending.id: answer})
     return report, pending
 
 
@@ -99,10 +99,10 @@ class TestAnswersInTheReport:
         desk = Desk()
         report, pending = await answer_one(store, Edit(arguments={"amount": 100}), desk)
         assert desk.refunds == [("B-2", 100)]
-        assert report.answered_decisions == (
-            AnsweredDecision(
+        assert report.answered_approvals == (
+            AnsweredApproval(
                 id=pending.id,
-                kind=DecisionKind.TOOL_CALL,
+                kind=ApprovalKind.TOOL_CALL,
                 answer="edit",
                 task_id="task-0",
                 subagent="desk",
@@ -131,7 +131,7 @@ class TestAnswersInTheReport:
     ) -> None:
         """Approve: in the report with the call as made; the reason says a person approved it."""
         report, pending = await answer_one(store, Approve())
-        [answered] = report.answered_decisions
+        [answered] = report.answered_approvals
         assert (answered.id, answered.answer, answered.arguments) == (pending.id, "approve", ASKED)
         assert answered.edited_arguments is None
         reason = entry(report, "B-2").reason or ""
@@ -144,14 +144,14 @@ class TestAnswersInTheReport:
         desk = Desk()
         report, _ = await answer_one(store, Reject("a voucher was sent"), desk)
         assert desk.refunds == []
-        [answered] = report.answered_decisions
+        [answered] = report.answered_approvals
         assert (answered.answer, answered.answer_reason) == ("reject", "a voucher was sent")
         assert entry(report, "B-2").reason == "rejected by a person: a voucher was sent"
 
     async def test_markdown_json_and_html_list_every_answer_masked(
         self, store: CheckpointStore
     ) -> None:
-        """A table in Markdown and HTML, `answeredDecisions` in JSON; the secret in none."""
+        """A table in Markdown and HTML, `answeredApprovals` in JSON; the secret in none."""
         from examples.research_agent.rendering import answered_html
 
         report, pending = await answer_one(store, Edit(arguments={"amount": 100}))
@@ -164,7 +164,7 @@ class TestAnswersInTheReport:
             "(policy refund_limit) |  |"
         ) in markdown
         data = json.loads(report.to_json())
-        [answered] = data["answeredDecisions"]
+        [answered] = data["answeredApprovals"]
         assert answered["id"] == pending.id
         assert answered["answer"] == "edit"
         assert answered["editedArguments"]["amount"] == 100
@@ -179,13 +179,13 @@ class TestAnswersInTheReport:
         """`Report.model_validate(report.to_dict())` has the same answered decisions."""
         report, _ = await answer_one(store, Edit(arguments={"amount": 100}))
         again = Report.model_validate(report.to_dict())
-        assert again.answered_decisions == report.answered_decisions
+        assert again.answered_approvals == report.answered_approvals
 
     async def test_a_run_nobody_answered_keeps_its_json_shape(self, store: CheckpointStore) -> None:
-        """No `answeredDecisions` key, no `answers` per record, no Markdown section."""
+        """No `answeredApprovals` key, no `answers` per record, no Markdown section."""
         report = await Desk().coordinator(store).run([REFUND], run_id="r1")
         data = report.to_dict()
-        assert "answeredDecisions" not in data
+        assert "answeredApprovals" not in data
         assert all("answers" not in record for record in data["records"])
         assert "Answered decisions" not in report.to_markdown()
 
@@ -198,16 +198,16 @@ class TestAnswersInTheReport:
         coordinator = desk.coordinator(store, refund_limit, round_amounts)
         first = await coordinator.run([REFUND, OTHER], run_id="r1")
         edit = {pending_of(first, "B-2").id: Edit(arguments={"amount": 105})}
-        second = await coordinator.resume("r1", decisions=edit)
+        second = await coordinator.resume("r1", approvals=edit)
         approve = {pending_of(second, "B-2").id: Approve()}
-        third = await coordinator.resume("r1", decisions=approve)
-        assert [(a.answer, a.policy) for a in third.answered_decisions] == [
+        third = await coordinator.resume("r1", approvals=approve)
+        assert [(a.answer, a.policy) for a in third.answered_approvals] == [
             ("edit", "refund_limit"),
             ("approve", "round_amounts"),
         ]
         reject = {pending_of(third, "C-3").id: Reject("fraud")}
-        fourth = await coordinator.resume("r1", decisions=reject)
-        assert [(a.topic, a.answer) for a in fourth.answered_decisions] == [
+        fourth = await coordinator.resume("r1", approvals=reject)
+        assert [(a.topic, a.answer) for a in fourth.answered_approvals] == [
             ("B-2", "edit"),
             ("B-2", "approve"),
             ("C-3", "reject"),
@@ -237,11 +237,11 @@ class TestAnsweredEscalations:
         coordinator = self.build(store)
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
         pending = pending_of(first, "vip")
-        report = await coordinator.resume("e", decisions={pending.id: Approve()})
-        [answered] = report.answered_decisions
+        report = await coordinator.resume("e", approvals={pending.id: Approve()})
+        [answered] = report.answered_approvals
         assert (answered.id, answered.kind, answered.answer, answered.tool) == (
             pending.id,
-            DecisionKind.ESCALATION,
+            ApprovalKind.ESCALATION,
             "approve",
             None,
         )
@@ -254,17 +254,17 @@ class TestAnsweredEscalations:
         coordinator = self.build(store)
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
         pending = pending_of(first, "vip")
-        report = await coordinator.resume("e", decisions={pending.id: Edit(query="q2")})
-        [answered] = report.answered_decisions
+        report = await coordinator.resume("e", approvals={pending.id: Edit(query="q2")})
+        [answered] = report.answered_approvals
         assert (answered.query, answered.edited_query) == ("q", "q2")
         reason = entry(report, "vip").reason or ""
         assert f'edited by a person (decision {pending.id}): query "q2" (was "q")' in reason
 
 
 async def resumed_events(
-    coordinator: Coordinator, run_id: str, decisions: Mapping[str, HumanDecision]
+    coordinator: Coordinator, run_id: str, decisions: Mapping[str, Approval]
 ) -> tuple[list[Event], Report]:
-    stream = coordinator.resume_stream(run_id, decisions=decisions)
+    stream = coordinator.resume_stream(run_id, approvals=decisions)
     async with stream:
         events = [event async for event in stream]
     assert stream.report is not None
@@ -276,16 +276,16 @@ class TestDecisionAppliedEvent:
         "answer", [Approve(), Reject("no"), Edit(arguments={"amount": 100})], ids=repr
     )
     async def test_each_answer_is_one_event_before_its_task_finishes(
-        self, store: CheckpointStore, answer: HumanDecision
+        self, store: CheckpointStore, answer: Approval
     ) -> None:
-        """One DecisionApplied per answer, holding what the report holds, before TaskFinished."""
+        """One ApprovalApplied per answer, holding what the report holds, before TaskFinished."""
         desk = Desk()
         first = await desk.coordinator(store).run([REFUND], run_id="r1")
         pending = pending_of(first, "B-2")
         events, report = await resumed_events(desk.coordinator(store), "r1", {pending.id: answer})
-        applied = [e for e in events if isinstance(e, DecisionApplied)]
-        assert [(e.task_id, e.subagent, e.decision) for e in applied] == [
-            ("task-0", "desk", report.answered_decisions[0])
+        applied = [e for e in events if isinstance(e, ApprovalApplied)]
+        assert [(e.task_id, e.subagent, e.approval) for e in applied] == [
+            ("task-0", "desk", report.answered_approvals[0])
         ]
         finished = next(e for e in events if isinstance(e, TaskFinished))
         assert applied[0].seq < finished.seq
@@ -297,7 +297,7 @@ class TestDecisionAppliedEvent:
         pending = pending_of(first, "B-2")
         edit = {pending.id: Edit(arguments={"amount": 100})}
         events, _ = await resumed_events(desk.coordinator(store), "r1", edit)
-        [event] = [e for e in events if isinstance(e, DecisionApplied)]
+        [event] = [e for e in events if isinstance(e, ApprovalApplied)]
         text = event.to_json()
         assert SECRET not in text
         assert json.loads(text)["decision"]["editedArguments"]["amount"] == 100
@@ -309,7 +309,7 @@ class TestDecisionAppliedEvent:
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
         pending = pending_of(first, "vip")
         events, _ = await resumed_events(coordinator, "e", {pending.id: Reject("wrong tone")})
-        applied = [e.decision for e in events if isinstance(e, DecisionApplied)]
+        applied = [e.approval for e in events if isinstance(e, ApprovalApplied)]
         assert [(a.id, a.answer, a.answer_reason) for a in applied] == [
             (pending.id, "reject", "wrong tone")
         ]
@@ -321,9 +321,9 @@ class TestDecisionAppliedEvent:
         desk = Desk()
         first = await desk.coordinator(store).run([REFUND, OTHER], run_id="r1")
         one = {pending_of(first, "B-2").id: Approve()}
-        await desk.coordinator(store).resume("r1", decisions=one)
+        await desk.coordinator(store).resume("r1", approvals=one)
         other = {pending_of(first, "C-3").id: Reject("fraud")}
         events, report = await resumed_events(desk.coordinator(store), "r1", other)
-        applied = [e.decision.topic for e in events if isinstance(e, DecisionApplied)]
+        applied = [e.approval.topic for e in events if isinstance(e, ApprovalApplied)]
         assert applied == ["C-3"]
-        assert [a.topic for a in report.answered_decisions] == ["B-2", "C-3"]
+        assert [a.topic for a in report.answered_approvals] == ["B-2", "C-3"]

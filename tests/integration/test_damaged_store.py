@@ -26,9 +26,9 @@ from agentmesh import (
     subagent,
     tool,
 )
+from agentmesh.approvals import Approve
 from agentmesh.checkpoints import SCHEMA_VERSION, CheckpointError, MemoryStore, SQLiteStore
 from agentmesh.checkpoints._store import StoreBase
-from agentmesh.decisions import Approve
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
 RUN = "r1"
@@ -115,7 +115,7 @@ TASKS = [
 async def waiting_run(store: StoreBase) -> str:
     """Run the desk: the small refund is made, the big one waits; the decision's id."""
     report = await Desk().coordinator(store).run(TASKS, run_id=RUN)
-    (pending,) = report.pending_decisions
+    (pending,) = report.pending_approvals
     return pending.id
 
 
@@ -189,7 +189,7 @@ class TestDamagedRunRows:
         desk, where = Desk(), repr(store)
         try:
             with pytest.raises(CheckpointError) as caught:
-                await desk.coordinator(store).resume(RUN, decisions={decision_id: Approve()})
+                await desk.coordinator(store).resume(RUN, approvals={decision_id: Approve()})
         finally:
             await store.close()
         names_the_row(caught, where, key)
@@ -201,11 +201,11 @@ class TestDamagedRunRows:
         decision_id = await waiting_run(store)
         desk = Desk()
         try:
-            report = await desk.coordinator(store).resume(RUN, decisions={decision_id: Approve()})
+            report = await desk.coordinator(store).resume(RUN, approvals={decision_id: Approve()})
         finally:
             await store.close()
         assert desk.refunds == [900]
-        assert report.pending_decisions == ()
+        assert report.pending_approvals == ()
 
 
 # -- the side-effect ledger ----------------------------------------------------------------------

@@ -153,7 +153,7 @@ class TestEventOrder:
         failed = next(e for e in by_task["down"] if isinstance(e, AttemptFailed))
         assert failed.retry_in is None  # no attempt follows: the call failed for good
         pending = next(e for e in by_task["refund"] if isinstance(e, EscalationPending))
-        assert (pending.reason, pending.decision_id) == ("a person must approve it", None)
+        assert (pending.reason, pending.approval_id) == ("a person must approve it", None)
         routed = next(e for e in by_task["refund"] if isinstance(e, Routed))
         assert routed.decision == Escalate("a person must approve it")
         partial = next(e for e in by_task["gap"] if isinstance(e, PartialRecorded))

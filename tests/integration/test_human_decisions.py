@@ -1,5 +1,5 @@
 """A person decides: `Decision.ask` and `Escalate` wait as pending decisions in the store,
-and `Coordinator.resume(run_id, decisions=...)` goes on with Approve / Reject / Edit."""
+and `Coordinator.resume(run_id, approvals=...)` goes on with Approve / Reject / Edit."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
+from agentmesh.approvals import ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore, MemoryStore
 from agentmesh.coordinator import CoverageStatus, Escalate, Report, RouteContext, Router
-from agentmesh.decisions import Approve, DecisionKind, Edit, PendingDecision, Reject
 from agentmesh.events import EscalationPending
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
@@ -75,9 +75,9 @@ class Desk:
         return Coordinator([self.subagent], policies=policies or [refund_limit], store=store)
 
 
-def only(report: Report) -> PendingDecision:
-    assert len(report.pending_decisions) == 1, report.pending_decisions
-    return report.pending_decisions[0]
+def only(report: Report) -> PendingApproval:
+    assert len(report.pending_approvals) == 1, report.pending_approvals
+    return report.pending_approvals[0]
 
 
 def status(report: Report, topic: str) -> tuple[CoverageStatus, str | None]:
@@ -142,7 +142,7 @@ class TestPendingDecision:
         """id, task, tool, masked arguments, reason and policy, as typed data."""
         report = await Desk().coordinator(store).run([SMALL, BIG], run_id="r1")
         pending = only(report)
-        assert pending.kind is DecisionKind.TOOL_CALL
+        assert pending.kind is ApprovalKind.TOOL_CALL
         assert (pending.task_id, pending.subagent, pending.topic) == ("task-1", "desk", "B-2")
         assert (pending.tool, pending.policy) == ("refund", "refund_limit")
         assert pending.reason == "refund of 900 is over the limit of 100"
@@ -152,7 +152,7 @@ class TestPendingDecision:
     async def test_markdown_and_json_show_the_pending_decision(
         self, store: CheckpointStore
     ) -> None:
-        """A Pending decisions table in Markdown, `pendingDecisions` in camelCase JSON."""
+        """A Pending decisions table in Markdown, `pendingApprovals` in camelCase JSON."""
         report = await Desk().coordinator(store).run([BIG], run_id="r1")
         pending = only(report)
         markdown = report.to_markdown()
@@ -161,8 +161,8 @@ class TestPendingDecision:
         assert "tok-4242" not in markdown
         assert "tok-4242" not in report.to_json()
         data = report.to_dict()
-        assert data["pendingDecisions"][0]["taskId"] == "task-0"
-        assert Report.model_validate(data).pending_decisions == report.pending_decisions
+        assert data["pendingApprovals"][0]["taskId"] == "task-0"
+        assert Report.model_validate(data).pending_approvals == report.pending_approvals
 
     async def test_the_html_report_shows_the_pending_decision(self, store: CheckpointStore) -> None:
         """The research agent's HTML page has a Pending decisions table, secrets masked."""
@@ -179,15 +179,15 @@ class TestPendingDecision:
         """Nobody is asked about a call another policy forbids; the denial is escalated."""
         big = BIG.model_copy(update={"metadata": {"order": "B-2", "amount": 9000}})
         report = await Desk().coordinator(store, refund_limit, hard_cap).run([big], run_id="r")
-        assert only(report).kind is DecisionKind.ESCALATION
+        assert only(report).kind is ApprovalKind.ESCALATION
         assert "never made" in only(report).reason
 
     async def test_a_run_without_questions_keeps_its_json_shape(
         self, store: CheckpointStore
     ) -> None:
-        """No `pendingDecisions` key when nothing waits for a person."""
+        """No `pendingApprovals` key when nothing waits for a person."""
         report = await Desk().coordinator(store).run([SMALL], run_id="r")
-        assert "pendingDecisions" not in report.to_dict()
+        assert "pendingApprovals" not in report.to_dict()
         assert "Pending decisions" not in report.to_markdown()
 
 
@@ -198,12 +198,12 @@ class TestResume:
         """Approve makes the refund; the covered task and the lookup's progress stay."""
         desk = Desk()
         first = await desk.coordinator(store).run([SMALL, BIG], run_id="r1")
-        report = await desk.coordinator(store).resume("r1", decisions={only(first).id: Approve()})
+        report = await desk.coordinator(store).resume("r1", approvals={only(first).id: Approve()})
         assert desk.refunds == [("A-1", 40), ("B-2", 900)]
         assert desk.lookups == ["A-1", "B-2", "B-2"]  # A-1 is not run again
         assert status(report, "A-1")[0] is CoverageStatus.COVERED
         assert status(report, "B-2")[0] is CoverageStatus.COVERED
-        assert report.pending_decisions == ()
+        assert report.pending_approvals == ()
         assert "refunded 900 on B-2" in [f.content for f in report.findings]
 
     async def test_a_rejected_call_becomes_a_gap_saying_who_and_why(
@@ -213,7 +213,7 @@ class TestResume:
         desk = Desk()
         first = await desk.coordinator(store).run([BIG], run_id="r1")
         decision = {only(first).id: Reject("the customer got a voucher")}
-        report = await desk.coordinator(store).resume("r1", decisions=decision)
+        report = await desk.coordinator(store).resume("r1", approvals=decision)
         assert desk.refunds == []
         state, reason = status(report, "B-2")
         assert state in report_gaps(report)
@@ -225,7 +225,7 @@ class TestResume:
         desk = Desk()
         first = await desk.coordinator(store).run([BIG], run_id="r1")
         report = await desk.coordinator(store).resume(
-            "r1", decisions={only(first).id: Edit(arguments={"amount": 450})}
+            "r1", approvals={only(first).id: Edit(arguments={"amount": 450})}
         )
         assert desk.refunds == [("B-2", 450)]
         assert status(report, "B-2")[0] is CoverageStatus.COVERED
@@ -236,7 +236,7 @@ class TestResume:
         coordinator = desk.coordinator(store, refund_limit, hard_cap)
         first = await coordinator.run([BIG], run_id="r1")
         report = await coordinator.resume(
-            "r1", decisions={only(first).id: Edit(arguments={"amount": 9000})}
+            "r1", approvals={only(first).id: Edit(arguments={"amount": 9000})}
         )
         assert desk.refunds == []
         assert "never made" in (status(report, "B-2")[1] or "")
@@ -250,7 +250,7 @@ class TestResume:
         first = await coordinator.run([BIG], run_id="r1")
         edited = only(first)
         second = await coordinator.resume(
-            "r1", decisions={edited.id: Edit(arguments={"amount": 455})}
+            "r1", approvals={edited.id: Edit(arguments={"amount": 455})}
         )
         again = only(second)
         assert again.id != edited.id
@@ -259,7 +259,7 @@ class TestResume:
             {"order": "B-2", "amount": 455, "card_token": "[REDACTED]"},
         )
         assert desk.refunds == []
-        third = await coordinator.resume("r1", decisions={again.id: Approve()})
+        third = await coordinator.resume("r1", approvals={again.id: Approve()})
         assert desk.refunds == [("B-2", 455)]
         assert status(third, "B-2")[0] is CoverageStatus.COVERED
 
@@ -268,7 +268,7 @@ class TestResume:
         desk = Desk()
         first = await desk.coordinator(store).run([SMALL, BIG], run_id="r1")
         report = await desk.coordinator(store).resume("r1")
-        assert report.pending_decisions == first.pending_decisions
+        assert report.pending_approvals == first.pending_approvals
         assert desk.lookups == ["A-1", "B-2"]
 
 
@@ -299,7 +299,7 @@ class TestEscalation:
         report = await self.build(store, []).run([Task(query="q", topic="vip")], run_id="e")
         pending = only(report)
         assert (pending.kind, pending.policy, pending.tool) == (
-            DecisionKind.ESCALATION,
+            ApprovalKind.ESCALATION,
             "router",
             None,
         )
@@ -312,7 +312,7 @@ class TestEscalation:
         asked: list[str] = []
         coordinator = self.build(store, asked)
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
-        report = await coordinator.resume("e", decisions={only(first).id: Approve()})
+        report = await coordinator.resume("e", approvals={only(first).id: Approve()})
         assert asked == ["q"]
         assert status(report, "vip")[0] is CoverageStatus.COVERED
         assert [f.content for f in report.findings] == ["answer to q"]
@@ -321,7 +321,7 @@ class TestEscalation:
         """Reject(reason) ends the task as a gap with the person's reason."""
         coordinator = self.build(store, [])
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
-        report = await coordinator.resume("e", decisions={only(first).id: Reject("wrong tone")})
+        report = await coordinator.resume("e", approvals={only(first).id: Reject("wrong tone")})
         assert status(report, "vip") == (CoverageStatus.GAP, "rejected by a person: wrong tone")
 
     async def test_an_edited_query_runs_the_task_again(self, store: CheckpointStore) -> None:
@@ -329,30 +329,30 @@ class TestEscalation:
         asked: list[str] = []
         coordinator = self.build(store, asked)
         first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
-        report = await coordinator.resume("e", decisions={only(first).id: Edit(query="q2")})
+        report = await coordinator.resume("e", approvals={only(first).id: Edit(query="q2")})
         assert asked == ["q", "q2"]
         assert only(report).id != only(first).id
         assert only(report).query == "q2"
 
 
 class TestResumeRefusals:
-    async def run_one(self, store: CheckpointStore) -> tuple[Coordinator, PendingDecision]:
+    async def run_one(self, store: CheckpointStore) -> tuple[Coordinator, PendingApproval]:
         coordinator = Desk().coordinator(store)
         return coordinator, only(await coordinator.run([BIG], run_id="r1"))
 
     async def test_an_unknown_decision_id_is_refused(self, store: CheckpointStore) -> None:
         """The error names the id and the decisions that are waiting."""
         coordinator, pending = await self.run_one(store)
-        with pytest.raises(UsageError, match=rf"no pending decision 'nope'.*{pending.id}"):
-            await coordinator.resume("r1", decisions={"nope": Approve()})
+        with pytest.raises(UsageError, match=rf"no pending approval 'nope'.*{pending.id}"):
+            await coordinator.resume("r1", approvals={"nope": Approve()})
 
     async def test_a_decision_given_twice_is_refused(self, store: CheckpointStore) -> None:
         """Once answered, the same id takes no answer again, and the error names the first."""
         coordinator, pending = await self.run_one(store)
-        await coordinator.resume("r1", decisions={pending.id: Approve()})
+        await coordinator.resume("r1", approvals={pending.id: Approve()})
         for answer in (Approve(), Reject("no")):
             with pytest.raises(UsageError, match=r"already answered: Approve\(\) at 20"):
-                await coordinator.resume("r1", decisions={pending.id: answer})
+                await coordinator.resume("r1", approvals={pending.id: answer})
 
     async def test_an_interrupted_resume_goes_on_without_its_decisions(
         self, store: CheckpointStore
@@ -368,7 +368,7 @@ class TestResumeRefusals:
         await book.give({pending.id: Approve()})
         for answer in (Approve(), Reject("changed my mind")):
             with pytest.raises(UsageError, match=r"Approve\(\) at .* call resume\('r1'\)"):
-                await coordinator.resume("r1", decisions={pending.id: answer})
+                await coordinator.resume("r1", approvals={pending.id: answer})
         report = await coordinator.resume("r1")
         assert status(report, "B-2")[0] is CoverageStatus.COVERED
         assert desk.refunds == [("B-2", 900)]
@@ -387,7 +387,7 @@ class TestResumeRefusals:
         """The error says what the decision takes."""
         coordinator, pending = await self.run_one(store)
         with pytest.raises(UsageError, match=says):
-            await coordinator.resume("r1", decisions={pending.id: answer})
+            await coordinator.resume("r1", approvals={pending.id: answer})
 
     async def test_an_unknown_run_and_a_missing_store_are_refused(self) -> None:
         """resume() needs the store, and a run that the store holds."""
@@ -442,7 +442,7 @@ class Worker:
         """The first run: the small refund is made, the big one waits; its decision id."""
         report = self("run")
         assert self.refunds() == ["A-1 40"]
-        [pending] = report["pendingDecisions"]
+        [pending] = report["pendingApprovals"]
         assert pending["tool"] == "refund"
         assert pending["arguments"]["amount"] == 900
         return str(pending["id"])
@@ -468,7 +468,7 @@ class TestResumeInAFreshProcess:
         report = worker("resume", json.dumps({decision: {"approve": True}}))
         assert worker.refunds() == ["A-1 40", "B-2 900"]
         assert entry(report, "B-2")["status"] == "covered"
-        assert "pendingDecisions" not in report
+        assert "pendingApprovals" not in report
 
     def test_reject(self, worker: Worker) -> None:
         """Rejected in another process: no refund, the reason says who and why."""
@@ -507,10 +507,10 @@ class TestPendingDecisionEvents:
         async with stream:
             waiting = [e async for e in stream if isinstance(e, EscalationPending)]
         assert stream.report is not None
-        assert [e.decision_id for e in waiting] == [only(stream.report).id]
+        assert [e.approval_id for e in waiting] == [only(stream.report).id]
         assert waiting[0].task_id == only(stream.report).task_id
 
-    async def test_a_routers_escalation_streams_its_decision_id(
+    async def test_a_routers_escalation_streams_its_approval_id(
         self, store: CheckpointStore
     ) -> None:
         """An escalation by the router is answerable too: its event carries the id."""
@@ -518,7 +518,7 @@ class TestPendingDecisionEvents:
         async with stream:
             waiting = [e async for e in stream if isinstance(e, EscalationPending)]
         assert stream.report is not None
-        assert [e.decision_id for e in waiting] == [only(stream.report).id]
+        assert [e.approval_id for e in waiting] == [only(stream.report).id]
 
     async def test_a_stream_left_early_still_names_the_pending_decision(
         self, store: CheckpointStore
@@ -530,4 +530,4 @@ class TestPendingDecisionEvents:
                 if isinstance(event, EscalationPending):
                     break
         assert stream.report is not None
-        assert [p.id for p in stream.report.pending_decisions] == [event.decision_id]
+        assert [p.id for p in stream.report.pending_approvals] == [event.approval_id]

@@ -18,9 +18,9 @@ from agentmesh import (
     subagent,
     tool,
 )
+from agentmesh.approvals import Approve, Edit, Reject
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import CoverageStatus
-from agentmesh.decisions import Approve, Edit, Reject
 from agentmesh.events import (
     EscalationPending,
     Event,
@@ -89,9 +89,9 @@ class TestResumeUsesItsOwnPlan:
         desk = Desk()
         first = await desk.coordinator(store).run([BIG], run_id="X")
         again = await desk.coordinator(store).run([SMALL], run_id="X")
-        assert again.pending_decisions == ()
-        with pytest.raises(UsageError, match="no pending decision"):
-            await desk.coordinator(store).resume("X", decisions={only(first).id: Approve()})
+        assert again.pending_approvals == ()
+        with pytest.raises(UsageError, match="no pending approval"):
+            await desk.coordinator(store).resume("X", approvals={only(first).id: Approve()})
         assert desk.refunds == [("A-1", 40)]
 
 
@@ -107,7 +107,7 @@ class TestMaskedTasks:
         coordinator = Coordinator([answering(seen)], router=EscalatingRouter(), store=store)
         first = await coordinator.run([SECRET], run_id="m")
         with pytest.raises(UsageError, match=r"task-0.*masked.*tasks="):
-            await coordinator.resume("m", decisions={only(first).id: Edit(query="q2")})
+            await coordinator.resume("m", approvals={only(first).id: Edit(query="q2")})
         assert [t.metadata for t in seen] == [{"api_token": "sk-live-123"}]
 
     async def test_the_original_tasks_given_again_run_with_their_values(
@@ -118,7 +118,7 @@ class TestMaskedTasks:
         coordinator = Coordinator([answering(seen)], router=EscalatingRouter(), store=store)
         first = await coordinator.run([SECRET], run_id="m")
         decisions: dict[str, Any] = {only(first).id: Edit(query="q2")}
-        await coordinator.resume("m", decisions=decisions, tasks=[SECRET])
+        await coordinator.resume("m", approvals=decisions, tasks=[SECRET])
         assert [(t.query, t.metadata) for t in seen] == [
             ("q", {"api_token": "sk-live-123"}),
             ("q2", {"api_token": "sk-live-123"}),
@@ -131,7 +131,7 @@ class TestMaskedTasks:
         other = SECRET.model_copy(update={"query": "other"})
         with pytest.raises(UsageError, match=r"tasks=.*task-0"):
             await coordinator.resume(
-                "m", decisions={only(first).id: Edit(query="q2")}, tasks=[other]
+                "m", approvals={only(first).id: Edit(query="q2")}, tasks=[other]
             )
 
     async def test_a_masked_task_that_needs_no_rerun_is_settled_without_the_originals(
@@ -140,7 +140,7 @@ class TestMaskedTasks:
         """Approving an escalated answer runs nothing, so the masked plan is enough."""
         coordinator = Coordinator([answering([])], router=EscalatingRouter(), store=store)
         first = await coordinator.run([SECRET], run_id="m")
-        report = await coordinator.resume("m", decisions={only(first).id: Approve()})
+        report = await coordinator.resume("m", approvals={only(first).id: Approve()})
         assert status(report, "vip")[0] is CoverageStatus.COVERED
 
     async def test_an_approved_call_goes_on_with_the_original_query_and_values(
@@ -163,7 +163,7 @@ class TestMaskedTasks:
         first = await coordinator.run([task], run_id="m")
         decisions: dict[str, Any] = {only(first).id: Approve()}
         with pytest.raises(UsageError, match=r"task-0.*masked.*claimed and stand"):
-            await coordinator.resume("m", decisions=decisions)
+            await coordinator.resume("m", approvals=decisions)
         report = await coordinator.resume("m", tasks=[task])
         assert status(report, task.label)[0] is CoverageStatus.COVERED
         assert seen == [(task.query, {"api_token": "sk-live-9"})] * 2
@@ -186,12 +186,12 @@ class TestApprovedFailure:
         coordinator = self.build(store, calls)
         first = await coordinator.run([Task(query="invoice 7", topic="billing")], run_id="f")
         pending = only(first)
-        report = await coordinator.resume("f", decisions={pending.id: Approve()})
+        report = await coordinator.resume("f", approvals={pending.id: Approve()})
         assert calls == ["invoice 7"]
         state, reason = status(report, "billing")
         assert state is CoverageStatus.GAP
         assert reason == f"failure accepted by a person (escalated: {pending.reason})"
-        assert report.pending_decisions == ()
+        assert report.pending_approvals == ()
 
     async def test_rejecting_an_escalated_failure_is_a_gap_too(
         self, store: CheckpointStore
@@ -200,7 +200,7 @@ class TestApprovedFailure:
         calls: list[str] = []
         coordinator = self.build(store, calls)
         first = await coordinator.run([Task(query="invoice 7", topic="billing")], run_id="f")
-        report = await coordinator.resume("f", decisions={only(first).id: Reject("known issue")})
+        report = await coordinator.resume("f", approvals={only(first).id: Reject("known issue")})
         assert calls == ["invoice 7"]
         assert status(report, "billing") == (
             CoverageStatus.GAP,
@@ -215,7 +215,7 @@ class TestResumeStream:
         """Only the task that waited starts again; the last event carries resume()'s report."""
         desk = Desk()
         first = await desk.coordinator(store).run([SMALL, BIG], run_id="s")
-        stream = desk.coordinator(store).resume_stream("s", decisions={only(first).id: Approve()})
+        stream = desk.coordinator(store).resume_stream("s", approvals={only(first).id: Approve()})
         async with stream:
             events = [e async for e in stream]
         kinds = [(type(e).__name__, e.task_id) for e in events]
@@ -236,7 +236,7 @@ class TestResumeStream:
         desk = Desk()
         first = await desk.coordinator(store).run([BIG], run_id="s")
         decisions: dict[str, Any] = {only(first).id: Reject("voucher")}
-        stream = desk.coordinator(store).resume_stream("s", decisions=decisions)
+        stream = desk.coordinator(store).resume_stream("s", approvals=decisions)
         async with stream:
             [*_, last] = [e async for e in stream]
         assert isinstance(last, RunFinished)
@@ -251,7 +251,7 @@ class TestResumeStream:
         """The stream of a resume checks its decisions before anything runs."""
         desk = Desk()
         await desk.coordinator(store).run([BIG], run_id="s")
-        stream = desk.coordinator(store).resume_stream("s", decisions={"nope": Approve()})
-        with pytest.raises(UsageError, match="no pending decision 'nope'"):
+        stream = desk.coordinator(store).resume_stream("s", approvals={"nope": Approve()})
+        with pytest.raises(UsageError, match="no pending approval 'nope'"):
             await read_all(stream)
         assert desk.refunds == []

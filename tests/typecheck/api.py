@@ -120,5 +120,5 @@ async def spend() -> None:
     for model, line in report.usage_by_model.items():
         print(model, line.model_calls)
     # A person's answers the run used: what was asked, the answer, the arguments after.
-    for answered in report.answered_decisions:
+    for answered in report.answered_approvals:
         print(answered.id, answered.answer, answered.tool, answered.edited_arguments)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agentmesh import Coordinator, Task
+from agentmesh.approvals import Approval, Approve, Edit, PendingApproval, Reject
 from agentmesh.coordinator import Report
-from agentmesh.decisions import Approve, Edit, HumanDecision, PendingDecision, Reject
 from agentmesh.events import RunStream, TaskFinished
 from agentmesh.policies import Decision, PreToolUse, ToolCallEvent, pre_tool_use
 
@@ -18,8 +18,8 @@ policy: PreToolUse = refund_limit
 
 
 async def answer(coordinator: Coordinator, first: Report) -> Report:
-    waiting: tuple[PendingDecision, ...] = first.pending_decisions
-    decisions: dict[str, HumanDecision] = {}
+    waiting: tuple[PendingApproval, ...] = first.pending_approvals
+    decisions: dict[str, Approval] = {}
     for pending in waiting:
         if pending.tool == "refund":
             decisions[pending.id] = Edit(arguments={"amount": 100})
@@ -27,13 +27,13 @@ async def answer(coordinator: Coordinator, first: Report) -> Report:
             decisions[pending.id] = Reject("not now")
         else:
             decisions[pending.id] = Approve()
-    return await coordinator.resume(first.run_id, decisions=decisions)
+    return await coordinator.resume(first.run_id, approvals=decisions)
 
 
 async def watch(coordinator: Coordinator, first: Report, tasks: list[Task]) -> list[str]:
     statuses: list[str] = []
     stream: RunStream = coordinator.resume_stream(
-        first.run_id, decisions={p.id: Approve() for p in first.pending_decisions}, tasks=tasks
+        first.run_id, approvals={p.id: Approve() for p in first.pending_approvals}, tasks=tasks
     )
     async with stream:
         async for event in stream:

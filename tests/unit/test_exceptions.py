@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import agentmesh
+import agentmesh.approvals
 import agentmesh.checkpoints
 import agentmesh.coordinator
-import agentmesh.decisions
 import agentmesh.errors
 import agentmesh.events
 import agentmesh.executors
@@ -38,7 +38,7 @@ PUBLIC_MODULES = (
     agentmesh,
     agentmesh.checkpoints,
     agentmesh.coordinator,
-    agentmesh.decisions,
+    agentmesh.approvals,
     agentmesh.errors,
     agentmesh.events,
     agentmesh.executors,
