@@ -347,7 +347,7 @@ def pending_html(report: Report) -> list[str]:
         return []
     e = html.escape
     out = [
-        '<h2>Pending decisions</h2><table id="pending"><thead><tr><th>id</th><th>task</th>'
+        '<h2>Pending approvals</h2><table id="pending"><thead><tr><th>id</th><th>task</th>'
         "<th>tool</th><th>arguments</th><th>reason</th><th>policy</th></tr></thead><tbody>"
     ]
     for item in report.pending_approvals:
@@ -367,7 +367,7 @@ def answered_html(report: Report) -> list[str]:
         return []
     e = html.escape
     out = [
-        '<h2>Answered decisions</h2><table id="answered"><thead><tr><th>id</th><th>task</th>'
+        '<h2>Answered approvals</h2><table id="answered"><thead><tr><th>id</th><th>task</th>'
         "<th>answer</th><th>asked about</th><th>made as</th><th>why asked</th>"
         "<th>reason given</th></tr></thead><tbody>"
     ]

@@ -156,7 +156,7 @@ class TestAnswersInTheReport:
 
         report, pending = await answer_one(store, Edit(arguments={"amount": 100}))
         markdown = report.to_markdown()
-        assert "## Answered decisions" in markdown
+        assert "## Answered approvals" in markdown
         assert (
             f'| `{pending.id}` | task-0 | edit | refund(order="B-2", amount=180, '
             'card_token="[REDACTED]") | refund(order="B-2", amount=100, '
@@ -187,7 +187,7 @@ class TestAnswersInTheReport:
         data = report.to_dict()
         assert "answeredApprovals" not in data
         assert all("answers" not in record for record in data["records"])
-        assert "Answered decisions" not in report.to_markdown()
+        assert "Answered approvals" not in report.to_markdown()
 
     async def test_answers_of_earlier_resumes_stay_in_the_report(
         self, store: CheckpointStore
@@ -271,7 +271,7 @@ async def resumed_events(
     return events, stream.report
 
 
-class TestDecisionAppliedEvent:
+class TestApprovalAppliedEvent:
     @pytest.mark.parametrize(
         "answer", [Approve(), Reject("no"), Edit(arguments={"amount": 100})], ids=repr
     )
@@ -300,7 +300,7 @@ class TestDecisionAppliedEvent:
         [event] = [e for e in events if isinstance(e, ApprovalApplied)]
         text = event.to_json()
         assert SECRET not in text
-        assert json.loads(text)["decision"]["editedArguments"]["amount"] == 100
+        assert json.loads(text)["approval"]["editedArguments"]["amount"] == 100
         assert parse_event(text) == event
 
     async def test_a_settled_escalation_streams_its_answer(self, store: CheckpointStore) -> None:

@@ -152,11 +152,11 @@ class TestPendingDecision:
     async def test_markdown_and_json_show_the_pending_decision(
         self, store: CheckpointStore
     ) -> None:
-        """A Pending decisions table in Markdown, `pendingApprovals` in camelCase JSON."""
+        """A Pending approvals table in Markdown, `pendingApprovals` in camelCase JSON."""
         report = await Desk().coordinator(store).run([BIG], run_id="r1")
         pending = only(report)
         markdown = report.to_markdown()
-        assert "## Pending decisions" in markdown
+        assert "## Pending approvals" in markdown
         assert f"| `{pending.id}` | task-0 | refund |" in markdown
         assert "tok-4242" not in markdown
         assert "tok-4242" not in report.to_json()
@@ -165,7 +165,7 @@ class TestPendingDecision:
         assert Report.model_validate(data).pending_approvals == report.pending_approvals
 
     async def test_the_html_report_shows_the_pending_decision(self, store: CheckpointStore) -> None:
-        """The research agent's HTML page has a Pending decisions table, secrets masked."""
+        """The research agent's HTML page has a Pending approvals table, secrets masked."""
         from examples.research_agent.rendering import pending_html
 
         report = await Desk().coordinator(store).run([BIG], run_id="r1")
@@ -188,7 +188,7 @@ class TestPendingDecision:
         """No `pendingApprovals` key when nothing waits for a person."""
         report = await Desk().coordinator(store).run([SMALL], run_id="r")
         assert "pendingApprovals" not in report.to_dict()
-        assert "Pending decisions" not in report.to_markdown()
+        assert "Pending approvals" not in report.to_markdown()
 
 
 class TestResume:
