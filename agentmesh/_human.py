@@ -207,7 +207,7 @@ class DecisionBook:
                 ANSWERS,
                 decision_id,
                 {"answer": _answer_json(answer)},
-                purpose=f"the answer to decision {decision_id!r}",
+                purpose=f"the answer to approval {decision_id!r}",
             )
             if winner is not None:
                 won: _ClaimedAnswer = read_as(
@@ -392,7 +392,7 @@ async def _pend(
         error_category=ErrorCategory.PERMISSION,
         error_type=ErrorType.DECISION_PENDING,
         is_retryable=False,
-        message=f"waiting for a person's decision {decision_id}: {verdict.reason}",
+        message=f"waiting for a person's approval {decision_id}: {verdict.reason}",
         attempted_query={"tool": tool.name, "arguments": masked},
         source=source,
         attempts=0,

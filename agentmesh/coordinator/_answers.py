@@ -82,7 +82,7 @@ def answer_notes(answers: Sequence[AnsweredApproval]) -> list[str]:
     for item in answers:
         if item.answer == "reject":
             continue
-        where = f"by a person (decision {item.id})"
+        where = f"by a person (approval {item.id})"
         if item.kind is ApprovalKind.ESCALATION:
             if item.answer == "edit":
                 query, was = value_text(item.edited_query), value_text(item.query)

@@ -233,7 +233,7 @@ async def stored(
             policy="router" if outcome.policy is None else outcome.policy.policy,
         )
         await book.pend(pending)
-        reason = f"waiting for a person's decision {pending.id}: {decision.reason}"
+        reason = f"waiting for a person's approval {pending.id}: {decision.reason}"
         record = TaskRecord(
             record.task_id, record.task, record.subagent, record.steps, record.status, reason
         )

@@ -1,4 +1,4 @@
-"""The command line: a first run, or a resume with a person's decision."""
+"""The command line: a first run, or a resume with a person's approval."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentmesh.report import Report
 
 from .desk import TICKETS, desk, refund_limit
 
-# Which run a decision id belongs to: the person only has to give the id.
+# Which run an approval id belongs to: the person only has to give the id.
 INDEX_RUN = "support-desk-index"
 COMMAND = "python -m examples.support_desk"
 
@@ -30,12 +30,12 @@ def options(argv: list[str]) -> argparse.Namespace:
         help="directory of the checkpoint file (default: %(default)s)",
     )
     answer = parser.add_mutually_exclusive_group()
-    answer.add_argument("--approve", metavar="ID", help="approve the pending decision ID")
+    answer.add_argument("--approve", metavar="ID", help="approve the pending approval ID")
     answer.add_argument("--reject", nargs=2, metavar=("ID", "REASON"), help="reject it")
     answer.add_argument(
         "--go-on",
         metavar="ID",
-        help="go on with the run of the answered decision ID, without answering it again "
+        help="go on with the run of the answered approval ID, without answering it again "
         "(after an --approve or --reject that was interrupted)",
     )
     return parser.parse_args(argv)
@@ -50,20 +50,20 @@ async def main(argv: list[str]) -> int:
             run_id = uuid.uuid4().hex[:12]
             report = await coordinator.run(TICKETS, run_id=run_id)
         else:
-            decision_id, answer = _answer(args)
-            known = await store.get(INDEX_RUN, "decisions", decision_id)
+            approval_id, answer = _answer(args)
+            known = await store.get(INDEX_RUN, "approvals", approval_id)
             if known is None:
-                print(f"{COMMAND}: no pending decision {decision_id!r}", file=sys.stderr)
+                print(f"{COMMAND}: no pending approval {approval_id!r}", file=sys.stderr)
                 return 2
-            # A decision is answered once: going on gives no answer, the store has it.
-            decisions = {} if answer is None else {decision_id: answer}
+            # An approval is answered once: going on gives no answer, the store has it.
+            approvals = {} if answer is None else {approval_id: answer}
             try:
-                report = await coordinator.resume(str(known.value), approvals=decisions)
+                report = await coordinator.resume(str(known.value), approvals=approvals)
             except UsageError as exc:
                 print(f"{COMMAND}: {exc}", file=sys.stderr)
                 return 2
         for pending in report.pending_approvals:
-            await store.put(INDEX_RUN, "decisions", pending.id, report.run_id)
+            await store.put(INDEX_RUN, "approvals", pending.id, report.run_id)
     show(report)
     return 0
 
@@ -73,8 +73,8 @@ def _answer(args: argparse.Namespace) -> tuple[str, Approval | None]:
         return args.go_on, None
     if args.approve is not None:
         return args.approve, Approve()
-    decision_id, reason = args.reject
-    return decision_id, Reject(reason)
+    approval_id, reason = args.reject
+    return approval_id, Reject(reason)
 
 
 def show(report: Report) -> None:
@@ -88,7 +88,7 @@ def show(report: Report) -> None:
             print(f"  {finding.content}")
     for pending in report.pending_approvals:
         arguments = ", ".join(f"{k}={v!r}" for k, v in (pending.arguments or {}).items())
-        print(f"pending decision {pending.id}: {pending.tool}({arguments})")
+        print(f"pending approval {pending.id}: {pending.tool}({arguments})")
         print(f"  why: {pending.reason} (policy {pending.policy})")
         print(f"  approve: {COMMAND} --approve {pending.id}")
         print(f'  reject:  {COMMAND} --reject {pending.id} "reason"')

@@ -25,7 +25,7 @@ def desk(checkpoints: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def first(tmp_path: Path) -> tuple[Path, str, str]:
-    """A first run: its output and the id of the decision it waits for."""
+    """A first run: its output and the id of the approval it waits for."""
     done = desk(tmp_path)
     assert done.returncode == 0, done.stderr
     match = re.search(r"--approve ([0-9a-f]{12})", done.stdout)
@@ -38,26 +38,26 @@ class TestSupportDesk:
         self, first: tuple[Path, str, str]
     ) -> None:
         """The small refunds are made; the big one waits, with its arguments and reason."""
-        _, out, decision = first
+        _, out, approval = first
         assert "refunded 40 on A-1" in out
         assert "refunded 120 on C-3" in out
         assert "refunded 900" not in out
-        assert f"pending decision {decision}: refund(order='B-2', amount=900)" in out
+        assert f"pending approval {approval}: refund(order='B-2', amount=900)" in out
         assert "over the limit of 250 (policy refund_limit)" in out
 
     def test_approve_resumes_and_makes_the_refund(self, first: tuple[Path, str, str]) -> None:
         """--approve ID goes on in a new process: the refund is made, nothing waits."""
-        checkpoints, _, decision = first
-        done = desk(checkpoints, "--approve", decision)
+        checkpoints, _, approval = first
+        done = desk(checkpoints, "--approve", approval)
         assert done.returncode == 0, done.stderr
         assert "B-2: covered" in done.stdout
         assert "refunded 900 on B-2" in done.stdout
-        assert "pending decision" not in done.stdout
+        assert "pending approval" not in done.stdout
 
     def test_reject_resumes_and_says_why(self, first: tuple[Path, str, str]) -> None:
         """--reject ID REASON: no refund, and the entry says a person rejected it and why."""
-        checkpoints, _, decision = first
-        done = desk(checkpoints, "--reject", decision, "a voucher was sent")
+        checkpoints, _, approval = first
+        done = desk(checkpoints, "--reject", approval, "a voucher was sent")
         assert done.returncode == 0, done.stderr
         assert "rejected by a person: a voucher was sent" in done.stdout
         assert "refunded 900" not in done.stdout
@@ -65,10 +65,10 @@ class TestSupportDesk:
     def test_an_unknown_or_spent_id_is_one_line_exit_two(
         self, first: tuple[Path, str, str]
     ) -> None:
-        """A decision id the desk does not know, or one already answered, is refused."""
-        checkpoints, _, decision = first
-        assert desk(checkpoints, "--approve", decision).returncode == 0
-        for args in (("--approve", decision), ("--reject", "feedbeefcafe", "no")):
+        """An approval id the desk does not know, or one already answered, is refused."""
+        checkpoints, _, approval = first
+        assert desk(checkpoints, "--approve", approval).returncode == 0
+        for args in (("--approve", approval), ("--reject", "feedbeefcafe", "no")):
             done = desk(checkpoints, *args)
             assert done.returncode == 2
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -77,12 +77,12 @@ class TestSupportDesk:
         self, first: tuple[Path, str, str]
     ) -> None:
         """Answering again names the answer that won; --go-on ID resumes without answering."""
-        checkpoints, _, decision = first
-        assert desk(checkpoints, "--approve", decision).returncode == 0
-        again = desk(checkpoints, "--reject", decision, "too late")
+        checkpoints, _, approval = first
+        assert desk(checkpoints, "--approve", approval).returncode == 0
+        again = desk(checkpoints, "--reject", approval, "too late")
         assert again.returncode == 2
         assert "already answered: Approve() at" in again.stderr
-        done = desk(checkpoints, "--go-on", decision)
+        done = desk(checkpoints, "--go-on", approval)
         assert done.returncode == 0, done.stderr
         assert "B-2: covered" in done.stdout
-        assert "pending decision" not in done.stdout
+        assert "pending approval" not in done.stdout

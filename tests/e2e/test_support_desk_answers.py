@@ -14,11 +14,11 @@ class TestAnswerInTheOutput:
         self, first: tuple[Path, str, str]
     ) -> None:
         """After --approve ID in a new process, the refund's line says a person approved it."""
-        checkpoints, _, decision = first
-        done = desk(checkpoints, "--approve", decision)
+        checkpoints, _, approval = first
+        done = desk(checkpoints, "--approve", approval)
         assert done.returncode == 0, done.stderr
         assert (
-            f'B-2: covered (approved by a person (decision {decision}): refund(order="B-2", '
+            f'B-2: covered (approved by a person (approval {approval}): refund(order="B-2", '
             "amount=900))"
         ) in done.stdout
         assert "over the limit" not in done.stdout

@@ -123,7 +123,7 @@ class TestAnswersInTheReport:
         report, pending = await answer_one(store, Edit(arguments={"amount": 100}))
         reason = entry(report, "B-2").reason or ""
         assert "above the limit" not in reason
-        assert f"edited by a person (decision {pending.id})" in reason
+        assert f"edited by a person (approval {pending.id})" in reason
         assert "refund with amount=100 (was 180)" in reason
 
     async def test_an_approval_is_kept_and_named_in_the_reason(
@@ -136,7 +136,7 @@ class TestAnswersInTheReport:
         assert answered.edited_arguments is None
         reason = entry(report, "B-2").reason or ""
         assert "above the limit" not in reason
-        assert f"approved by a person (decision {pending.id}): refund(" in reason
+        assert f"approved by a person (approval {pending.id}): refund(" in reason
         assert 'amount=180, card_token="[REDACTED]")' in reason
 
     async def test_a_rejection_is_kept_with_the_reason_given(self, store: CheckpointStore) -> None:
@@ -258,7 +258,7 @@ class TestAnsweredEscalations:
         [answered] = report.answered_approvals
         assert (answered.query, answered.edited_query) == ("q", "q2")
         reason = entry(report, "vip").reason or ""
-        assert f'edited by a person (decision {pending.id}): query "q2" (was "q")' in reason
+        assert f'edited by a person (approval {pending.id}): query "q2" (was "q")' in reason
 
 
 async def resumed_events(

@@ -86,6 +86,20 @@ class TestLayers:
         """`agentmesh.events` sits below the hub it reports on: no import of the coordinator."""
         assert offending("agentmesh.events", ("agentmesh.coordinator",)) == []
 
+    def test_approvals_are_plain_data_below_the_report(self) -> None:
+        """`agentmesh.approvals`, a person's answers, imports neither the report nor its users."""
+        assert offending("agentmesh.approvals", ("agentmesh.report", *ABOVE_THE_REPORT)) == []
+
+    def test_no_module_imports_the_deprecated_decisions(self) -> None:
+        """The library uses `agentmesh.approvals`; `agentmesh.decisions` only forwards to it."""
+        users = sorted(
+            str(path.relative_to(PACKAGE.parent))
+            for path in PACKAGE.rglob("*.py")
+            if path != PACKAGE / "decisions.py"
+            and any(n.startswith("agentmesh.decisions") for n in imports_of(path))
+        )
+        assert users == []
+
     def test_the_coordinator_re_exports_the_report_and_the_routes(self) -> None:
         """Every name of `agentmesh.report` still imports from `agentmesh.coordinator`, the same
         object."""
