@@ -342,7 +342,7 @@ def to_html(report: Report, info: RunInfo) -> str:
 
 
 def pending_html(report: Report) -> list[str]:
-    """The decisions waiting for a person (`Report.pending_approvals`), as a table."""
+    """The approvals waiting for a person (`Report.pending_approvals`), as a table."""
     if not report.pending_approvals:
         return []
     e = html.escape

@@ -19,15 +19,15 @@ policy: PreToolUse = refund_limit
 
 async def answer(coordinator: Coordinator, first: Report) -> Report:
     waiting: tuple[PendingApproval, ...] = first.pending_approvals
-    decisions: dict[str, Approval] = {}
+    answers: dict[str, Approval] = {}
     for pending in waiting:
         if pending.tool == "refund":
-            decisions[pending.id] = Edit(arguments={"amount": 100})
+            answers[pending.id] = Edit(arguments={"amount": 100})
         elif pending.reason:
-            decisions[pending.id] = Reject("not now")
+            answers[pending.id] = Reject("not now")
         else:
-            decisions[pending.id] = Approve()
-    return await coordinator.resume(first.run_id, approvals=decisions)
+            answers[pending.id] = Approve()
+    return await coordinator.resume(first.run_id, approvals=answers)
 
 
 async def watch(coordinator: Coordinator, first: Report, tasks: list[Task]) -> list[str]:
