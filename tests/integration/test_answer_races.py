@@ -279,13 +279,13 @@ class TestTwoCoordinatorsInOneLoop:
 
 
 class Desk:
-    """`decisions_worker` in fresh processes against one store: the refunds it made."""
+    """`approvals_worker` in fresh processes against one store: the refunds it made."""
 
     def __init__(self, store: str, tmp: Path) -> None:
         self.store, self.tmp, self.counter = store, tmp, tmp / "refunds"
 
     def command(self, *args: str) -> list[str]:
-        worker = "tests.integration.decisions_worker"
+        worker = "tests.integration.approvals_worker"
         return [sys.executable, "-m", worker, self.store, str(self.counter), *args]
 
     def __call__(self, *args: str) -> dict[str, Any]:

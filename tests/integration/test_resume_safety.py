@@ -31,7 +31,7 @@ from agentmesh.events import (
     TaskStarted,
 )
 from agentmesh.subagents import Subagent
-from tests.integration.test_human_decisions import (
+from tests.integration.test_approvals import (
     BIG,
     SMALL,
     Desk,
@@ -82,7 +82,7 @@ class TestResumeUsesItsOwnPlan:
         # beta may have started before the stream was closed; alpha never runs again.
         assert [t.query for t in seen].count("alpha") == 1
 
-    async def test_a_new_plan_drops_the_old_plans_pending_decisions(
+    async def test_a_new_plan_drops_the_old_plans_pending_approvals(
         self, store: CheckpointStore
     ) -> None:
         """A question of the old plan is neither listed nor answerable in the new one."""
@@ -245,7 +245,7 @@ class TestResumeStream:
         assert (reason or "").startswith("rejected by a person: voucher")
         assert desk.refunds == []
 
-    async def test_bad_decisions_are_refused_at_the_first_iteration(
+    async def test_bad_approvals_are_refused_at_the_first_iteration(
         self, store: CheckpointStore
     ) -> None:
         """The stream of a resume checks its decisions before anything runs."""

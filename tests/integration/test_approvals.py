@@ -1,4 +1,4 @@
-"""A person decides: `Decision.ask` and `Escalate` wait as pending decisions in the store,
+"""A person approves: `Decision.ask` and `Escalate` wait as pending approvals in the store,
 and `Coordinator.resume(run_id, approvals=...)` goes on with Approve / Reject / Edit."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class TestAskWithoutStore:
         assert desk.refunds == []
 
 
-class TestPendingDecision:
+class TestPendingApproval:
     async def test_the_task_stops_before_the_call_and_keeps_its_partial_results(
         self, store: CheckpointStore
     ) -> None:
@@ -136,7 +136,7 @@ class TestPendingDecision:
         kept = [(f.topic, f.content, f.preliminary) for f in report.findings]
         assert ("B-2", {"order": "B-2"}, True) in kept
 
-    async def test_the_report_lists_the_pending_decision_with_secrets_masked(
+    async def test_the_report_lists_the_pending_approval_with_secrets_masked(
         self, store: CheckpointStore
     ) -> None:
         """id, task, tool, masked arguments, reason and policy, as typed data."""
@@ -149,7 +149,7 @@ class TestPendingDecision:
         assert pending.arguments == {"order": "B-2", "amount": 900, "card_token": "[REDACTED]"}
         assert pending.id in (status(report, "B-2")[1] or "")
 
-    async def test_markdown_and_json_show_the_pending_decision(
+    async def test_markdown_and_json_show_the_pending_approval(
         self, store: CheckpointStore
     ) -> None:
         """A Pending approvals table in Markdown, `pendingApprovals` in camelCase JSON."""
@@ -164,7 +164,7 @@ class TestPendingDecision:
         assert data["pendingApprovals"][0]["taskId"] == "task-0"
         assert Report.model_validate(data).pending_approvals == report.pending_approvals
 
-    async def test_the_html_report_shows_the_pending_decision(self, store: CheckpointStore) -> None:
+    async def test_the_html_report_shows_the_pending_approval(self, store: CheckpointStore) -> None:
         """The research agent's HTML page has a Pending approvals table, secrets masked."""
         from examples.research_agent.rendering import pending_html
 
@@ -241,7 +241,7 @@ class TestResume:
         assert desk.refunds == []
         assert "never made" in (status(report, "B-2")[1] or "")
 
-    async def test_another_policy_asking_about_the_edit_is_a_new_decision(
+    async def test_another_policy_asking_about_the_edit_is_a_new_approval(
         self, store: CheckpointStore
     ) -> None:
         """The edited call waits again for what the person was not asked; then it runs."""
@@ -263,7 +263,7 @@ class TestResume:
         assert desk.refunds == [("B-2", 455)]
         assert status(third, "B-2")[0] is CoverageStatus.COVERED
 
-    async def test_an_unanswered_decision_keeps_waiting(self, store: CheckpointStore) -> None:
+    async def test_an_unanswered_approval_keeps_waiting(self, store: CheckpointStore) -> None:
         """A resume without an answer neither runs the task nor forgets the question."""
         desk = Desk()
         first = await desk.coordinator(store).run([SMALL, BIG], run_id="r1")
@@ -294,7 +294,7 @@ class TestEscalation:
 
         return Coordinator([answers], router=EscalatingRouter(), store=store)
 
-    async def test_an_escalation_is_a_pending_decision(self, store: CheckpointStore) -> None:
+    async def test_an_escalation_is_a_pending_approval(self, store: CheckpointStore) -> None:
         """The router's Escalate waits for a person, named as an escalation by the router."""
         report = await self.build(store, []).run([Task(query="q", topic="vip")], run_id="e")
         pending = only(report)
@@ -340,13 +340,13 @@ class TestResumeRefusals:
         coordinator = Desk().coordinator(store)
         return coordinator, only(await coordinator.run([BIG], run_id="r1"))
 
-    async def test_an_unknown_decision_id_is_refused(self, store: CheckpointStore) -> None:
+    async def test_an_unknown_approval_id_is_refused(self, store: CheckpointStore) -> None:
         """The error names the id and the decisions that are waiting."""
         coordinator, pending = await self.run_one(store)
         with pytest.raises(UsageError, match=rf"no pending approval 'nope'.*{pending.id}"):
             await coordinator.resume("r1", approvals={"nope": Approve()})
 
-    async def test_a_decision_given_twice_is_refused(self, store: CheckpointStore) -> None:
+    async def test_an_approval_given_twice_is_refused(self, store: CheckpointStore) -> None:
         """Once answered, the same id takes no answer again, and the error names the first."""
         coordinator, pending = await self.run_one(store)
         await coordinator.resume("r1", approvals={pending.id: Approve()})
@@ -354,7 +354,7 @@ class TestResumeRefusals:
             with pytest.raises(UsageError, match=r"already answered: Approve\(\) at 20"):
                 await coordinator.resume("r1", approvals={pending.id: answer})
 
-    async def test_an_interrupted_resume_goes_on_without_its_decisions(
+    async def test_an_interrupted_resume_goes_on_without_its_approvals(
         self, store: CheckpointStore
     ) -> None:
         """Answers claimed by a resume that did not finish stand: resume(run_id) goes on."""
@@ -411,7 +411,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Worker:
-    """`decisions_worker` in a fresh process per step, against one store."""
+    """`approvals_worker` in a fresh process per step, against one store."""
 
     def __init__(self, store: str, counter: Path) -> None:
         self.store, self.counter = store, counter
@@ -421,7 +421,7 @@ class Worker:
             [
                 sys.executable,
                 "-m",
-                "tests.integration.decisions_worker",
+                "tests.integration.approvals_worker",
                 self.store,
                 str(self.counter),
                 *args,
@@ -497,7 +497,7 @@ class TestResumeInAFreshProcess:
         assert "customer of B-2 notified" in [f["content"] for f in report["findings"]]
 
 
-class TestPendingDecisionEvents:
+class TestPendingApprovalEvents:
     async def test_a_policys_ask_streams_the_id_a_person_answers(
         self, store: CheckpointStore
     ) -> None:
@@ -520,7 +520,7 @@ class TestPendingDecisionEvents:
         assert stream.report is not None
         assert [e.approval_id for e in waiting] == [only(stream.report).id]
 
-    async def test_a_stream_left_early_still_names_the_pending_decision(
+    async def test_a_stream_left_early_still_names_the_pending_approval(
         self, store: CheckpointStore
     ) -> None:
         """The question asked before the consumer left is in the partial report too."""

@@ -1,15 +1,15 @@
-"""Run by the human-decision tests in a fresh process each time: not a test module.
+"""Run by the approval tests in a fresh process each time: not a test module.
 
 A support desk with two refunds, one under the limit and one over it; a policy asks a
 person about refunds over 100. Every call of the refund tool appends a line to a
 counter file as it starts (the side effect, visible across processes). Prints the
 report's JSON on stdout, or `{"usageError": message}` when resume raises `UsageError`.
 
-    python decisions_worker.py STORE COUNTER run
-    python decisions_worker.py STORE COUNTER resume DECISIONS_JSON [options]
+    python approvals_worker.py STORE COUNTER run
+    python approvals_worker.py STORE COUNTER resume APPROVALS_JSON [options]
 
 STORE is `sqlite:PATH` or `postgres:SCHEMA` (the DSN in AGENTMESH_TEST_POSTGRES_DSN).
-DECISIONS_JSON maps ids to `{"approve": true}`, `{"reject": "why"}`, `{"edit": {...}}`.
+APPROVALS_JSON maps ids to `{"approve": true}`, `{"reject": "why"}`, `{"edit": {...}}`.
 Options: `--crash-after-refund`: the process dies (os._exit) right after a refund is
 made; `--block-in-refund`: a refund of order B-2 never returns (the test kills the
 process); `--barrier=DIR`: write `DIR/<pid>.ready`, then wait for `DIR/go` before
