@@ -1,13 +1,13 @@
 """What a run keeps in its store so that another process can resume it after a person's
-decisions: the plan (which task went to which subagent, under which id), each finished
-task's record, and the decisions (`agentmesh._human`).
+approvals: the plan (which task went to which subagent, under which id), each finished
+task's record, and the approvals (`agentmesh._human`).
 
 Layout, stage `agentmesh.run`: key `plan` holds `[{taskId, task, subagent, masked}]`;
 key `record/<task id>` a finished task's `TaskRecord` (secrets masked, as everything at
 rest). `masked` says the stored task differs from the one given (secrets were masked):
 such a task never runs again from the store alone, only with its original
 (`resume(tasks=)`). A new plan under a run id replaces the old plan with its records and
-decisions: task ids repeat from run to run (task-0, task-1, ...).
+approvals: task ids repeat from run to run (task-0, task-1, ...).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def check_asks(
         names = sorted({getattr(p, "name", type(p).__name__) for p in asking})
         raise UsageError(
             f"policies {names} may ask a person (Decision.ask), but {missing}: a pending "
-            "decision must be kept in a checkpoint store to be answered"
+            "approval must be kept in a checkpoint store to be answered"
         )
 
 

@@ -34,14 +34,14 @@ Jobs = Sequence[tuple[str, Task, Subagent]]
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """What a run starts from: its jobs; for a resume, its decisions and saved records."""
+    """What a run starts from: its jobs; for a resume, its approvals and saved records."""
 
     jobs: Jobs
     book: DecisionBook | None = None
     saved: dict[str, TaskRecord] | None = None
 
 
-# A resume reads its plan and gives its decisions only when it is started.
+# A resume reads its plan and gives its approvals only when it is started.
 Opening = Callable[[], Awaitable[Start]]
 
 
@@ -90,7 +90,7 @@ class RunStream:
     is simply dropped after a `break` cancels its run too, as soon as it is collected,
     without waiting for it: use `async with` to be sure nothing runs on.
 
-    The stream of a resume reads the run's plan and checks and saves the decisions at
+    The stream of a resume reads the run's plan and checks and saves the approvals at
     its first iteration (a `UsageError` for bad ones is raised there); closed before
     that, it has resumed nothing and has no report.
     """
