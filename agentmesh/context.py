@@ -55,6 +55,7 @@ def __getattr__(name: str) -> Any:
     )
     return getattr(importlib.import_module(home), name)
 
+
 R = TypeVar("R")
 
 

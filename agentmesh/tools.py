@@ -55,7 +55,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 IDEMPOTENCY_KEY = "idempotency_key"
+"""A tool parameter of this name receives the call's idempotency key (stable across retries)."""
 CONTEXT_PARAMETER = "ctx"
+"""A tool parameter of this name receives the calling task's `Context`."""
 _INJECTED = (IDEMPOTENCY_KEY, CONTEXT_PARAMETER)
 
 
