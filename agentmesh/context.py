@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Context", "PartialRecorder"]
 
-# Engine helpers this module exported before issue 25: importable here for one release.
-_MOVED = {"apply_verdict": "agentmesh._rulings", "merge_partials": "agentmesh._partials"}
+# Engine helpers this module exported before issue 25: importable here for one release,
+# from the engine module that defines their neighbour (wherever the engine keeps it).
+_MOVED = {"apply_verdict": TaskRulings.__module__, "merge_partials": PartialRecorder.__module__}
 
 
 def __getattr__(name: str) -> Any:
