@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 Impact = Literal["financial", "legal", "safety"]
+"""What a tool can harm (`tool(impact=...)`): lets policies single out risky tools."""
 
 
 class _ToolLimits(TypedDict, total=False):

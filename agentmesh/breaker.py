@@ -25,6 +25,8 @@ __all__ = ["BreakerState", "CircuitBreaker"]
 
 
 class BreakerState(enum.StrEnum):
+    """Where a breaker stands: closed (calls pass), open (fail fast), half open (one probe)."""
+
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"

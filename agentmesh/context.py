@@ -11,12 +11,14 @@ It returns the tool's data, or raises `ToolCallFailed` carrying the final envelo
 from __future__ import annotations
 
 import asyncio
+import importlib
+import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentmesh._attempts import RetryTally
-from agentmesh._partials import PartialRecorder, merge_partials
-from agentmesh._rulings import TaskRulings, apply_verdict
+from agentmesh._partials import PartialRecorder
+from agentmesh._rulings import TaskRulings
 from agentmesh._task_checkpoints import open_ledger, open_progress, restore_partials
 from agentmesh._tool_call import call_tool
 from agentmesh._tracing import record_outcome, span
@@ -35,7 +37,25 @@ from agentmesh.usage._records import UsageTally
 if TYPE_CHECKING:
     from agentmesh.models import Model, ModelResponse
 
-__all__ = ["Context", "PartialRecorder", "apply_verdict", "merge_partials"]
+__all__ = ["Context", "PartialRecorder"]
+
+# Engine helpers this module exported before issue 25: importable here for one release,
+# from the engine module that defines their neighbour (wherever the engine keeps it).
+_MOVED = {"apply_verdict": TaskRulings.__module__, "merge_partials": PartialRecorder.__module__}
+
+
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is internal to agentmesh's task engine; "
+        f"it leaves agentmesh.context in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
+
 
 R = TypeVar("R")
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from agentmesh import approvals
 
-# No `__all__`: the names live in `agentmesh.approvals`; this module only forwards them.
+# Nothing to star-import: the names live in `agentmesh.approvals`; this module forwards them.
+__all__: list[str] = []
 _RENAMED = {
     "AnsweredDecision": "AnsweredApproval",
     "Approve": "Approve",

@@ -9,6 +9,7 @@ work. Both are frozen pydantic models: snake_case in Python, camelCase on the wi
 from __future__ import annotations
 
 import enum
+import warnings
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -50,7 +51,6 @@ __all__ = [
     "RetryCount",
     "Success",
     "ToolsLeftOut",
-    "is_empty_value",
 ]
 
 T = TypeVar("T")
@@ -313,7 +313,7 @@ MCP_TEXT_LIMIT: Final = 2_000
 _SIZED_TYPES: Final = frozenset(_SIZED)
 
 
-def is_empty_value(data: object) -> bool:
+def _is_empty_value(data: object) -> bool:
     """True for the values that mean "searched, nothing found": `[]`, `{}`, `None`, `""`."""
     if data is None:
         return True
@@ -349,7 +349,7 @@ class Success(_Wire, Generic[T]):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def is_empty(self) -> bool:
-        return is_empty_value(self.data)
+        return _is_empty_value(self.data)
 
     def data_json(self) -> str:
         return pydantic_core.to_json(self.data, fallback=str).decode()
@@ -412,3 +412,16 @@ Outcome: TypeAlias = Annotated[
     Discriminator(_outcome_tag),
 ]
 """`Success | ErrorEnvelope`, discriminated by `isError` when read from JSON."""
+
+
+def __getattr__(name: str) -> Any:
+    # Exported before issue 25: `Success.is_empty` is the API.
+    if name != "is_empty_value":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is internal to agentmesh (use Success.is_empty); "
+        f"it leaves agentmesh.envelope in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _is_empty_value

@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Generic, ParamSpec, TypeVar, Unpack, get_args, get_type_hints, overload
@@ -41,8 +42,6 @@ from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
 
 __all__ = [
-    "CONTEXT_PARAMETER",
-    "IDEMPOTENCY_KEY",
     "Impact",
     "MCPToolKwargs",
     "Tool",
@@ -54,9 +53,24 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 
-IDEMPOTENCY_KEY = "idempotency_key"
-CONTEXT_PARAMETER = "ctx"
-_INJECTED = (IDEMPOTENCY_KEY, CONTEXT_PARAMETER)
+# The parameters agentmesh fills in itself when a tool declares them (see the docstring).
+_IDEMPOTENCY_KEY = "idempotency_key"
+_CONTEXT_PARAMETER = "ctx"
+_INJECTED = (_IDEMPOTENCY_KEY, _CONTEXT_PARAMETER)
+# Exported before issue 25; the parameter names are the API, not these constants.
+_MOVED = {"IDEMPOTENCY_KEY": _IDEMPOTENCY_KEY, "CONTEXT_PARAMETER": _CONTEXT_PARAMETER}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is internal to agentmesh; "
+        f"it leaves agentmesh.tools in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _MOVED[name]
 
 
 class Tool(Generic[P, R]):
@@ -82,8 +96,8 @@ class Tool(Generic[P, R]):
         self.breaker = _named(checked.breaker, self.name)
         self.limiter = checked.limiter(self.name)
         self._signature = inspect.signature(fn)
-        self.accepts_idempotency_key = IDEMPOTENCY_KEY in self._signature.parameters
-        self.accepts_context = CONTEXT_PARAMETER in self._signature.parameters
+        self.accepts_idempotency_key = _IDEMPOTENCY_KEY in self._signature.parameters
+        self.accepts_context = _CONTEXT_PARAMETER in self._signature.parameters
         self.input_model = _input_model(fn, self._signature, self.name)
         # Only nested models escape the input model's allow_inf_nan=False; most tools have none.
         self._has_nested_models = _mentions_model(self.input_model)
@@ -128,9 +142,9 @@ class Tool(Generic[P, R]):
         """Run the body with already validated arguments and the injected parameters."""
         kwargs = dict(arguments)
         if self.accepts_idempotency_key:
-            kwargs[IDEMPOTENCY_KEY] = idempotency_key
+            kwargs[_IDEMPOTENCY_KEY] = idempotency_key
         if self.accepts_context:
-            kwargs[CONTEXT_PARAMETER] = ctx
+            kwargs[_CONTEXT_PARAMETER] = ctx
         return await self.fn(**kwargs)  # type: ignore[call-arg]  # validated against fn's signature
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -6,7 +6,11 @@ prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`). These
 `agentmesh.usage` and are re-exported here.
 """
 
-from agentmesh.models._anthropic import MODEL_ENV, AnthropicModel
+import warnings
+from typing import Any
+
+from agentmesh.models import _anthropic
+from agentmesh.models._anthropic import AnthropicModel
 from agentmesh.models._base import (
     ContentBlock,
     Model,
@@ -32,7 +36,6 @@ from agentmesh.usage import (
 __all__ = [
     "DEFAULT_FAILOVER_ON",
     "DEFAULT_PRICES",
-    "MODEL_ENV",
     "AnthropicModel",
     "ContentBlock",
     "FallbackModel",
@@ -51,3 +54,16 @@ __all__ = [
     "UsageLimits",
     "UsageSummary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Exported before issue 25: the variable's name, AGENTMESH_MODEL, is the API.
+    if name != "MODEL_ENV":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is internal to agentmesh; "
+        f"it leaves agentmesh.models in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _anthropic.MODEL_ENV

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["MODEL_ENV", "AnthropicModel"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
+"""The environment variable `AnthropicModel` reads its model name from when given none."""
 _PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
 
 

@@ -37,11 +37,15 @@ class _Block(BaseModel):
 
 
 class TextBlock(_Block):
+    """Text the model wrote."""
+
     type: Literal["text"] = "text"
     text: str
 
 
 class ToolUseBlock(_Block):
+    """A tool call the model asks for: the tool's `name`, its `input` and the call's `id`."""
+
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
@@ -69,6 +73,7 @@ ContentBlock: TypeAlias = Annotated[
     | Annotated[OtherBlock, Tag("other")],
     Discriminator(_block_tag),
 ]
+"""One block of a model's reply: a `TextBlock`, a `ToolUseBlock` or an `OtherBlock`."""
 
 
 MAX_TOKEN_COUNT: Final = 10**9

@@ -12,11 +12,12 @@ from agentmesh._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number
+from agentmesh._partials import merge_partials
 from agentmesh._signatures import spell_out
 from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.checkpoints._ledger import task_key
 from agentmesh.checkpoints._store import CheckpointStore
-from agentmesh.context import Context, merge_partials
+from agentmesh.context import Context
 from agentmesh.envelope import ErrorEnvelope, ErrorType, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.policies import PolicyChain, ToolPolicy

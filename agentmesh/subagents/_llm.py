@@ -42,7 +42,9 @@ from agentmesh.usage import UsageLimits
 __all__ = ["REPORT_FAILURE", "SUBMIT_RESULT", "LLMSubagent"]
 
 SUBMIT_RESULT = "submit_result"
+"""The tool an `LLMSubagent`'s model calls to hand in its result."""
 REPORT_FAILURE = "report_failure"
+"""The tool an `LLMSubagent`'s model calls to say how the task failed."""
 
 _TURN_LIMIT_PROMPT = (
     "You have reached the turn limit for this task. Call report_failure now with what "

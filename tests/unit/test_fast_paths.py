@@ -24,7 +24,7 @@ from agentmesh import (
 )
 from agentmesh.coordinator import CoverageStatus, Finding, Report, Step, TaskRecord
 from agentmesh.coordinator._synthesis import coverage_entry
-from agentmesh.envelope import Outcome, RetryCount, is_empty_value
+from agentmesh.envelope import Outcome, RetryCount
 from agentmesh.executors import Dispatch, LocalExecutor
 from agentmesh.subagents import Subagent
 
@@ -124,11 +124,11 @@ class TestCoverageOfOneStep:
         )
 
 
-class TestIsEmptyValue:
+class TestSuccessIsEmpty:
     @pytest.mark.parametrize("value", [None, "", [], (), {}, set(), frozenset()])
     def test_empty_builtins(self, value: Any) -> None:
-        """The empty values of the sized builtins are empty."""
-        assert is_empty_value(value)
+        """A success holding an empty value of a sized builtin is empty."""
+        assert Success(data=value, source="docs", attempted_query="q").is_empty
 
     def test_subclasses_take_the_slow_path(self) -> None:
         """A list subclass is judged by its length like a list."""
@@ -136,10 +136,12 @@ class TestIsEmptyValue:
         class Hits(list[str]):
             pass
 
-        assert is_empty_value(Hits())
-        assert not is_empty_value(Hits(["x"]))
-        assert not is_empty_value(b"")  # bytes were never a "nothing found" value
-        assert not is_empty_value(0)
+        assert Success(data=Hits(), source="docs", attempted_query="q").is_empty
+        assert not Success(data=Hits(["x"]), source="docs", attempted_query="q").is_empty
+        assert not Success(
+            data=b"", source="docs", attempted_query="q"
+        ).is_empty  # bytes never meant "nothing"
+        assert not Success(data=0, source="docs", attempted_query="q").is_empty
 
 
 @pytest.fixture
