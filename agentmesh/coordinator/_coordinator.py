@@ -26,7 +26,7 @@ from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
 from agentmesh.events import DEFAULT_BUFFER, RunStream
 from agentmesh.events._stream import Start
-from agentmesh.executors._local import Executor, LocalExecutor
+from agentmesh.executors import Executor, LocalExecutor
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import Report
 from agentmesh.retry import RetryBudget

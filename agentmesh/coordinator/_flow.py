@@ -28,14 +28,12 @@ from agentmesh.envelope import (
     ErrorEnvelope,
     ErrorType,
     Outcome,
-    PartialResults,
     Success,
 )
 from agentmesh.errors import UsageError
 from agentmesh.events import EscalationPending, Routed, TaskFinished
 from agentmesh.events import TaskStarted as TaskStartedEvent
-from agentmesh.events._channel import EventSink
-from agentmesh.executors._local import Dispatch, LocalExecutor
+from agentmesh.executors import Dispatch, LocalExecutor
 from agentmesh.models._calls import usage_limit_envelope
 from agentmesh.report import (
     Accept,
@@ -52,7 +50,7 @@ from agentmesh.report import (
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["TaskFlow", "stopped"]
+__all__ = ["TaskFlow", "normalized"]
 
 # How long past the run's deadline an executor may take to hand back a cut task.
 _EXECUTOR_GRACE: Final = 0.5
@@ -363,8 +361,13 @@ class TaskFlow:
             route.name if isinstance(route, TryAlternative) else None,
         )
 
-    def stop(self, reason: str, partials: PartialResults | None) -> TaskRecord:
-        """The record of this task, unfinished when its run was stopped: a gap saying why."""
+    def stop(self, reason: str) -> TaskRecord:
+        """The record of this task, unfinished when its run was stopped: a gap saying why.
+
+        It keeps the progress the task had recorded (the run's events hold it).
+        """
+        events = self.run.events
+        partials = None if events is None else events.partial(self.task_id)
         envelope = ErrorEnvelope(
             error_category=ErrorCategory.TRANSIENT,
             error_type=ErrorType.CANCELLED,
@@ -432,9 +435,3 @@ def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:
         source=subagent.name,
         attempts=0,
     )
-
-
-def stopped(events: EventSink | None, flow: TaskFlow, reason: str) -> TaskRecord:
-    """The record of `flow` in a run stopped early, with the progress it had recorded."""
-    partials = None if events is None else events.partial(flow.task_id)
-    return flow.stop(reason, partials)

@@ -16,7 +16,7 @@ from agentmesh._human import DecisionBook
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._tracing import span, tracing
 from agentmesh.classify import default_classifier
-from agentmesh.coordinator._flow import TaskFlow, stopped
+from agentmesh.coordinator._flow import TaskFlow
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_synthesizer import LLMSynthesizer
 from agentmesh.coordinator._plan import Job
@@ -198,7 +198,7 @@ class Run:
             if record is None:
                 unfinished += 1
                 flow = run.active.get(index) or TaskFlow(run, index, task_id, task, subagent, task)
-                record = stopped(run.events, flow, reason)
+                record = flow.stop(reason)
             records.append(record)
         report = await DeterministicSynthesizer().synthesize(
             records, run_id=self.run_id, min_coverage=self.hub.limits.min_coverage

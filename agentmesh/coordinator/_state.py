@@ -15,7 +15,7 @@ from agentmesh.coordinator._resume import Redo
 from agentmesh.coordinator._router import Rewriter, RouterLike
 from agentmesh.coordinator._synthesis import Synthesizer
 from agentmesh.events._channel import EventSink
-from agentmesh.executors._local import Executor
+from agentmesh.executors import Executor
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import TaskRecord
 from agentmesh.retry import RetryBudget

@@ -19,7 +19,7 @@ async def docs(task: Task, ctx: Context) -> str:
 
 class TestRunLimits:
     def test_limits_given_as_one_value_are_the_coordinators(self) -> None:
-        """`Coordinator(limits=RunLimits(...))` sets concurrency, timeout, rounds, coverage, usage."""
+        """`Coordinator(limits=RunLimits(...))` sets every limit of its runs at once."""
         usage = UsageLimits(max_model_calls=3)
         limits = RunLimits(concurrency=2, timeout=5, rounds=1, min_coverage=0.5, usage=usage)
         coordinator = Coordinator([docs], limits=limits)

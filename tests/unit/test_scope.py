@@ -271,7 +271,7 @@ class TestTypedParts:
         memory = CountingMemory("counter")
         scope = RunScope("run", policies=[memory])
         await charging_agent("a", charges).run("charge", scope=scope)
-        assert list(scope.forbidden_calls.values())[0].policy == "agentmesh.idempotency"
+        assert next(iter(scope.forbidden_calls.values())).policy == "agentmesh.idempotency"
         assert scope.policy_memory == {"counter": {"calls": 1}}
 
     def test_the_old_shared_mapping_still_builds_a_scope_with_a_warning(self) -> None:
@@ -338,4 +338,5 @@ class TestOneRunObject:
         (dispatch,) = seen
         assert (dispatch.scope.run_id, dispatch.task_id) == ("r1", "task-0")
         assert dispatch.scope.policies == (allow,)
-        assert dispatch.timeout is not None and 0 < dispatch.timeout <= 30
+        assert dispatch.timeout is not None
+        assert 0 < dispatch.timeout <= 30
