@@ -128,14 +128,9 @@ def run_task(spec: Spec) -> dict[str, Any]:
         if spec.state_refresh > 0:
             refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
         try:
+            # The scope carries the run's policies, state and store.
             return await _tapped(subagent, link).run(
-                task,
-                task_id=spec.task_id,
-                timeout=timeout,
-                policies=policies,
-                state=state,
-                store=store,
-                scope=scope,
+                task, scope=scope, task_id=spec.task_id, timeout=timeout
             )
         finally:
             if refresher is not None:
