@@ -1,15 +1,19 @@
 """`RunScope`: everything the tasks of one run share, in one typed object.
 
 The coordinator creates one per run (and `Subagent.run` one when it is called alone);
-`Dispatch` carries it to the executor and `Context` holds it as `ctx.scope`. It keeps
-the framework's run-wide memory out of the user's `state` dict:
+`Dispatch` carries it to the executor and `Context` holds it as `ctx.scope`. It is the
+one carrier of a run's state, each part a typed field, and keeps the framework's run-wide
+memory out of the user's `state` dict:
 
 * the retry budget of the run;
+* the run's tool policies (the coordinator's, applied before each subagent's own), the
+  user's `state` dict its policies share, and its checkpoint `store` (None: none);
 * the in-run ledger's store: a completed non-idempotent call is not made again within
   the run, even without a durable store;
-* forbidden calls: "no new attempt of this call" holds for the rest of the run,
-  whichever subagent asks again;
-* policy memory: what a stateful policy learned, one mapping per policy name;
+* forbidden calls (`forbidden_calls`): "no new attempt of this call" holds for the rest
+  of the run, whichever subagent asks again;
+* policy memory (`policy_memory`): what a stateful policy learned, one mapping per
+  policy name;
 * rate-limit reservations: who counts the starts of a rate-limited tool or subagent
   (this process, unless an executor counts them for a whole cluster);
 * model usage and its limits: every model call of the run is admitted and counted by
@@ -26,6 +30,8 @@ whose parts reach its shared state; the interface stays the same.
 from __future__ import annotations
 
 import uuid
+import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
@@ -35,12 +41,13 @@ if TYPE_CHECKING:
     from agentmesh._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.events._channel import EventSink
+    from agentmesh.policies import ToolPolicy
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
 
 __all__ = ["RunScope"]
 
-# Keys of `RunScope.shared`: the forbidden calls, and one mapping per policy name.
+# The keys of the deprecated `shared=` mapping: the forbidden calls, one per policy name.
 _FORBIDDEN: Final = "forbidden_calls"
 _POLICY: Final = "policy:"
 
@@ -56,13 +63,21 @@ class RunScope:
             takes its place for the tasks that get it).
         rates: who reserves rate-limit starts for the run's limiters; None to count
             them in this process.
-        shared: the run's forbidden calls and policy memory, as an executor that
-            shares them elsewhere keeps them; empty by default.
+        forbidden_calls: call id -> the verdict that forbids it for the rest of the run
+            (an executor that shares them elsewhere passes its own); empty by default.
+        policy_memory: policy name -> what that stateful policy keeps for the run;
+            empty by default.
+        policies: the run's tool policies, applied before each subagent's own.
+        state: the user's dict of the run, shared by its policies (`event.state`); a
+            fresh one by default. The framework keeps nothing in it.
+        store: the run's checkpoint store (see `Subagent.run(store=)`); None: none.
         usage: the run's model usage and its limits; a meter without limits by default.
         decisions: the run's pending decisions and their answers (the coordinator's,
             with a store); None: `Decision.ask` is refused.
         events: the sink of the run's events (see `Coordinator.stream`); None when
             nobody reads them.
+        shared: deprecated: the forbidden calls and policy memory under string keys;
+            give `forbidden_calls=` and `policy_memory=`.
     """
 
     __slots__ = (
@@ -70,9 +85,13 @@ class RunScope:
         "budget",
         "decisions",
         "events",
+        "forbidden_calls",
+        "policies",
+        "policy_memory",
         "rates",
         "run_id",
-        "shared",
+        "state",
+        "store",
         "usage",
     )
 
@@ -83,10 +102,15 @@ class RunScope:
         budget: RetryBudget | None = None,
         ledger_store: CheckpointStore | None = None,
         rates: RateReservations | None = None,
-        shared: dict[str, Any] | None = None,
+        forbidden_calls: dict[str, PolicyVerdict] | None = None,
+        policy_memory: dict[str, dict[str, Any]] | None = None,
+        policies: Sequence[ToolPolicy] = (),
+        state: dict[str, Any] | None = None,
+        store: CheckpointStore | None = None,
         usage: UsageMeter | None = None,
         decisions: DecisionBook | None = None,
         events: EventSink | None = None,
+        shared: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.events = events
@@ -94,9 +118,25 @@ class RunScope:
         self.rates = rates
         self._ledger_store = ledger_store
         self.usage = usage if usage is not None else UsageMeter()
-        # Plain mappings under two kinds of keys, so that an executor can ship and merge
-        # them as they are (see `agentmesh.executors`).
-        self.shared: dict[str, Any] = {} if shared is None else shared
+        self.forbidden_calls: dict[str, PolicyVerdict] = (
+            {} if forbidden_calls is None else forbidden_calls
+        )
+        self.policy_memory: dict[str, dict[str, Any]] = (
+            {} if policy_memory is None else policy_memory
+        )
+        if shared is not None:
+            warnings.warn(
+                "RunScope(shared=) is deprecated; give forbidden_calls= and policy_memory=",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            self.forbidden_calls.update(shared.get(_FORBIDDEN, {}))
+            for key, memory in shared.items():
+                if key.startswith(_POLICY):
+                    self.policy_memory[key[len(_POLICY) :]] = memory
+        self.policies: tuple[ToolPolicy, ...] = tuple(policies)
+        self.state: dict[str, Any] = {} if state is None else state
+        self.store = store
         self.decisions = decisions
 
     @property
@@ -109,12 +149,11 @@ class RunScope:
 
     def forbidden(self, call_id: str) -> PolicyVerdict | None:
         """The verdict that forbids the call `call_id` for the rest of the run, or None."""
-        calls: dict[str, PolicyVerdict] | None = self.shared.get(_FORBIDDEN)
-        return None if calls is None else calls.get(call_id)
+        return self.forbidden_calls.get(call_id)
 
     def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
         """Forbid the call `call_id` for the rest of the run, as `verdict` says."""
-        self.shared.setdefault(_FORBIDDEN, {})[call_id] = verdict
+        self.forbidden_calls[call_id] = verdict
 
     def memory_for(self, policy: object) -> dict[str, Any]:
         """The mapping a stateful policy keeps for this run (policies of one name share it).
@@ -122,8 +161,7 @@ class RunScope:
         By name, not by object: a policy shipped to another process is a copy of itself.
         """
         name = getattr(policy, "name", None) or type(policy).__name__
-        memory: dict[str, Any] = self.shared.setdefault(f"{_POLICY}{name}", {})
-        return memory
+        return self.policy_memory.setdefault(name, {})
 
     def __repr__(self) -> str:
         return f"<RunScope {self.run_id}>"

@@ -88,6 +88,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "RouteContext",
         "Router",
         "RouterLike",
+        "RunLimits",
         "Synthesizer",
         # Re-exported from agentmesh.report (pinned by tests/unit/test_layers.py too).
         "Accept",

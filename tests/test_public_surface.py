@@ -50,9 +50,9 @@ KNOWN = {
     "agentmesh.mcp.MCPServer.__init__": {"_Default", "_Http", "_Stdio"},
     "agentmesh.mcp.MCPServer.stdio": {"_Default"},
     "agentmesh.mcp.MCPServer.http": {"_Default"},
-    # Built by the coordinator only, from its run's collaborators (`Hub` is the protocol
-    # the coordinator meets, so that the events never import it).
-    "agentmesh.events.RunStream.__init__": {"Hub", "Start"},
+    # Built by the coordinator only, from its run (`Runnable` is the protocol the
+    # coordinator's `Run` meets, so that the events never import the hub).
+    "agentmesh.events.RunStream.__init__": {"Runnable", "Start"},
     "agentmesh.scope.RunScope.__init__": {"DecisionBook", "EventSink", "UsageMeter"},
 }
 

@@ -9,7 +9,9 @@ import warnings
 from typing import Any
 
 from agentmesh.coordinator._coordinator import AlternativeHandler, Coordinator
-from agentmesh.coordinator._llm_helpers import LLMRewriter, LLMSynthesizer
+from agentmesh.coordinator._limits import RunLimits
+from agentmesh.coordinator._llm_helpers import LLMRewriter
+from agentmesh.coordinator._llm_synthesizer import LLMSynthesizer
 from agentmesh.coordinator._router import Rewriter, RouteContext, Router, RouterLike
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.report import (
@@ -48,6 +50,7 @@ __all__ = [
     "RouteContext",
     "Router",
     "RouterLike",
+    "RunLimits",
     "Step",
     "Synthesizer",
     "TaskRecord",

@@ -1,4 +1,6 @@
-"""`OneEach`: a run's jobs when every task goes to one subagent, made when they are read.
+"""Planning: `plan()` pairs each task with its subagent(s), before anything runs.
+
+`OneEach` is a run's jobs when every task goes to one subagent, made when they are read.
 
 A plan of 10,000 tasks held as 10,000 `(task_id, task, subagent)` tuples keeps 10,000
 objects alive for the whole run, each one walked again by the garbage collector's older
@@ -7,13 +9,14 @@ passes. Two lists hold the same plan; a job's tuple exists only while it is used
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import overload
 
+from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["OneEach"]
+__all__ = ["Job", "OneEach", "plan"]
 
 Job = tuple[str, Task, Subagent]
 
@@ -66,3 +69,54 @@ class OneEach(Sequence[Job]):
 
     def __repr__(self) -> str:
         return f"<OneEach {len(self)} jobs>"
+
+
+def plan(tasks: object, subagents: Mapping[str, Subagent]) -> Sequence[Job]:
+    """Pair each task with its subagent(s); bad names fail before anything runs.
+
+    `tasks` is a Task, a query string, or an iterable of them. A task that names no
+    subagent goes to the only one, or fans out to all of them (ids `<task>/<subagent>`).
+    When every task goes to one subagent, the plan is two lists (`OneEach`), not a
+    tuple per job kept for the whole run.
+    """
+    planned: list[Task] = []
+    targets: list[Subagent | None] = []  # None: the task fans out to every subagent
+    only = next(iter(subagents.values())) if len(subagents) == 1 else None
+    for index, task in enumerate(_each_task(tasks)):
+        if isinstance(task, str):
+            task = Task(query=task)
+        elif not isinstance(task, Task):
+            raise UsageError(f"Coordinator.run() takes Tasks or query strings, got {task!r}")
+        if task.subagent is not None and task.subagent not in subagents:
+            raise UsageError(
+                f"task {task.id or f'task-{index}'} names subagent {task.subagent!r}; "
+                f"known: {sorted(subagents)}"
+            )
+        planned.append(task)
+        targets.append(only if task.subagent is None else subagents[task.subagent])
+    chosen = [target for target in targets if target is not None]
+    if len(chosen) == len(planned):
+        return OneEach(planned, chosen)
+    jobs: list[Job] = []
+    for index, (task, target) in enumerate(zip(planned, targets, strict=True)):
+        base = task.id or f"task-{index}"
+        if target is not None:
+            jobs.append((base, task, target))
+        else:
+            jobs += [(f"{base}/{name}", task, sub) for name, sub in subagents.items()]
+    return jobs
+
+
+def _each_task(tasks: object) -> Iterable[object]:
+    """`tasks` as an iterable; a lone Task or query string is one task, never split."""
+    if isinstance(tasks, Task | str):
+        return (tasks,)
+    # Iterable, but never meant as tasks: bytes give ints, a mapping its keys.
+    if isinstance(tasks, bytes | bytearray | memoryview | Mapping) or not isinstance(
+        tasks, Iterable
+    ):
+        raise UsageError(
+            "Coordinator.run(tasks=) takes a Task, a query string, or an iterable of them "
+            f"(a list, a generator), got a {type(tasks).__name__}"
+        )
+    return tasks

@@ -31,6 +31,7 @@ from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
 from agentmesh.events import ApprovalApplied
 from agentmesh.events._channel import EventSink
+from agentmesh.events._stream import Start
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import CoverageStatus, Escalate, Route, Step, TaskRecord
 from agentmesh.subagents import Subagent
@@ -42,6 +43,7 @@ __all__ = [
     "check_asks",
     "load_plan",
     "load_records",
+    "opening",
     "originals",
     "refuse_masked",
     "save_plan",
@@ -307,3 +309,21 @@ def _final(saved: TaskRecord, decision: str, reason: str, status: CoverageStatus
     step = Step(last.subagent, last.query, last.outcome, decision, reason)
     # Covered too: the entry says a person approved it, not only that it was answered.
     return replace(saved, steps=(*saved.steps, step), status=status, reason=reason)
+
+
+async def opening(
+    store: CheckpointStore,
+    subagents: dict[str, Subagent],
+    run_id: str,
+    decisions: dict[str, Approval],
+    given: Sequence[Job] | None,
+) -> Start:
+    """What a resume starts from: the plan, the decisions given (saved) and the records."""
+    plan = await load_plan(store, run_id, subagents)
+    jobs = list(plan.jobs) if given is None else originals(plan, given, run_id)
+    book = await DecisionBook.load(store, run_id)
+    await book.give(decisions)
+    saved = await load_records(store, run_id)
+    if given is None:
+        refuse_masked(plan, saved, book, run_id)
+    return Start(jobs, book, saved)

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self
+from typing import TYPE_CHECKING, Final, Protocol, Self
 
 from agentmesh._logging import get_logger
 from agentmesh.errors import UsageError
@@ -27,7 +27,7 @@ from agentmesh.task import Task
 if TYPE_CHECKING:
     from agentmesh._human import DecisionBook
 
-__all__ = ["Hub", "RunStream", "Start", "StreamState"]
+__all__ = ["RunStream", "Runnable", "Start", "StreamState"]
 
 Jobs = Sequence[tuple[str, Task, Subagent]]
 
@@ -45,20 +45,22 @@ class Start:
 Opening = Callable[[], Awaitable[Start]]
 
 
-class Hub(Protocol):
-    """What a stream drives: the steps of one run, as the `Coordinator` takes them.
+class Runnable(Protocol):
+    """What a stream drives: one run (the coordinator's `Run` meets it).
 
-    A protocol, so that the events sit below the hub they report on; the run itself
-    is the hub's own object, which the stream only hands back.
+    A protocol, so that the events sit below the hub they report on.
     """
 
-    def _new_run(
-        self, run_id: str, events: EventChannel | None, book: DecisionBook | None = None
-    ) -> Any: ...
+    run_id: str
 
-    async def _run(self, run: Any, jobs: Jobs, saved: dict[str, TaskRecord] | None) -> Report: ...
+    def begin(self, events: EventChannel | None, book: DecisionBook | None = None) -> None:
+        """Make the run's shared parts, its deadline counted from now."""
 
-    async def _stopped_report(self, run: Any, jobs: Jobs, reason: str) -> Report: ...
+    async def execute(self, jobs: Jobs, saved: dict[str, TaskRecord] | None) -> Report:
+        """Run every job to its end; the report."""
+
+    async def stopped_report(self, jobs: Jobs, reason: str) -> Report:
+        """The report of the run stopped early, every unfinished task a gap for `reason`."""
 
 
 STOPPED: Final = "the run was stopped: its event stream was closed before this task finished"
@@ -95,15 +97,14 @@ class RunStream:
     that, it has resumed nothing and has no report.
     """
 
-    def __init__(self, coordinator: Hub, start: Start | Opening, run_id: str, buffer: int) -> None:
-        self.run_id = run_id
+    def __init__(self, run: Runnable, start: Start | Opening, buffer: int) -> None:
+        self.run_id = run.run_id
         self.buffer = buffer
         self.report: Report | None = None
         self.state = StreamState.NEW
-        self._coordinator = coordinator
+        self._run = run
         self._start_from: Start | Opening | None = start
         self._jobs: Jobs | None = None
-        self._run: object = None
         self._channel: EventChannel | None = None
         self._task: asyncio.Task[Report] | None = None
 
@@ -115,9 +116,9 @@ class RunStream:
     async def drain(self) -> Report:
         """Run to the end in the caller's task, reading no event; the report."""
         start = await self._open()
-        run = self._coordinator._new_run(self.run_id, None, start.book)
+        self._run.begin(None, start.book)
         try:
-            self.report = await self._coordinator._run(run, start.jobs, start.saved)
+            self.report = await self._run.execute(start.jobs, start.saved)
         except BaseException:
             self.state = StreamState.FAILED
             raise
@@ -143,12 +144,10 @@ class RunStream:
     def _begin(self, start: Start) -> None:
         self._jobs = start.jobs  # kept for the partial report
         self._channel = EventChannel(self.run_id, self.buffer)
-        self._run = self._coordinator._new_run(self.run_id, self._channel, start.book)
+        self._run.begin(self._channel, start.book)
         # The task holds the run, never this stream: a stream dropped after a `break` is
         # collected at once, and cancels its run (see `__del__`).
-        self._task = asyncio.create_task(
-            _produce(self._coordinator, self._run, start, self._channel)
-        )
+        self._task = asyncio.create_task(_produce(self._run, start, self._channel))
 
     async def _open(self) -> Start:
         """What the run starts from, taken once: the stream is running from here on."""
@@ -185,10 +184,8 @@ class RunStream:
             start_from, self._start_from = self._start_from, None
             self.state = StreamState.STOPPED
             if isinstance(start_from, Start):
-                self._run = self._coordinator._new_run(self.run_id, None)
-                self.report = await self._coordinator._stopped_report(
-                    self._run, start_from.jobs, STOPPED
-                )
+                self._run.begin(None)
+                self.report = await self._run.stopped_report(start_from.jobs, STOPPED)
             return
         if task is None or self.state is not StreamState.RUNNING:
             return
@@ -197,12 +194,9 @@ class RunStream:
         failure: BaseException | None = None
         if self.state is StreamState.RUNNING:
             if task.cancelled():
-                assert self._run is not None
                 assert self._jobs is not None
                 self.state = StreamState.STOPPED
-                self.report = await self._coordinator._stopped_report(
-                    self._run, self._jobs, STOPPED
-                )
+                self.report = await self._run.stopped_report(self._jobs, STOPPED)
                 get_logger(run_id=self.run_id).info(
                     "run_stopped", reason="event stream closed", entries=len(self.report.coverage)
                 )
@@ -243,9 +237,9 @@ class RunStream:
         return f"<RunStream {self.run_id} {self.state.value}>"
 
 
-async def _produce(coordinator: Hub, run: object, start: Start, channel: EventChannel) -> Report:
+async def _produce(run: Runnable, start: Start, channel: EventChannel) -> Report:
     try:
-        return await coordinator._run(run, start.jobs, start.saved)
+        return await run.execute(start.jobs, start.saved)
     finally:
         channel.close()  # the consumer reads what is left, then the stream ends
 

@@ -6,14 +6,11 @@ take the local event loop's place without touching routing or synthesis.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentmesh.checkpoints import CheckpointStore
 from agentmesh.envelope import Outcome
-from agentmesh.policies import ToolPolicy
-from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
@@ -23,22 +20,23 @@ __all__ = ["Dispatch", "Executor", "LocalExecutor"]
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """How to run one task: its identity in the run, its time, and the run's shared parts.
+    """How to place one task: the run it belongs to, its id in the run, and its time.
 
-    `scope` is the run's `RunScope` (the coordinator's, one per run; `run_id` and
-    `budget` are its own); without one, the task gets a scope of its own. An executor
-    passes it on to `Subagent.run(scope=...)`, or builds one with the same interface
-    where the task runs (as the Ray executor does) and merges back what the task wrote.
+    `scope` is the run's `RunScope` (the coordinator's, one per run), the one carrier of
+    what the run's tasks share: its id, retry budget, policies, state and store. An
+    executor passes it on to `Subagent.run(scope=...)`, or builds one with the same
+    interface where the task runs (as the Ray executor does) and merges back what the
+    task wrote.
     """
 
-    run_id: str
+    scope: RunScope
     task_id: str
     timeout: float | None = None  # seconds from now; None: no limit
-    policies: Sequence[ToolPolicy] = ()
-    budget: RetryBudget | None = None
-    state: dict[str, Any] = field(default_factory=dict)
-    store: CheckpointStore | None = None
-    scope: RunScope | None = None
+
+    @property
+    def run_id(self) -> str:
+        """The id of the run (the scope's)."""
+        return self.scope.run_id
 
 
 class Executor(Protocol):
@@ -55,13 +53,16 @@ class LocalExecutor:
     ) -> Coroutine[Any, Any, Outcome]:
         # The run's coroutine itself, not one awaiting it: a frame less per task in flight.
         return subagent.run(
-            task,
-            run_id=dispatch.run_id,
-            task_id=dispatch.task_id,
-            budget=dispatch.budget,
-            timeout=dispatch.timeout,
-            policies=dispatch.policies,
-            state=dispatch.state,
-            store=dispatch.store,
-            scope=dispatch.scope,
+            task, scope=dispatch.scope, task_id=dispatch.task_id, timeout=dispatch.timeout
         )
+
+    def start(
+        self, subagent: Subagent, task: Task, scope: RunScope, task_id: str, timeout: float | None
+    ) -> Coroutine[Any, Any, Outcome]:
+        """`execute` without a `Dispatch`: the coordinator's way in, one object less per task.
+
+        A subclass that overrides `execute` is called through it, as any executor is.
+        """
+        if type(self).execute is not LocalExecutor.execute:
+            return self.execute(subagent, task, Dispatch(scope, task_id, timeout))
+        return subagent.run(task, scope=scope, task_id=task_id, timeout=timeout)

@@ -227,19 +227,19 @@ class RayExecutor:
 
     async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome:
         """Run `subagent` on `task` as a Ray task and return its outcome."""
-        from agentmesh.executors._ray_worker import Spec, apply_ops
+        from agentmesh.executors._ray_worker import Spec, apply_ops, merge_scope, scope_wire
 
         deadline_at = None if dispatch.timeout is None else time.time() + dispatch.timeout
         self.connect()
+        scope = dispatch.scope
         subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
         policies_box = None
-        if dispatch.policies:
-            policies_box = self._ship(dispatch.policies, "the coordinator's policies")
+        if scope.policies:
+            policies_box = self._ship(scope.policies, "the coordinator's policies")
         store_box = None
-        if dispatch.store is not None:
-            store_box = self._ship(dispatch.store, f"store {dispatch.store!r}", check=_check_shared)
-        budget = dispatch.budget
-        scope = dispatch.scope
+        if scope.store is not None:
+            store_box = self._ship(scope.store, f"store {scope.store!r}", check=_check_shared)
+        budget = scope.budget
         spec = Spec(
             subagent=subagent_box,
             policies=policies_box,
@@ -251,11 +251,11 @@ class RayExecutor:
             deadline_at=deadline_at,
             budget=None if budget is None else (budget.ratio, budget.reserve),
             budget_batch=self.budget_batch,
-            state=dict(dispatch.state),
-            shared={} if scope is None else dict(scope.shared),
+            state=dict(scope.state),
+            shared=scope_wire(scope),
             state_refresh=self.state_refresh,
             actor=(self._actor_name, _NAMESPACE),
-            events=scope is not None and scope.events is not None,
+            events=scope.events is not None,
         )
         remote = self._remote.options(**self.task_options) if self.task_options else self._remote
         ref = remote.remote(spec)
@@ -278,9 +278,8 @@ class RayExecutor:
                 raise _cause(exc) from None
             partials, state, shared = await self._take(spec)
             # What the lost task wrote reached the actor, not this process: merge it in.
-            apply_ops(dispatch.state, _as_defaults(state))
-            if scope is not None:
-                apply_ops(scope.shared, _as_defaults(shared))
+            apply_ops(scope.state, _as_defaults(state))
+            merge_scope(scope, _as_defaults(shared))
             self._log.warning(
                 "ray_task_lost",
                 run_id=spec.run_id,
@@ -299,10 +298,10 @@ class RayExecutor:
             if deposits or unused or denied:
                 self._settle(spec.run_id, (budget.ratio, budget.reserve), deposits, unused, denied)
         if result["state"]:
-            apply_ops(dispatch.state, result["state"])
-        if result["shared"] and scope is not None:
-            apply_ops(scope.shared, result["shared"])
-        if scope is not None and scope.events is not None:
+            apply_ops(scope.state, result["state"])
+        if result["shared"]:
+            merge_scope(scope, result["shared"])
+        if scope.events is not None:
             for event in result["events"]:
                 scope.events.forward(event)  # numbered in the driver's run, in their order
         outcome = _OUTCOME.validate_python(result["outcome"])

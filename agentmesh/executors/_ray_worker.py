@@ -26,7 +26,7 @@ from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._store import Row, StoreBase
 from agentmesh.context import Context
-from agentmesh.envelope import Outcome, PartialResults
+from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict
 from agentmesh.events._channel import EventCollector
 from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.models._calls import is_usage_refusal
@@ -36,10 +36,16 @@ from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Shipment", "Spec", "run_task", "wire"]
+__all__ = ["Shipment", "Spec", "merge_scope", "run_task", "scope_wire", "wire"]
 
 Space = Literal["state", "scope"]
 """Which of a run's shared dicts a write goes to: the user's state or the scope's."""
+
+# The scope's parts on the wire (the actor's "scope" space): one flat dict whose writes
+# one level deep are shared, the forbidden calls under one key, each policy's memory
+# under `policy:<name>`.
+_FORBIDDEN: Final = "forbidden_calls"
+_POLICY: Final = "policy:"
 
 # How long a worker waits for the actor to acknowledge a partial result or a lease.
 _ACTOR_TIMEOUT: Final = 30.0
@@ -104,12 +110,15 @@ def run_task(spec: Spec) -> dict[str, Any]:
     budget = _budget(spec, link)
     # The task's events go back with its outcome, and the driver's stream delivers them.
     events = EventCollector(spec.run_id) if spec.events else None
-    scope = RunScope(
+    scope = _WorkerScope(
+        shared,
         spec.run_id,
         budget=budget,
         ledger_store=_ActorStore(link),
         rates=link,
-        shared=shared,
+        policies=policies,
+        state=state,
+        store=store,
         events=events,
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
@@ -119,14 +128,9 @@ def run_task(spec: Spec) -> dict[str, Any]:
         if spec.state_refresh > 0:
             refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
         try:
+            # The scope carries the run's policies, state and store.
             return await _tapped(subagent, link).run(
-                task,
-                task_id=spec.task_id,
-                timeout=timeout,
-                policies=policies,
-                state=state,
-                store=store,
-                scope=scope,
+                task, scope=scope, task_id=spec.task_id, timeout=timeout
             )
         finally:
             if refresher is not None:
@@ -487,3 +491,53 @@ def apply_ops(state: dict[str, Any], ops: Iterable[Op]) -> None:
     """Merge a worker's state writes into the driver's copy of the run's state."""
     for op in ops:
         apply_op(state, op)
+
+
+def scope_wire(scope: RunScope) -> dict[str, Any]:
+    """The scope's forbidden calls and policy memory, as a worker's `SharedState` holds them."""
+    shared: dict[str, Any] = {_POLICY + name: dict(m) for name, m in scope.policy_memory.items()}
+    if scope.forbidden_calls:
+        shared[_FORBIDDEN] = dict(scope.forbidden_calls)
+    return shared
+
+
+def merge_scope(scope: RunScope, ops: Iterable[Op]) -> None:
+    """Merge a worker's writes to the scope's wire form into the driver's scope."""
+    shared: dict[str, Any] = {_POLICY + name: m for name, m in scope.policy_memory.items()}
+    shared[_FORBIDDEN] = scope.forbidden_calls
+    apply_ops(shared, ops)
+    # A write of a whole key replaced its dict: the scope keeps what the key holds now.
+    forbidden = shared.pop(_FORBIDDEN, {})
+    if forbidden is not scope.forbidden_calls:
+        scope.forbidden_calls.clear()
+        scope.forbidden_calls.update(forbidden)
+    for key, memory in shared.items():
+        name = key[len(_POLICY) :]
+        if scope.policy_memory.get(name) is not memory:
+            scope.policy_memory[name] = memory
+
+
+class _WorkerScope(RunScope):
+    """A worker's scope: forbidden calls and policy memory read and written on the wire.
+
+    Every write reaches the actor (and the driver); other workers' writes arrive with
+    the refreshes of `shared`.
+    """
+
+    __slots__ = ("_shared",)
+
+    def __init__(self, shared: SharedState, run_id: str, **parts: Any) -> None:
+        super().__init__(run_id, **parts)
+        self._shared = shared
+
+    def forbidden(self, call_id: str) -> PolicyVerdict | None:
+        calls: dict[str, PolicyVerdict] | None = self._shared.get(_FORBIDDEN)
+        return None if calls is None else calls.get(call_id)
+
+    def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
+        self._shared.setdefault(_FORBIDDEN, {})[call_id] = verdict
+
+    def memory_for(self, policy: object) -> dict[str, Any]:
+        name = getattr(policy, "name", None) or type(policy).__name__
+        memory: dict[str, Any] = self._shared.setdefault(_POLICY + name, {})
+        return memory

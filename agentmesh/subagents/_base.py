@@ -85,36 +85,39 @@ class Subagent(abc.ABC):
         self,
         task: Task | str,
         *,
-        run_id: str | None = None,
+        scope: RunScope | None = None,
         task_id: str | None = None,
-        budget: RetryBudget | None = None,
         timeout: float | None = None,  # noqa: ASYNC109  # becomes the deadline of every step inside
-        policies: Sequence[ToolPolicy] = (),
+        run_id: str | None = None,
+        budget: RetryBudget | None = None,
+        policies: Sequence[ToolPolicy] | None = None,
         state: dict[str, Any] | None = None,
         store: CheckpointStore | None = None,
-        scope: RunScope | None = None,
     ) -> Outcome:
         """Run `task` with local retries and return its one outcome.
 
         Args:
             task: the task, or a bare query string.
-            run_id: names the run in logs and checkpoints; the scope's, or new, if None.
-                Tasks share a run's memory (stateful policies, forbidden calls)
-                through `scope`, not through the id.
+            scope: the `RunScope` of the run this task belongs to, the carrier of what
+                the run's tasks share (a coordinator passes its own); a new one, from
+                the keywords below, if None.
             task_id: identifies this task in logs; new if None.
-            budget: the retry budget shared across the run; the scope's, or none, if None.
             timeout: seconds for everything this task does, waits included.
-            policies: more policies (e.g. the coordinator's), applied before this
-                subagent's own.
+            run_id: names the run in logs and checkpoints (the scope's, or new, if None).
+            budget: the retry budget shared across the run (the scope's, or none).
+            policies: more policies, applied before this subagent's own (the scope's if
+                None).
             state: the user's dict of the run, shared by its policies (`event.state`);
-                a fresh one if None. The framework keeps nothing in it.
-            store: checkpoints of the run: completed non-idempotent tool calls are
-                recorded there and not repeated when the same run and task run again
-                (and, with `checkpoint=True`, the partial results). Without a task id,
-                one is derived from the task's content. Without a store, the scope's
-                in-run ledger still keeps such a call from being made twice in the run.
-            scope: the `RunScope` of the run this task belongs to (a coordinator passes
-                its own); a new one, from `run_id` and `budget`, if None.
+                the scope's (a fresh one) if None. The framework keeps nothing in it.
+            store: checkpoints of the run (the scope's if None): completed
+                non-idempotent tool calls are recorded there and not repeated when the
+                same run and task run again (and, with `checkpoint=True`, the partial
+                results). Without a task id, one is derived from the task's content.
+                Without a store, the scope's in-run ledger still keeps such a call from
+                being made twice in the run.
+
+        `run_id` and `budget` given with a `scope` must be its own; `policies`, `state`
+        and `store` given with one take the scope's place for this task.
         """
         if isinstance(task, str):
             task = Task(query=task)
@@ -126,9 +129,13 @@ class Subagent(abc.ABC):
         at = None if timeout is None else loop.time() + timeout
         scope = self._scope(scope, run_id, budget)
         run_id = scope.run_id
+        if policies is None:
+            policies = scope.policies
+        if store is None:
+            store = scope.store
         # Resuming needs the same task id in every process: derive it when none is given.
         task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
-        state = {} if state is None else state
+        state = scope.state if state is None else state
         log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
         ctx = Context(
             task=task,

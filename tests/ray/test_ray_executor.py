@@ -37,6 +37,7 @@ from agentmesh.checkpoints import MemoryStore
 from agentmesh.coordinator import CoverageStatus
 from agentmesh.executors import Dispatch, LocalExecutor, RayExecutor
 from agentmesh.policies import deny_after_permission_error
+from agentmesh.scope import RunScope
 
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0, jitter="none")
 # Bounds every wait on a worker, which may be starting up after another test killed one:
@@ -98,7 +99,7 @@ async def written(path: Path, expected: set[str]) -> None:
 
 
 def dispatch(timeout: float | None = None) -> Dispatch:
-    return Dispatch(run_id="run", task_id="task", timeout=timeout)
+    return Dispatch(RunScope("run"), "task", timeout)
 
 
 class TestMixedOutcomes:
@@ -376,7 +377,7 @@ class TestStoreShipping:
             await ray_executor.execute(
                 plain,
                 Task(query="q"),
-                Dispatch(run_id="r", task_id="t", store=MemoryStore()),
+                Dispatch(RunScope("r", store=MemoryStore()), "t"),
             )
 
         message = str(caught.value)

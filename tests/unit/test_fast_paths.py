@@ -370,7 +370,7 @@ class TestCoordinatorDispatch:
         budget = RetryBudget.unlimited()
         coordinator = Coordinator([docs], executor=Watching(), retry_budget=budget)
         report = await coordinator.run([Task(query="a", id="t1"), "b"], run_id="r1")
-        assert [(d.run_id, d.task_id, d.budget) for d in seen] == [
+        assert [(d.run_id, d.task_id, d.scope.budget) for d in seen] == [
             ("r1", "t1", budget),
             ("r1", "task-1", budget),
         ]

@@ -186,3 +186,77 @@ class TestUsageLayer:
     def test_usage_records_are_plain_data(self) -> None:
         """The usage records import nothing of agentmesh."""
         assert reached_from("agentmesh.usage._records") == set()
+
+
+def reached_by_design(start: str) -> set[str]:
+    """What `start` depends on as `scripts/house.py` draws it: a package's `__init__`
+    re-exports, so its own imports are no edges (a module that imports the package root
+    for its name does not thereby depend on everything the root re-exports)."""
+    house = _house()
+    found = house.modules()
+    defined = house.definitions(found)
+    graph = {
+        name: set()
+        if path.name == "__init__.py"
+        else house.imports_of(name, path, set(found), defined)
+        for name, path in found.items()
+    }
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+class TestHubRooms:
+    """The hub does one job per room: configuration, a run, one task's flow, the guard."""
+
+    @pytest.mark.parametrize(
+        ("room", "above"),
+        [
+            ("agentmesh.coordinator._run", ("agentmesh.coordinator._coordinator",)),
+            (
+                "agentmesh.coordinator._flow",
+                ("agentmesh.coordinator._coordinator", "agentmesh.coordinator._run"),
+            ),
+            (
+                "agentmesh.coordinator._guard",
+                (
+                    "agentmesh.coordinator._coordinator",
+                    "agentmesh.coordinator._run",
+                    "agentmesh.coordinator._flow",
+                    "agentmesh.coordinator._router",
+                ),
+            ),
+            ("agentmesh.coordinator._plan", ("agentmesh.coordinator._coordinator",)),
+        ],
+    )
+    def test_each_room_of_the_hub_reaches_no_room_above_it(
+        self, room: str, above: tuple[str, ...]
+    ) -> None:
+        """A run never reaches the Coordinator, a task's flow never the run, the guard no router."""
+        assert reached_by_design(room) & set(above) == set()
+
+    def test_the_stream_is_given_a_run_not_the_coordinator(self) -> None:
+        """`agentmesh.events` reaches nothing of the hub: the stream drives a `Runnable`."""
+        reached = reached_by_design("agentmesh.events._stream")
+        assert {name for name in reached if name.startswith("agentmesh.coordinator")} == set()
+
+    def test_no_room_of_the_hub_is_over_450_lines_nor_a_function_over_60(self) -> None:
+        """Each module of `agentmesh.coordinator` reads in one sitting, each function too."""
+        house = _house()
+        long: list[str] = []
+        for path in modules_of("agentmesh.coordinator"):
+            lines = len(path.read_text().splitlines())
+            if lines > house.MAX_MODULE_LINES:
+                long.append(f"{path.name}: {lines} lines")
+            long += [
+                f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1})"
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.end_lineno is not None
+                and node.end_lineno - node.lineno + 1 > house.MAX_FUNCTION_LINES
+            ]
+        assert long == []

@@ -6,6 +6,7 @@ import pytest
 
 from agentmesh import Context, Coordinator, Task, subagent
 from agentmesh.coordinator._plan import OneEach
+from agentmesh.coordinator._plan import plan as plan_of
 
 
 @subagent(name="docs")
@@ -21,7 +22,7 @@ async def web(task: Task, ctx: Context) -> str:
 class TestPlan:
     def test_tasks_for_one_subagent_each_are_planned_as_two_lists(self) -> None:
         """The jobs read back as the tuples they stand for, ids from the task or its index."""
-        plan = Coordinator([docs])._plan(["a", Task(query="b", id="mine")])
+        plan = plan_of(["a", Task(query="b", id="mine")], {"docs": docs})
         assert isinstance(plan, OneEach)
         assert list(plan) == [
             ("task-0", Task(query="a"), docs),
@@ -36,8 +37,9 @@ class TestPlan:
 
     def test_tasks_naming_their_subagent_are_planned_as_two_lists_too(self) -> None:
         """With several subagents, tasks that each name one still need no tuple per job."""
-        plan = Coordinator([docs, web])._plan(
-            [Task(query="a", subagent="web"), Task(query="b", subagent="docs")]
+        plan = plan_of(
+            [Task(query="a", subagent="web"), Task(query="b", subagent="docs")],
+            {"docs": docs, "web": web},
         )
         assert isinstance(plan, OneEach)
         assert [(task_id, sub.name) for task_id, _, sub in plan] == [
@@ -47,7 +49,7 @@ class TestPlan:
 
     def test_a_task_for_every_subagent_fans_out(self) -> None:
         """A task that names none goes to each subagent, ids `<task>/<subagent>`."""
-        plan = Coordinator([docs, web])._plan(["a", Task(query="b", subagent="web")])
+        plan = plan_of(["a", Task(query="b", subagent="web")], {"docs": docs, "web": web})
         assert [(task_id, task.query, sub.name) for task_id, task, sub in plan] == [
             ("task-0/docs", "a", "docs"),
             ("task-0/web", "a", "web"),

@@ -262,3 +262,81 @@ class TestErrorType:
         wire: str = "policy_blocked"
         assert wire == ErrorType.POLICY_BLOCKED
         assert ErrorType("timeout") is ErrorType.TIMEOUT
+
+
+class TestTypedParts:
+    async def test_a_forbidden_call_and_policy_memory_are_typed_fields_of_the_scope(self) -> None:
+        """What the run learned is read from `forbidden_calls` and `policy_memory`, no keys."""
+        charges = Charges()
+        memory = CountingMemory("counter")
+        scope = RunScope("run", policies=[memory])
+        await charging_agent("a", charges).run("charge", scope=scope)
+        assert next(iter(scope.forbidden_calls.values())).policy == "agentmesh.idempotency"
+        assert scope.policy_memory == {"counter": {"calls": 1}}
+
+    def test_the_old_shared_mapping_still_builds_a_scope_with_a_warning(self) -> None:
+        """`RunScope(shared=)` keeps working for one release and says what replaces it."""
+        with pytest.warns(DeprecationWarning, match="forbidden_calls= and policy_memory="):
+            scope = RunScope("run", shared={"policy:counter": {"calls": 2}})
+        assert scope.memory_for(CountingMemory("counter")) == {"calls": 2}
+
+
+class TestOneRunObject:
+    async def test_a_subagent_run_takes_its_policies_state_and_store_from_the_scope(
+        self,
+    ) -> None:
+        """`Subagent.run(task, scope=...)` alone gets the run's policies, state and store."""
+        from agentmesh.checkpoints import MemoryStore
+
+        seen: dict[str, Any] = {}
+
+        @pre_tool_use
+        def note(event: ToolCallEvent) -> Decision | None:
+            event.state["seen"] = event.tool
+            return None
+
+        @tool
+        async def look(q: str) -> str:
+            return q
+
+        @subagent(name="docs", retry=NO_RETRY)
+        async def docs(task: Task, ctx: Context) -> str:
+            seen["store"] = ctx.store
+            return await ctx.call(look, q=task.query)
+
+        store, state = MemoryStore(), {"mine": 1}
+        scope = RunScope("run", policies=[note], state=state, store=store)
+        outcome = await docs.run("q", scope=scope, task_id="t")
+        assert isinstance(outcome, Success)
+        assert state == {"mine": 1, "seen": "look"}
+        assert seen["store"] is store
+
+    async def test_an_executor_gets_the_scope_the_task_id_and_the_time_only(self) -> None:
+        """A custom executor places a task from `Dispatch(scope, task_id, timeout)`."""
+        from agentmesh.executors import Dispatch
+
+        seen: list[Dispatch] = []
+
+        class Watching:
+            async def execute(self, subagent: Any, task: Task, dispatch: Dispatch) -> Any:
+                seen.append(dispatch)
+                return await subagent.run(
+                    task, scope=dispatch.scope, task_id=dispatch.task_id, timeout=dispatch.timeout
+                )
+
+        @pre_tool_use
+        def allow(event: ToolCallEvent) -> Decision | None:
+            return None
+
+        @subagent(name="docs")
+        async def docs(task: Task, ctx: Context) -> str:
+            return ctx.run_id
+
+        coordinator = Coordinator([docs], executor=Watching(), policies=[allow], timeout=30)
+        report = await coordinator.run(["q"], run_id="r1")
+        assert report.findings[0].content == "r1"
+        (dispatch,) = seen
+        assert (dispatch.scope.run_id, dispatch.task_id) == ("r1", "task-0")
+        assert dispatch.scope.policies == (allow,)
+        assert dispatch.timeout is not None
+        assert 0 < dispatch.timeout <= 30
