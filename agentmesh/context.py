@@ -1,6 +1,6 @@
 """`Context`: what a subagent gets to do its work — tool calls, progress, deadline, logger.
 
-`ctx.call(tool, **args)` is the tool path of the design (in `agentmesh._tool_call`):
+`ctx.call(tool, **args)` is the tool path of the design (in `agentmesh._engine._tool_call`):
 
     pre-tool policies (may deny) -> input validation -> limits -> local retry
     -> classification -> post-tool policies (may forbid retry / escalate / withhold)
@@ -14,11 +14,11 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentmesh._attempts import RetryTally
-from agentmesh._partials import PartialRecorder, merge_partials
-from agentmesh._rulings import TaskRulings, apply_verdict
-from agentmesh._task_checkpoints import open_ledger, open_progress, restore_partials
-from agentmesh._tool_call import call_tool
+from agentmesh._engine._attempts import RetryTally
+from agentmesh._engine._partials import PartialRecorder, merge_partials
+from agentmesh._engine._rulings import TaskRulings, apply_verdict
+from agentmesh._engine._task_checkpoints import open_ledger, open_progress, restore_partials
+from agentmesh._engine._tool_call import call_tool
 from agentmesh._tracing import record_outcome, span
 from agentmesh.checkpoints._ledger import ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
@@ -240,13 +240,13 @@ class Context:
             self._progress.schedule(self.partials.snapshot())
 
     async def call_model(self, model: Model, **request: Any) -> ModelResponse:
-        """One model turn, as `ctx.call` makes a tool call: see `agentmesh.models._calls`.
+        """One model turn, as `ctx.call` makes a tool call: see `agentmesh._engine._model_calls`.
 
         Keyword arguments: `messages`, `system`, `tools`, `tool_choice`, `max_tokens` as
         for `Model.create`; `retry` (each model's local retries, the subagent's policy by
         default) and `usage_limits` (the caller's own). Raises `CallFailed` when it failed.
         """
-        from agentmesh.models._calls import call_model
+        from agentmesh._engine._model_calls import call_model
 
         return await call_model(self, model, **request)
 

@@ -32,7 +32,7 @@ from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 from agentmesh.usage._meter import UsageMeter
 
 if TYPE_CHECKING:
-    from agentmesh._human import DecisionBook
+    from agentmesh._engine._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.events._channel import EventSink
     from agentmesh.retry import RetryBudget

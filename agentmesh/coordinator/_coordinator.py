@@ -12,8 +12,9 @@ from typing import Any, Final, TypeAlias, cast
 
 from pydantic import ConfigDict, TypeAdapter
 
-from agentmesh._attempts import propagates
-from agentmesh._human import AskWithoutStore, DecisionBook
+from agentmesh._engine._attempts import propagates
+from agentmesh._engine._human import AskWithoutStore, DecisionBook
+from agentmesh._engine._model_calls import is_usage_refusal, usage_limit_envelope
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number, whole
 from agentmesh._tracing import record_outcome, span, tracing
@@ -58,7 +59,6 @@ from agentmesh.events import TaskStarted as TaskStartedEvent
 from agentmesh.events._channel import EventSink
 from agentmesh.events._stream import Start
 from agentmesh.executors._local import Dispatch, Executor, LocalExecutor
-from agentmesh.models._calls import is_usage_refusal, usage_limit_envelope
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import (
     Accept,

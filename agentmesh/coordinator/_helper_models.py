@@ -1,7 +1,7 @@
 """The model calls of the coordinator's own helpers: counted and limited as a subagent's.
 
 `LLMRewriter` and `LLMSynthesizer` call their model through `call_model` (the one way a
-model is called, `agentmesh.models._calls`), in a `Context` of the run's scope under the
+model is called, `agentmesh._engine._model_calls`), in a `Context` of the run's scope under the
 helper's name, `REWRITER` or `SYNTHESIZER`. So the run's usage limits admit (or refuse)
 their calls, the run's retry budget and deadline bound them, a streamed run emits their
 events, and what they used reaches the report: `Report.helper_usage`, and a line of

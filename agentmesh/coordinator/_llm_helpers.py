@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from agentmesh._engine._model_calls import call_model
 from agentmesh._logging import get_logger
 from agentmesh._numbers import whole
 from agentmesh.classify import Classifier, default_classifier
@@ -29,7 +30,6 @@ from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesiz
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse
-from agentmesh.models._calls import call_model
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding, RecordGap, Report, TaskRecord
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope

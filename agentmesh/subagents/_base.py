@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any, Unpack
 
-from agentmesh._attempts import AttemptRules, attempt_call
+from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number

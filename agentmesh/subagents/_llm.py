@@ -17,6 +17,7 @@ from typing import Any, Unpack
 
 import pydantic
 
+from agentmesh._engine._model_calls import call_model
 from agentmesh._limits import recorded
 from agentmesh._numbers import whole
 from agentmesh._signatures import spell_out
@@ -26,7 +27,6 @@ from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import AgentError, CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
-from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.subagents._output import (

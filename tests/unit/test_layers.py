@@ -41,10 +41,7 @@ ABOVE_THE_REPORT = (
     "agentmesh.policies",
     "agentmesh.mcp",
     "agentmesh.pipeline",
-    "agentmesh._attempts",
-    "agentmesh._tool_call",
-    "agentmesh._human",
-    "agentmesh._task_checkpoints",
+    "agentmesh._engine",
 )
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pydantic
 import pydantic_core
 
-from agentmesh._attempts import AttemptRules, attempt_call
-from agentmesh._human import MAY_HAVE_RUN, AskWithoutStore, Go, ask_person
+from agentmesh._engine._attempts import AttemptRules, attempt_call
+from agentmesh._engine._human import MAY_HAVE_RUN, AskWithoutStore, Go, ask_person
+from agentmesh._engine._rulings import apply_verdict, blocked
 from agentmesh._limits import recorded
-from agentmesh._rulings import apply_verdict, blocked
 from agentmesh.checkpoints._codec import declared_output_type
 from agentmesh.checkpoints._ledger import InFlight, Replay, ToolLedger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from agentmesh._attempts import AttemptRules, attempt_call
+from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models._base import Model, ModelResponse
