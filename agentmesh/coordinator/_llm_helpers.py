@@ -36,7 +36,7 @@ from agentmesh.scope import RunScope
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from agentmesh.context import Context
+    from agentmesh._engine._task import TaskEngine
 
 __all__ = ["PROPOSE_QUERY", "WRITE_SUMMARY", "LLMRewriter", "LLMSynthesizer"]
 
@@ -52,7 +52,7 @@ _MAX_CONTENT_CHARS = 2000
 
 
 async def _forced_call(
-    ctx: Context,
+    ctx: TaskEngine,
     model: Model,
     *,
     tool: Mapping[str, Any],

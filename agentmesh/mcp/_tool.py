@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._engine._task import engine_of
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
@@ -205,7 +206,7 @@ class MCPTool(Tool[..., Any]):
         if remote is not None:
             if ctx is not None:
                 # As `subagent.as_tool()` does: the served run's rulings and retries count.
-                ctx.adopt(remote)
+                engine_of(ctx).adopt(remote)
             if isinstance(remote, ErrorEnvelope):
                 raise CallFailed(remote)  # final: it was retried where it happened
             return remote.data

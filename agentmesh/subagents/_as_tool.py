@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentmesh._engine._task import engine_of
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import CallFailed
@@ -33,17 +34,18 @@ def subagent_tool(
     """
 
     async def run_subagent(query: str, ctx: Context) -> Any:
+        engine = engine_of(ctx)
         outcome = await subagent.run(
             Task(query=query, topic=ctx.task.topic),
             scope=ctx.scope,
             timeout=ctx.remaining(),
             # The caller's rules (the coordinator's among them) hold for the nested run.
-            policies=ctx.policies.policies,
+            policies=engine.policies.policies,
             state=ctx.state,
         )
         # Its rulings and retries belong to the caller's task too, whatever the caller
         # does next (an envelope carries them as well, but may be caught and dropped).
-        ctx.adopt(outcome)
+        engine.adopt(outcome)
         if isinstance(outcome, ErrorEnvelope):
             raise CallFailed(outcome)
         return outcome.data

@@ -17,7 +17,7 @@ from typing import Any, Unpack
 
 import pydantic
 
-from agentmesh._engine._model_calls import call_model
+from agentmesh._engine._task import engine_of
 from agentmesh._limits import recorded
 from agentmesh._numbers import whole
 from agentmesh._signatures import spell_out
@@ -150,7 +150,7 @@ class LLMSubagent(Subagent):
             ctx.log.warning(
                 "tool_source_left_out", source=source.name, error_type=failure.error_type
             )
-            ctx.leave_out(source.name, failure.error_type, failure.message)
+            engine_of(ctx).leave_out(source.name, failure.error_type, failure.message)
         _check_names(self.name, [*self.tools.values(), *listed])
         tools = {**self.tools, **{t.name: t for t in listed}}
         definitions = [
@@ -229,8 +229,7 @@ class LLMSubagent(Subagent):
         definitions: list[dict[str, Any]] | None = None,
     ) -> ModelResponse:
         """One model call, retried locally, failed over, counted and limited (`call_model`)."""
-        response = await call_model(
-            ctx,
+        response = await ctx.call_model(
             self.model,
             messages=messages,
             system=self.system or None,
