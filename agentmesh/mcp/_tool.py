@@ -9,7 +9,7 @@ body is a `tools/call` on the server's shared connection.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 import pydantic_core
 
@@ -35,11 +35,28 @@ Validator = Any
 if TYPE_CHECKING:
     import mcp.types
 
-    from agentmesh.mcp._server import MCPServer
+    from agentmesh.breaker import CircuitBreaker
 
 __all__ = ["MCPTool", "idempotent_from"]
 
 _OPTIONS = frozenset(MCPToolKwargs.__annotations__)
+
+
+class ToolServer(Protocol):
+    """What a tool needs of its server (an `MCPServer`): its name, breaker, listing, calls."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def breaker(self) -> CircuitBreaker | None: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def tool_names(self) -> frozenset[str]: ...
+    async def describe(self, name: str) -> mcp.types.Tool | None: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, request_timeout: float | None = None
+    ) -> mcp.types.CallToolResult: ...
 
 
 async def _remote(ctx: Any = None) -> Any:
@@ -62,7 +79,7 @@ class MCPTool(Tool[..., Any]):
         retry, rate_limit, max_concurrency: as for `@tool`.
     """
 
-    def __init__(self, server: MCPServer, name: str, **options: Unpack[MCPToolKwargs]) -> None:
+    def __init__(self, server: ToolServer, name: str, **options: Unpack[MCPToolKwargs]) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer.tool(name=) takes the tool's name, got {name!r}")
         check_keywords(f"MCPServer.tool({name!r})", options, _OPTIONS)

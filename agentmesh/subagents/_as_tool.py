@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentmesh._engine._task import engine_of
 from agentmesh.context import Context
@@ -12,13 +13,33 @@ from agentmesh.task import Task
 from agentmesh.tools import Impact, Tool
 
 if TYPE_CHECKING:
-    from agentmesh.subagents._base import Subagent
+    from agentmesh.envelope import Outcome
+    from agentmesh.policies import ToolPolicy
+    from agentmesh.scope import RunScope
 
-__all__ = ["subagent_tool"]
+__all__ = ["Delegate", "subagent_tool"]
+
+
+class Delegate(Protocol):
+    """What a subagent tool runs (a `Subagent`): its name, description and `run`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    async def run(
+        self,
+        task: Task,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  # as `Subagent.run` takes it
+        policies: Sequence[ToolPolicy],
+        state: dict[str, Any] | None,
+        scope: RunScope | None,
+    ) -> Outcome: ...
 
 
 def subagent_tool(
-    subagent: Subagent,
+    subagent: Delegate,
     *,
     name: str | None = None,
     description: str | None = None,
