@@ -132,7 +132,7 @@ async def attempt_call(
         deposit: asked before the first attempt whether this call deposits into the
             retry budget (see `RetryPolicy.run`); by default it does.
     """
-    policy, breaker = rules.policy, rules.breaker
+    policy = rules.policy
     if scope is None:
         budget = deadline = tally = events = None
     else:
@@ -143,37 +143,8 @@ async def attempt_call(
         work = _bounded(work, deadline)
     call = _Call(work, rules, source, attempted_query, log, adjust, review)
     call.tally, call.events = tally, events
-    if deadline is None and breaker is None and not tracing():
-        # Nothing to enter around attempt 1 (no timeout, breaker or span): it runs here,
-        # not three coroutines down in the retry loop. Most calls end with it, and every
-        # call in flight then holds fewer frames.
-        if budget is not None and (deposit is None or deposit()):
-            budget.record_first_attempt()  # before the attempt, as RetryPolicy.run does
-        # `call.one(1)` written out: a coroutine less per call in flight.
-        first: Success[T] | ErrorEnvelope
-        try:
-            data = await call.work(1)
-        except BaseException as exc:
-            first = call.failed(exc, 1)
-        else:
-            first = call.succeeded(data, 1)
-        if review is not None:
-            first = review(first, 1)
-        if not (isinstance(first, ErrorEnvelope) and call.retryable(first)):
-            if events is not None and isinstance(first, ErrorEnvelope):
-                events.attempt_failed(source, first, 1, None)
-            return first
-        call.first = first
-        deposit = _deposited
     try:
-        result = await policy.run(
-            call.attempt,
-            retryable=call.retryable,
-            budget=budget,
-            deadline=deadline,
-            on_retry=call.on_retry,
-            deposit=deposit,
-        )
+        result = await policy.drive(call, budget=budget, deadline=deadline, deposit=deposit)
     except BaseException:
         call.tally_retries(gave_up=True)  # cut short: its retries did not bring it back
         raise
@@ -202,12 +173,12 @@ class _Call(Generic[T]):
         "classifier",
         "events",
         "final",
-        "first",
         "log",
         "retried",
         "review",
         "source",
         "tally",
+        "traced",
         "user_code",
         "work",
     )
@@ -237,26 +208,35 @@ class _Call(Generic[T]):
         self.retried: list[str] | None = None
         self.events: TaskEvents | None = None
         self.final = False  # a CallFailed was retried where it happened: never again here
-        # Attempt 1's outcome when it was made before the retry loop started.
-        self.first: Success[T] | ErrorEnvelope | None = None
+        # Asked once per call: without a tracer an attempt enters no span.
+        self.traced = tracing()
 
     def retryable(self, envelope: ErrorEnvelope) -> bool:
         return envelope.is_retryable and not self.final
 
     async def attempt(self, number: int) -> Success[T] | ErrorEnvelope:
-        if number == 1 and self.first is not None:
-            return self.first
-        breaker, source = self.breaker, self.source
+        """Attempt `number`, every one alike: breaker, the work, its outcome reviewed."""
+        breaker = self.breaker
         if breaker is not None and not breaker.try_acquire():
             self.log.debug(
                 "breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3)
             )
             return breaker.rejection(
-                source=source, attempted_query=self.attempted_query, attempts=number
+                source=self.source, attempted_query=self.attempted_query, attempts=number
             )
-        with span("attempt", source=source, attempt=number) as current:
-            outcome = await self.one(number)
-            record_outcome(current, outcome)
+        outcome: Success[T] | ErrorEnvelope
+        if self.traced:
+            with span("attempt", source=self.source, attempt=number) as current:
+                outcome = await self.one(number)
+                record_outcome(current, outcome)
+        else:
+            # `one` written out: a coroutine less per attempt on the dispatch path.
+            try:
+                data = await self.work(number)
+            except BaseException as exc:
+                outcome = self.failed(exc, number)
+            else:
+                outcome = self.succeeded(data, number)
         return self.review(outcome, number) if self.review is not None else outcome
 
     async def one(self, number: int) -> Success[T] | ErrorEnvelope:
@@ -325,10 +305,6 @@ class _Call(Generic[T]):
         for error_type in self.retried:
             self.tally.add(self.source, error_type, gave_up=gave_up)
         self.retried = None
-
-
-def _deposited() -> bool:
-    return False  # the first attempt deposited already
 
 
 def propagates(exc: BaseException, classifier: Classifier, *, user_code: bool) -> bool:
