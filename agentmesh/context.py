@@ -42,28 +42,55 @@ class Context:
     `scope` is the run's `RunScope`: what every task of the run shares.
     """
 
-    task: Task
-    subagent: str
-    scope: RunScope
-    run_id: str
-    task_id: str
-    budget: RetryBudget | None
-    deadline: float | None
-    state: dict[str, Any]
-    log: Any
-
     def __init__(self, engine: TaskEngine) -> None:
         self._engine = engine
-        # Copied, not looked up: a body reads them often, and none changes in a task.
-        self.task = engine.task
-        self.subagent = engine.subagent
-        self.scope = engine.scope
-        self.run_id = engine.run_id
-        self.task_id = engine.task_id
-        self.budget = engine.scope.budget
-        self.deadline = engine.deadline
-        self.state = engine.state
-        self.log = engine.log
+
+    # Read through to the engine: a task's Context is made for every task, most bodies
+    # read two or three of these, and a view of one field is the cheapest to make.
+    @property
+    def task(self) -> Task:
+        """The task this body works on."""
+        return self._engine.task
+
+    @property
+    def subagent(self) -> str:
+        """The name of the subagent running the task."""
+        return self._engine.subagent
+
+    @property
+    def scope(self) -> RunScope:
+        """What every task of the run shares (`RunScope`)."""
+        return self._engine.scope
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._engine.run_id
+
+    @property
+    def task_id(self) -> str:
+        """The task's id in the run."""
+        return self._engine.task_id
+
+    @property
+    def budget(self) -> RetryBudget | None:
+        """The run's retry budget (None without one)."""
+        return self._engine.scope.budget
+
+    @property
+    def deadline(self) -> float | None:
+        """The task's deadline, absolute in the running loop's clock (None without one)."""
+        return self._engine.deadline
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The user's dict of the run, shared by its policies (`event.state`)."""
+        return self._engine.state
+
+    @property
+    def log(self) -> Any:
+        """The task's logger, bound to its run, task and subagent."""
+        return self._engine.log
 
     @property
     def attempt(self) -> int:

@@ -43,7 +43,8 @@ async def call_model(
     usage_limits: UsageLimits | None = None,
     attempted_query: Mapping[str, Any] | None = None,
 ) -> ModelResponse:
-    """One model turn for the task `ctx` (its engine); raises `CallFailed` when it failed for good.
+    """One model turn for the task whose engine is `ctx`; raises `CallFailed` when it
+    failed for good.
 
     Args:
         retry: each model's local retries; the subagent's policy by default.
@@ -82,22 +83,26 @@ async def call_model(
             isinstance(model, FallbackModel) and model.fails_over(outcome)
         ):
             raise CallFailed(_with_models_tried(outcome, tried))
-        fallback = chain[index + 1].name
-        ctx.usage.failed_over(
-            ModelFailover(
-                model=member.name,
-                error_type=outcome.error_type,
-                attempts=outcome.attempts,
-                fallback=fallback,
-            )
-        )
-        turn.log.info(
-            "model_failover",
+        _fail_over(ctx, turn, outcome, chain[index + 1].name)
+    raise AssertionError("unreachable: the last model returns or raises")
+
+
+def _fail_over(ctx: TaskEngine, turn: _Turn, outcome: ErrorEnvelope, fallback: str) -> None:
+    """Count and log that the turn goes on with the chain's next model, `fallback`."""
+    ctx.usage.failed_over(
+        ModelFailover(
+            model=turn.model.name,
             error_type=outcome.error_type,
             attempts=outcome.attempts,
             fallback=fallback,
         )
-    raise AssertionError("unreachable: the last model returns or raises")
+    )
+    turn.log.info(
+        "model_failover",
+        error_type=outcome.error_type,
+        attempts=outcome.attempts,
+        fallback=fallback,
+    )
 
 
 class _Turn:

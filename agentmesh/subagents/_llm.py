@@ -130,7 +130,7 @@ class LLMSubagent(Subagent):
 
         A source that cannot be listed fails the task when it is required
         (`required=True`) or when the model would be left without any tool; otherwise
-        its tools are left out of this task, which says so (`ctx.leave_out`).
+        its tools are left out of this task, which says so (`TaskEngine.leave_out`).
         """
         if not self._sources:
             return self.tools, self._tool_definitions

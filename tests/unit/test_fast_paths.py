@@ -212,6 +212,33 @@ def transient(query: str = "q") -> ErrorEnvelope:
 
 
 class TestRetryLoop:
+    async def test_a_call_given_as_one_object_goes_through_the_same_loop(self) -> None:
+        """`RetryPolicy.drive` runs every attempt of an `Attempts` object, the first one
+        as the others, and tells it of each retry."""
+        envelope = transient()
+
+        class Flaky:
+            def __init__(self) -> None:
+                self.made: list[int] = []
+                self.told: list[tuple[int, float]] = []
+
+            async def attempt(self, number: int) -> str | ErrorEnvelope:
+                self.made.append(number)
+                return "done" if number == 3 else envelope
+
+            def retryable(self, failed: ErrorEnvelope) -> bool:
+                return failed.is_retryable
+
+            def on_retry(self, failed: ErrorEnvelope, number: int, delay: float) -> None:
+                self.told.append((number, delay))
+
+        policy = RetryPolicy(max_attempts=3, initial_delay=1, jitter="none", sleep=no_sleep)
+        call = Flaky()
+        result = await policy.drive(call)
+        assert (result.result, result.attempts, result.stop_reason) == ("done", 3, None)
+        assert call.made == [1, 2, 3]
+        assert call.told == [(1, 1.0), (2, 2.0)]
+
     async def test_delays_callbacks_and_attempts_follow_the_policy(self) -> None:
         """Every retry is announced, slept through the injected sleep, and counted."""
         slept: list[float] = []

@@ -160,6 +160,34 @@ class TestRedactionLayer:
         assert "agentmesh._logging" not in reached
 
 
+# What the task engine may not know of: what sits above it and drives it.
+ABOVE_THE_ENGINE = (
+    "agentmesh.context",
+    "agentmesh.subagents",
+    "agentmesh.coordinator",
+    "agentmesh.executors",
+    "agentmesh.mcp",
+    "agentmesh.pipeline",
+)
+
+
+class TestTaskEngine:
+    def test_the_engine_imports_nothing_that_drives_it(self) -> None:
+        """`agentmesh._engine` imports neither `Context`, the subagents, the hub nor the
+        executors: a body's `Context` sits above the engine."""
+        assert offending("agentmesh._engine", ABOVE_THE_ENGINE) == []
+
+    def test_the_package_has_no_import_circles(self) -> None:
+        """No two modules of agentmesh import each other, directly or not, lazily or not."""
+        house = _house()
+        found = house.modules()
+        defined = house.definitions(found)
+        graph = {
+            name: house.imports_of(name, path, set(found), defined) for name, path in found.items()
+        }
+        assert house.strongly_connected(graph) == []
+
+
 class TestUsageLayer:
     def test_the_envelope_reaches_only_the_usage_records(self) -> None:
         """The envelope carries usage records; the limits and prices stay above it."""
