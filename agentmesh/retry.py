@@ -238,8 +238,8 @@ class _CallState(RetryCallState):
             before_sleep=_announce,
             retry_error_callback=_last_result,
         )
-        # Not `begin()`: nobody reads tenacity's statistics, made on first use anyway.
         super().__init__(retrying, fn=None, args=(), kwargs={})
+        retrying.begin()  # the call's own statistics, which `iter` updates
         self.policy = policy
         self.call = call
         self.budget = budget
