@@ -26,7 +26,8 @@ from agentmesh.errors import UsageError
 __all__ = ["RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
 
 T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 Sleep = Callable[[float], Awaitable[None]]
 """An async sleep; inject one in tests to record delays instead of waiting them out."""
@@ -124,56 +125,77 @@ class RetryPolicy:
 
     async def drive(
         self,
-        call: Attempts[T],
+        call: Attempts[R],
         *,
         budget: RetryBudget | None = None,
         deadline: float | None = None,
         deposit: Callable[[], bool] | None = None,
-    ) -> RetryResult[T]:
+    ) -> R:
         """`run` for a call given as one object (`Attempts`): the one retry loop.
 
-        Every attempt, the first one included, goes through the same steps; tenacity
-        decides about every retryable envelope.
+        Every attempt, the first one included, goes through the same steps: the work,
+        its outcome (`succeeded` or `failed`), and for a retryable envelope tenacity's
+        decision. Returns what `call.finish` makes of the last outcome.
         """
         deadline = self.deadline_within(deadline)
         # Deposit before the attempt: with many slow first attempts in flight, a fast
         # failure must already see their share of the budget.
         if budget is not None and (deposit is None or deposit()):
             budget.record_first_attempt()
-        # Not `RetryResult[T](...)`: calling a subscripted generic costs about 1.5 us.
-        state: RetryResult[T] = RetryResult(deadline)
+        # Not `RetryResult[Any](...)`: calling a subscripted generic costs about 1.5 us.
+        state: RetryResult[Any] = RetryResult(deadline)
         # The call's own tenacity state, made at its first retryable failure: most calls
         # succeed or fail for good at once and never need one.
         retry_state: _CallState | None = None
         number = 1
-        while True:
-            outcome = await call.attempt(number)
-            state.attempts = number
-            if not (isinstance(outcome, ErrorEnvelope) and call.retryable(outcome)):
-                break  # a result, or a failure no retry can fix
-            if retry_state is None:
-                retry_state = _CallState(self, call, budget, state)
-            retry_state.record(outcome)
-            # Tenacity decides (retry, wait, stop, callbacks) through its public `iter`;
-            # this loop only awaits.
-            action = retry_state.decide()
-            if not isinstance(action, DoSleep):
-                break  # a stop: the last envelope is the call's result
-            retry_state.prepare_for_next_attempt()
-            await self.sleep(float(action))
-            number = retry_state.attempt_number
-        if retry_state is not None:
-            retry_state.done()
+        try:
+            while True:
+                # The work awaited here, not in a coroutine per attempt: a call in flight
+                # holds one frame for its whole loop.
+                try:
+                    data = await call.attempt(number)
+                except BaseException as exc:
+                    outcome = call.failed(exc, number)  # raises what must propagate
+                else:
+                    outcome = call.succeeded(data, number)
+                state.attempts = number
+                if not (isinstance(outcome, ErrorEnvelope) and call.retryable(outcome)):
+                    break  # a result, or a failure no retry can fix
+                if retry_state is None:
+                    retry_state = _CallState(self, call, budget, state)
+                retry_state.record(outcome)
+                # Tenacity decides (retry, wait, stop, callbacks) through its public
+                # `iter`; this loop only awaits.
+                action = retry_state.decide()
+                if not isinstance(action, DoSleep):
+                    break  # a stop: the last envelope is the call's result
+                retry_state.prepare_for_next_attempt()
+                await self.sleep(float(action))
+                number = retry_state.attempt_number
+        except BaseException:
+            call.cut_short()
+            raise
+        finally:
+            if retry_state is not None:
+                retry_state.done()
         state.result = outcome
-        return state
+        return call.finish(state)
 
 
-class Attempts(Protocol[T_co]):
-    """One logical call as `RetryPolicy.drive` runs it: one object, not three functions,
-    so that a call in flight holds no bound method per step."""
+class Attempts(Protocol[R_co]):
+    """One logical call as `RetryPolicy.drive` runs it: one object, not a function per
+    step, so that a call in flight holds no bound method or closure per step."""
 
-    def attempt(self, number: int, /) -> Awaitable[T_co | ErrorEnvelope]:
-        """Attempt `number`; a failure is returned as its envelope, never raised."""
+    def attempt(self, number: int, /) -> Awaitable[Any]:
+        """The work of attempt `number`; it may raise."""
+        ...
+
+    def succeeded(self, data: Any, number: int, /) -> Any:
+        """The outcome of attempt `number`, which returned `data`."""
+        ...
+
+    def failed(self, exc: BaseException, number: int, /) -> Any:
+        """The outcome of attempt `number`, which raised `exc`; raises what must propagate."""
         ...
 
     def retryable(self, envelope: ErrorEnvelope, /) -> bool:
@@ -184,9 +206,17 @@ class Attempts(Protocol[T_co]):
         """Attempt `number` failed with `envelope`; the next one comes after `delay`."""
         ...
 
+    def cut_short(self) -> None:
+        """The loop was left by an exception (a cancellation, an interrupt)."""
+        ...
+
+    def finish(self, result: RetryResult[Any], /) -> R_co:
+        """What the call returns, from its last outcome, attempts and stop reason."""
+        ...
+
 
 class _Functions(Generic[T]):
-    """`run`'s three functions as one `Attempts`."""
+    """`run`'s functions as one `Attempts`: an attempt returns its outcome, never raises."""
 
     __slots__ = ("_on_retry", "attempt", "retryable")
 
@@ -200,9 +230,21 @@ class _Functions(Generic[T]):
         self.retryable = retryable
         self._on_retry = on_retry
 
+    def succeeded(self, data: Any, number: int) -> Any:
+        return data
+
+    def failed(self, exc: BaseException, number: int) -> Any:
+        raise exc
+
     def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float) -> None:
         if self._on_retry is not None:
             self._on_retry(envelope, number, delay)
+
+    def cut_short(self) -> None:
+        pass
+
+    def finish(self, result: RetryResult[Any]) -> RetryResult[T]:
+        return result
 
 
 @dataclass(slots=True)
