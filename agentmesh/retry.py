@@ -23,7 +23,7 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import UsageError
 
-__all__ = ["RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
+__all__ = ["Attempts", "RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
 
 T = TypeVar("T")
 R = TypeVar("R")
