@@ -30,7 +30,8 @@ from agentmesh.tools import Tool
 if TYPE_CHECKING:
     from agentmesh.models import Model, ModelResponse
 
-__all__ = ["Context"]
+# `PartialRecorder` is the type of `ctx.partials`, which a body reads.
+__all__ = ["Context", "PartialRecorder"]
 
 R = TypeVar("R")
 

@@ -47,6 +47,8 @@ PUBLIC_MODULES = tuple(
 KNOWN = {
     # Built by `Subagent.run` only, over the task's engine.
     "agentmesh.Context.__init__": {"TaskEngine"},
+    # Built by `MCPServer.tool` only; the protocol keeps the tool below its server.
+    "agentmesh.mcp.MCPTool.__init__": {"ToolServer"},
     "agentmesh.mcp.MCPServer.__init__": {"_Default", "_Http", "_Stdio"},
     "agentmesh.mcp.MCPServer.stdio": {"_Default"},
     "agentmesh.mcp.MCPServer.http": {"_Default"},

@@ -359,8 +359,9 @@ class TestContextFace:
         assert seen == BODY_FACE
         assert not seen & ENGINE_STEPS
 
-    def test_the_context_module_exports_only_the_context(self) -> None:
-        """`agentmesh.context.__all__` names `Context` alone, no internal helper."""
+    def test_the_context_module_exports_no_engine_helper(self) -> None:
+        """`agentmesh.context.__all__` names `Context` and the type of `ctx.partials`, no
+        helper of the engine (`apply_verdict`, `merge_partials`)."""
         import agentmesh.context
 
-        assert agentmesh.context.__all__ == ["Context"]
+        assert agentmesh.context.__all__ == ["Context", "PartialRecorder"]
