@@ -137,7 +137,8 @@ class RetryPolicy:
         its outcome (`succeeded` or `failed`), and for a retryable envelope tenacity's
         decision. Returns what `call.finish` makes of the last outcome.
         """
-        deadline = self.deadline_within(deadline)
+        if self.timeout is not None:  # most policies have none: no call for it
+            deadline = self.deadline_within(deadline)
         # Deposit before the attempt: with many slow first attempts in flight, a fast
         # failure must already see their share of the budget.
         if budget is not None and (deposit is None or deposit()):
