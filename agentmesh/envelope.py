@@ -266,7 +266,7 @@ class ErrorEnvelope(_Wire):
     usage: UsageSummary | None = None
     # Optional sources of tools the task went on without (`LLMSubagent(tools=[...])`).
     tools_left_out: tuple[ToolsLeftOut, ...] | None = None
-    # Set only by `usage_limit_envelope` (agentmesh.models._calls): the framework's own
+    # Set only by `usage_limit_envelope` (agentmesh._engine._model_calls): the framework's own
     # refusal, which no wire form carries, so a tool's business error named
     # "usage_limit_exceeded" is not mistaken for it.
     _usage_refusal: bool = PrivateAttr(default=False)

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 import pydantic_core
 
-from agentmesh._attempts import AttemptRules, attempt_call
+from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore, SQLiteStore
 from agentmesh.checkpoints._codec import declared_output_type, decode, encode, read_as, revive

@@ -1,9 +1,9 @@
 """Local retry: `RetryPolicy` (a frozen value that builds tenacity objects) and `RetryBudget`.
 
-One logical call = one fresh tenacity `RetryCallState`, driven by an async loop through
-tenacity's public `Retrying.iter`: policies and the stateless strategies are shared, a
-call's retry state never is (attempt number, outcome, stop reason, budget and callback
-live on its own `RetryCallState`).
+One logical call = one loop (`RetryPolicy.run`) over all its attempts, the first one
+included; at its first retryable failure the call gets a fresh tenacity `Retrying` and
+`RetryCallState` of its own, and tenacity's public `Retrying.iter` decides every retry
+(wait, stop, callbacks). Only the stateless strategies are shared between calls.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from tenacity import DoSleep, RetryCallState, Retrying
 from tenacity.retry import retry_base
@@ -23,9 +23,11 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import UsageError
 
-__all__ = ["RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
+__all__ = ["Attempts", "RetryBudget", "RetryPolicy", "RetryResult", "Sleep"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 Sleep = Callable[[float], Awaitable[None]]
 """An async sleep; inject one in tests to record delays instead of waiting them out."""
@@ -118,44 +120,132 @@ class RetryPolicy:
         as a first attempt for the budget (an inner call whose outer call deposited for
         it does not).
         """
-        deadline = self.deadline_within(deadline)
+        call: _Functions[T] = _Functions(attempt, retryable, on_retry)
+        return await self.drive(call, budget=budget, deadline=deadline, deposit=deposit)
+
+    async def drive(
+        self,
+        call: Attempts[R],
+        *,
+        budget: RetryBudget | None = None,
+        deadline: float | None = None,
+        deposit: Callable[[], bool] | None = None,
+    ) -> R:
+        """`run` for a call given as one object (`Attempts`): the one retry loop.
+
+        Every attempt, the first one included, goes through the same steps: the work,
+        its outcome (`succeeded` or `failed`), and for a retryable envelope tenacity's
+        decision. Returns what `call.finish` makes of the last outcome.
+        """
+        if self.timeout is not None:  # most policies have none: no call for it
+            deadline = self.deadline_within(deadline)
         # Deposit before the attempt: with many slow first attempts in flight, a fast
         # failure must already see their share of the budget.
         if budget is not None and (deposit is None or deposit()):
             budget.record_first_attempt()
-        # Most calls succeed or fail for good at once: the first attempt runs directly,
-        # and tenacity's machinery is used only when there is something to retry.
-        first = await attempt(1)
-        # Not `RetryResult[T](...)`: calling a subscripted generic costs about 1.5 us.
-        state: RetryResult[T] = RetryResult(deadline, 1)
-        if not (isinstance(first, ErrorEnvelope) and retryable(first)):
-            state.result = first
-            return state
-
-        # Tenacity decides about every retryable envelope (retry, wait, stop, callbacks)
-        # through its public `iter`; this loop only awaits, and ends at a final outcome.
-        # The call's own state is a fresh `RetryCallState`; the `Retrying` holding the
-        # strategies is shared (see `_RETRYING`). Tenacity's statistics are per thread
-        # and shared by its calls (we read none); `begin` makes sure they exist in this
-        # thread before `iter` updates them.
-        _RETRYING.begin()
-        retry_state = _CallState(self, retryable, budget, state, on_retry)
-        retry_state.record(first)  # attempt 1, made above
-        outcome: T | ErrorEnvelope = first
-        while True:
-            action = _RETRYING.iter(retry_state)
-            if not isinstance(action, DoSleep):
-                break  # a result to keep, or a stop
-            retry_state.prepare_for_next_attempt()
-            await self.sleep(float(action))
-            number = retry_state.attempt_number
-            outcome = await attempt(number)
-            state.attempts = number
-            if not (isinstance(outcome, ErrorEnvelope) and retryable(outcome)):
-                break  # the end, as after attempt 1: tenacity's retry test would say so
-            retry_state.record(outcome)
+        # Not `RetryResult[Any](...)`: calling a subscripted generic costs about 1.5 us.
+        state: RetryResult[Any] = RetryResult(deadline)
+        # The call's own tenacity state, made at its first retryable failure: most calls
+        # succeed or fail for good at once and never need one.
+        retry_state: _CallState | None = None
+        number = 1
+        try:
+            while True:
+                # The work awaited here, not in a coroutine per attempt: a call in flight
+                # holds one frame for its whole loop.
+                try:
+                    data = await call.attempt(number)
+                except BaseException as exc:
+                    outcome = call.failed(exc, number)  # raises what must propagate
+                else:
+                    outcome = call.succeeded(data, number)
+                state.attempts = number
+                if not (isinstance(outcome, ErrorEnvelope) and call.retryable(outcome)):
+                    break  # a result, or a failure no retry can fix
+                if retry_state is None:
+                    retry_state = _CallState(self, call, budget, state)
+                retry_state.record(outcome)
+                # Tenacity decides (retry, wait, stop, callbacks) through its public
+                # `iter`; this loop only awaits.
+                action = retry_state.decide()
+                if not isinstance(action, DoSleep):
+                    break  # a stop: the last envelope is the call's result
+                retry_state.prepare_for_next_attempt()
+                await self.sleep(float(action))
+                number = retry_state.attempt_number
+        except BaseException:
+            call.cut_short()
+            raise
+        finally:
+            if retry_state is not None:
+                retry_state.done()
         state.result = outcome
-        return state
+        return call.finish(state)
+
+
+class Attempts(Protocol[R_co]):
+    """One logical call as `RetryPolicy.drive` runs it: one object, not a function per
+    step, so that a call in flight holds no bound method or closure per step."""
+
+    def attempt(self, number: int, /) -> Awaitable[Any]:
+        """The work of attempt `number`; it may raise."""
+        ...
+
+    def succeeded(self, data: Any, number: int, /) -> Any:
+        """The outcome of attempt `number`, which returned `data`."""
+        ...
+
+    def failed(self, exc: BaseException, number: int, /) -> Any:
+        """The outcome of attempt `number`, which raised `exc`; raises what must propagate."""
+        ...
+
+    def retryable(self, envelope: ErrorEnvelope, /) -> bool:
+        """Whether this envelope may be retried."""
+        ...
+
+    def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float, /) -> None:
+        """Attempt `number` failed with `envelope`; the next one comes after `delay`."""
+        ...
+
+    def cut_short(self) -> None:
+        """The loop was left by an exception (a cancellation, an interrupt)."""
+        ...
+
+    def finish(self, result: RetryResult[Any], /) -> R_co:
+        """What the call returns, from its last outcome, attempts and stop reason."""
+        ...
+
+
+class _Functions(Generic[T]):
+    """`run`'s functions as one `Attempts`: an attempt returns its outcome, never raises."""
+
+    __slots__ = ("_on_retry", "attempt", "retryable")
+
+    def __init__(
+        self,
+        attempt: Callable[[int], Awaitable[T | ErrorEnvelope]],
+        retryable: Callable[[ErrorEnvelope], bool],
+        on_retry: Callable[[ErrorEnvelope, int, float], None] | None,
+    ) -> None:
+        self.attempt = attempt
+        self.retryable = retryable
+        self._on_retry = on_retry
+
+    def succeeded(self, data: Any, number: int) -> Any:
+        return data
+
+    def failed(self, exc: BaseException, number: int) -> Any:
+        raise exc
+
+    def on_retry(self, envelope: ErrorEnvelope, number: int, delay: float) -> None:
+        if self._on_retry is not None:
+            self._on_retry(envelope, number, delay)
+
+    def cut_short(self) -> None:
+        pass
+
+    def finish(self, result: RetryResult[Any]) -> RetryResult[T]:
+        return result
 
 
 @dataclass(slots=True)
@@ -169,27 +259,34 @@ class RetryResult(Generic[T]):
 
 
 class _CallState(RetryCallState):
-    """Tenacity's state of one retried call, with what this call's strategies need.
+    """Tenacity's state of one retried call, with its own `Retrying` and what this
+    call's strategies need.
 
-    Everything per call lives here, so the strategies stay stateless and one `Retrying`
-    serves every call. Nothing here points back at the state: the call is freed by
-    reference counting when it ends, not left as a cycle for the garbage collector.
+    Nothing is shared between calls but the stateless strategies; `done` empties the
+    `Retrying`'s round (its actions point back at it), so the call is freed by reference
+    counting when it ends, not left as a cycle for the garbage collector.
     """
 
     def __init__(
         self,
         policy: RetryPolicy,
-        retryable: Callable[[ErrorEnvelope], bool],
+        call: Attempts[Any],
         budget: RetryBudget | None,
         result: RetryResult[Any],
-        on_retry: Callable[[ErrorEnvelope, int, float], None] | None,
     ) -> None:
-        super().__init__(_RETRYING, fn=None, args=(), kwargs={})
+        retrying = Retrying(
+            stop=_STOP,
+            wait=_BACKOFF,
+            retry=_RETRY,
+            before_sleep=_announce,
+            retry_error_callback=_last_result,
+        )
+        super().__init__(retrying, fn=None, args=(), kwargs={})
+        retrying.begin()  # the call's own statistics, which `iter` updates
         self.policy = policy
-        self.retryable = retryable
+        self.call = call
         self.budget = budget
         self.result = result
-        self.on_retry = on_retry
         # The last attempt's envelope (None for a result), as the strategies read it: the
         # same as `outcome.result()`, without a lock taken for every look.
         self.envelope: ErrorEnvelope | None = None
@@ -198,6 +295,14 @@ class _CallState(RetryCallState):
         """The outcome of the attempt just made (attempts return envelopes, never raise)."""
         self.set_result(outcome)
         self.envelope = outcome if isinstance(outcome, ErrorEnvelope) else None
+
+    def decide(self) -> object:
+        """Tenacity's next action for this call: a `DoSleep` to retry, else the result."""
+        return self.retry_object.iter(self)
+
+    def done(self) -> None:
+        """The call has ended: drop the last round's actions, which point at `Retrying`."""
+        self.retry_object.iter_state.reset()
 
 
 def _call_state(retry_state: RetryCallState) -> _CallState:
@@ -211,7 +316,7 @@ class _Retry(retry_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         call = _call_state(retry_state)
-        return call.envelope is not None and call.retryable(call.envelope)
+        return call.envelope is not None and call.call.retryable(call.envelope)
 
 
 class _Backoff(wait_base):
@@ -264,8 +369,8 @@ class _Stop(stop_base):
 def _announce(retry_state: RetryCallState) -> None:
     """Before a retry's wait: tell the caller (its `on_retry`)."""
     call = _call_state(retry_state)
-    if call.on_retry is not None and call.envelope is not None:
-        call.on_retry(call.envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
+    if call.envelope is not None:
+        call.call.on_retry(call.envelope, retry_state.attempt_number, retry_state.upcoming_sleep)
 
 
 def _last_result(retry_state: RetryCallState) -> Any:
@@ -274,19 +379,11 @@ def _last_result(retry_state: RetryCallState) -> Any:
     return retry_state.outcome.result()
 
 
-# One `Retrying` for every call: its strategies are stateless (each reads its call's
-# `_CallState`), and `iter` runs all of one round's actions synchronously, starting from
-# a reset of its per-thread scratch state, so two calls interleaved at their awaits
-# never see each other's. A `Retrying` per call (tenacity's own loops make one) cost
-# about 90 us and left a reference cycle per retried call for the garbage collector.
-# `sleep` is never called: the loop above awaits the policy's own sleep.
-_RETRYING = Retrying(
-    stop=_Stop(),
-    wait=_Backoff(),
-    retry=_Retry(),
-    before_sleep=_announce,
-    retry_error_callback=_last_result,
-)
+# The strategies, stateless (each reads its call's `_CallState`): one of each serves
+# every call, while each retried call gets its own `Retrying` and state.
+_STOP = _Stop()
+_BACKOFF = _Backoff()
+_RETRY = _Retry()
 
 
 class RetryBudget:

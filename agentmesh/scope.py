@@ -38,10 +38,9 @@ from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
 from agentmesh.usage._meter import UsageMeter
 
 if TYPE_CHECKING:
-    from agentmesh._human import DecisionBook
+    from agentmesh._engine._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
     from agentmesh.events._channel import EventSink
-    from agentmesh.policies import ToolPolicy
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
 
@@ -104,7 +103,7 @@ class RunScope:
         rates: RateReservations | None = None,
         forbidden_calls: dict[str, PolicyVerdict] | None = None,
         policy_memory: dict[str, dict[str, Any]] | None = None,
-        policies: Sequence[ToolPolicy] = (),
+        policies: Sequence[Any] = (),
         state: dict[str, Any] | None = None,
         store: CheckpointStore | None = None,
         usage: UsageMeter | None = None,
@@ -134,7 +133,9 @@ class RunScope:
             for key, memory in shared.items():
                 if key.startswith(_POLICY):
                     self.policy_memory[key[len(_POLICY) :]] = memory
-        self.policies: tuple[ToolPolicy, ...] = tuple(policies)
+        # `ToolPolicy` objects, checked by the coordinator; not named here: policies sit
+        # above the scope (their events carry it), and the scope must not import them.
+        self.policies: tuple[Any, ...] = tuple(policies)
         self.state: dict[str, Any] = {} if state is None else state
         self.store = store
         self.decisions = decisions

@@ -212,7 +212,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "TaskRecord",
         "TryAlternative",
     },
-    "agentmesh.retry": {"RetryBudget", "RetryPolicy", "RetryResult", "Sleep"},
+    "agentmesh.retry": {"Attempts", "RetryBudget", "RetryPolicy", "RetryResult", "Sleep"},
     "agentmesh.scope": {"RunScope"},
     "agentmesh.subagents": {
         "REPORT_FAILURE",

@@ -41,12 +41,14 @@ PUBLIC_MODULES = tuple(
 )
 """`agentmesh` and its modules and subpackages without a leading underscore."""
 
-# Left for the restructure of issue 25 (context.py keeps only what a subagent body sees;
-# MCPServer's transports and its breaker sentinel; the constructors of the run's own
-# objects): named here so that nothing else slips in unnoticed.
+# Left for the restructure of issue 25 (MCPServer's transports and its breaker sentinel;
+# the constructors of the run's own objects): named here so that nothing else slips in
+# unnoticed.
 KNOWN = {
-    "agentmesh.Context.ledger": {"ToolLedger"},
-    "agentmesh.Context.retries": {"RetryTally"},
+    # Built by `Subagent.run` only, over the task's engine.
+    "agentmesh.Context.__init__": {"TaskEngine"},
+    # Built by `MCPServer.tool` only; the protocol keeps the tool below its server.
+    "agentmesh.mcp.MCPTool.__init__": {"ToolServer"},
     "agentmesh.mcp.MCPServer.__init__": {"_Default", "_Http", "_Stdio"},
     "agentmesh.mcp.MCPServer.stdio": {"_Default"},
     "agentmesh.mcp.MCPServer.http": {"_Default"},

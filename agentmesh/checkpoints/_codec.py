@@ -7,7 +7,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar, get_args, get_origin
+from typing import Any, Final, Protocol, TypeVar, get_args, get_origin
 
 import pydantic
 import pydantic_core
@@ -16,15 +16,25 @@ from agentmesh.checkpoints._errors import CheckpointError, damaged
 from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 
-if TYPE_CHECKING:
-    from agentmesh.checkpoints._store import Checkpoint
-
 __all__ = ["SCHEMA_VERSION", "declared_output_type", "decode", "encode", "read_as", "revive"]
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 """The layout of the store and of every record; a reader refuses any other version."""
+
+
+class Stored(Protocol):
+    """A stored value and where it belongs, as `read_as` reads it (a `Checkpoint`)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> Any: ...
 
 
 def encode(value: object, *, what: str) -> str:
@@ -44,7 +54,7 @@ _WHOLE: Final = object()
 
 def read_as(
     store: object,
-    checkpoint: Checkpoint,
+    checkpoint: Stored,
     shape: Any,
     *,
     part: Any = _WHOLE,

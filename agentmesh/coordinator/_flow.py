@@ -14,8 +14,9 @@ from typing import Any, Final, cast
 
 from pydantic import ConfigDict, TypeAdapter
 
-from agentmesh._attempts import propagates
-from agentmesh._human import AskWithoutStore
+from agentmesh._engine._attempts import propagates
+from agentmesh._engine._human import AskWithoutStore
+from agentmesh._engine._model_calls import usage_limit_envelope
 from agentmesh._tracing import record_outcome, span
 from agentmesh.coordinator._guard import Tried, fixed_route, guarded
 from agentmesh.coordinator._llm_helpers import LLMRewriter
@@ -34,7 +35,6 @@ from agentmesh.errors import UsageError
 from agentmesh.events import EscalationPending, Routed, TaskFinished
 from agentmesh.events import TaskStarted as TaskStartedEvent
 from agentmesh.executors import Dispatch, LocalExecutor
-from agentmesh.models._calls import usage_limit_envelope
 from agentmesh.report import (
     Accept,
     AcceptEmpty,

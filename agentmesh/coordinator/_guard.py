@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Outcome, Success
-from agentmesh.models._calls import is_usage_refusal
 from agentmesh.report import (
     Accept,
     AcceptEmpty,

@@ -1,7 +1,7 @@
 """The model calls of the coordinator's own helpers: counted and limited as a subagent's.
 
 `LLMRewriter` and `LLMSynthesizer` call their model through `call_model` (the one way a
-model is called, `agentmesh.models._calls`), in a `Context` of the run's scope under the
+model is called, `agentmesh._engine._model_calls`), in a task engine of the run's scope under the
 helper's name, `REWRITER` or `SYNTHESIZER`. So the run's usage limits admit (or refuse)
 their calls, the run's retry budget and deadline bound them, a streamed run emits their
 events, and what they used reaches the report: `Report.helper_usage`, and a line of
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh._engine._task import TaskEngine
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier
-from agentmesh.context import Context
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
@@ -37,13 +37,13 @@ def helper_context(
     classifier: Classifier,
     deadline: float | None = None,
     log: Any = None,
-) -> Context:
-    """A `Context` for one call of a coordinator helper in the run of `scope`.
+) -> TaskEngine:
+    """A task engine for one call of a coordinator helper in the run of `scope`.
 
     `task_id` is the task the call is about (a rewrite's), or None for the run itself
     (the synthesis): its events are then the run's own, as other run-level events.
     """
-    ctx = Context(
+    ctx = TaskEngine(
         task=task,
         subagent=helper,
         scope=scope,
@@ -82,7 +82,7 @@ class HelperModels:
         retry: RetryPolicy,
         classifier: Classifier,
         log: Any = None,
-    ) -> Context:
+    ) -> TaskEngine:
         """A context for one helper call, whose usage this run's report will hold."""
         ctx = helper_context(
             self.scope,

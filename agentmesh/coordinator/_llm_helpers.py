@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from agentmesh._engine._model_calls import call_model
 from agentmesh._logging import get_logger
 from agentmesh._numbers import whole
 from agentmesh.classify import Classifier, default_classifier
@@ -27,14 +28,13 @@ from agentmesh.coordinator._helper_models import REWRITER, HelperModels, helper_
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse
-from agentmesh.models._calls import call_model
 from agentmesh.report import RecordGap
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from agentmesh.context import Context
+    from agentmesh._engine._task import TaskEngine
 
 __all__ = ["PROPOSE_QUERY", "WRITE_SUMMARY", "LLMRewriter"]
 
@@ -45,7 +45,7 @@ WRITE_SUMMARY = "write_summary"
 
 
 async def _forced_call(
-    ctx: Context,
+    ctx: TaskEngine,
     model: Model,
     *,
     tool: Mapping[str, Any],

@@ -1,6 +1,6 @@
 """What a run keeps in its store so that another process can resume it after a person's
 approvals: the plan (which task went to which subagent, under which id), each finished
-task's record, and the approvals (`agentmesh._human`).
+task's record, and the approvals (`agentmesh._engine._human`).
 
 Layout, stage `agentmesh.run`: key `plan` holds `[{taskId, task, subagent, masked}]`;
 key `record/<task id>` a finished task's `TaskRecord` (secrets masked, as everything at
@@ -20,8 +20,8 @@ import pydantic_core
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from agentmesh._human import ANSWERS, DecisionBook
-from agentmesh._human import STAGE as DECISIONS
+from agentmesh._engine._human import ANSWERS, DecisionBook
+from agentmesh._engine._human import STAGE as DECISIONS
 from agentmesh._redaction import redact
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore

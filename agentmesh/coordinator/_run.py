@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from agentmesh._attempts import propagates
-from agentmesh._human import DecisionBook
+from agentmesh._engine._attempts import propagates
+from agentmesh._engine._human import DecisionBook
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._tracing import span, tracing
 from agentmesh.classify import default_classifier

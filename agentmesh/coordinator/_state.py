@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentmesh._human import DecisionBook
+from agentmesh._engine._human import DecisionBook
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._limits import RunLimits

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from agentmesh._partials import PartialRecorder
+from agentmesh._engine._partials import PartialRecorder
 from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
 from agentmesh.events._types import (
     AttemptFailed,

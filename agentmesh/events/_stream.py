@@ -25,7 +25,7 @@ from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from agentmesh._human import DecisionBook
+    from agentmesh._engine._human import DecisionBook
 
 __all__ = ["RunStream", "Runnable", "Start", "StreamState"]
 

@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import ConfigDict, TypeAdapter
 
+from agentmesh._engine._model_calls import marked_usage_refusal
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
-from agentmesh.models._calls import marked_usage_refusal
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 

@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 import ray
 
+from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.checkpoints._store import Row, StoreBase
@@ -29,7 +30,6 @@ from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict
 from agentmesh.events._channel import EventCollector
 from agentmesh.executors._ray_state import Op, apply_op
-from agentmesh.models._calls import is_usage_refusal
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope

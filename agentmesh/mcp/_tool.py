@@ -9,10 +9,11 @@ body is a `tools/call` on the server's shared connection.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 import pydantic_core
 
+from agentmesh._engine._task import engine_of
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number
 from agentmesh._tool_options import TOOL_KEYWORDS, MCPToolKwargs, ToolKwargs, check_keywords
@@ -34,11 +35,28 @@ Validator = Any
 if TYPE_CHECKING:
     import mcp.types
 
-    from agentmesh.mcp._server import MCPServer
+    from agentmesh.breaker import CircuitBreaker
 
 __all__ = ["MCPTool", "idempotent_from"]
 
 _OPTIONS = frozenset(MCPToolKwargs.__annotations__)
+
+
+class ToolServer(Protocol):
+    """What a tool needs of its server (an `MCPServer`): its name, breaker, listing, calls."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def breaker(self) -> CircuitBreaker | None: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def tool_names(self) -> frozenset[str]: ...
+    async def describe(self, name: str) -> mcp.types.Tool | None: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, request_timeout: float | None = None
+    ) -> mcp.types.CallToolResult: ...
 
 
 async def _remote(ctx: Any = None) -> Any:
@@ -61,7 +79,7 @@ class MCPTool(Tool[..., Any]):
         retry, rate_limit, max_concurrency: as for `@tool`.
     """
 
-    def __init__(self, server: MCPServer, name: str, **options: Unpack[MCPToolKwargs]) -> None:
+    def __init__(self, server: ToolServer, name: str, **options: Unpack[MCPToolKwargs]) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"MCPServer.tool(name=) takes the tool's name, got {name!r}")
         check_keywords(f"MCPServer.tool({name!r})", options, _OPTIONS)
@@ -205,7 +223,7 @@ class MCPTool(Tool[..., Any]):
         if remote is not None:
             if ctx is not None:
                 # As `subagent.as_tool()` does: the served run's rulings and retries count.
-                ctx.adopt(remote)
+                engine_of(ctx).adopt(remote)
             if isinstance(remote, ErrorEnvelope):
                 raise CallFailed(remote)  # final: it was retried where it happened
             return remote.data

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
+from agentmesh._engine._task import engine_of
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorEnvelope
 from agentmesh.errors import CallFailed
@@ -11,13 +13,33 @@ from agentmesh.task import Task
 from agentmesh.tools import Impact, Tool
 
 if TYPE_CHECKING:
-    from agentmesh.subagents._base import Subagent
+    from agentmesh.envelope import Outcome
+    from agentmesh.policies import ToolPolicy
+    from agentmesh.scope import RunScope
 
-__all__ = ["subagent_tool"]
+__all__ = ["Delegate", "subagent_tool"]
+
+
+class Delegate(Protocol):
+    """What a subagent tool runs (a `Subagent`): its name, description and `run`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    async def run(
+        self,
+        task: Task,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  # as `Subagent.run` takes it
+        policies: Sequence[ToolPolicy],
+        state: dict[str, Any] | None,
+        scope: RunScope | None,
+    ) -> Outcome: ...
 
 
 def subagent_tool(
-    subagent: Subagent,
+    subagent: Delegate,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -33,17 +55,18 @@ def subagent_tool(
     """
 
     async def run_subagent(query: str, ctx: Context) -> Any:
+        engine = engine_of(ctx)
         outcome = await subagent.run(
             Task(query=query, topic=ctx.task.topic),
             scope=ctx.scope,
             timeout=ctx.remaining(),
             # The caller's rules (the coordinator's among them) hold for the nested run.
-            policies=ctx.policies.policies,
+            policies=engine.policies.policies,
             state=ctx.state,
         )
         # Its rulings and retries belong to the caller's task too, whatever the caller
         # does next (an envelope carries them as well, but may be caught and dropped).
-        ctx.adopt(outcome)
+        engine.adopt(outcome)
         if isinstance(outcome, ErrorEnvelope):
             raise CallFailed(outcome)
         return outcome.data

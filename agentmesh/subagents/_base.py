@@ -8,11 +8,12 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any, Unpack
 
-from agentmesh._attempts import AttemptRules, attempt_call
+from agentmesh._engine._attempts import AttemptRules, attempt_call
+from agentmesh._engine._partials import merge_partials
+from agentmesh._engine._task import TaskEngine
 from agentmesh._limits import recorded
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number
-from agentmesh._partials import merge_partials
 from agentmesh._signatures import spell_out
 from agentmesh._tracing import agent_span, record_outcome
 from agentmesh.checkpoints._ledger import task_key
@@ -137,7 +138,7 @@ class Subagent(abc.ABC):
         task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
         state = scope.state if state is None else state
         log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
-        ctx = Context(
+        engine = TaskEngine(
             task=task,
             subagent=self.name,
             scope=scope,
@@ -151,10 +152,10 @@ class Subagent(abc.ABC):
             store=store if store is not None else scope.ledger_store,
             checkpoint=self.checkpoint and store is not None,
         )
-        checkpointing = ctx.checkpointing
+        checkpointing = engine.checkpointing
         if checkpointing:
-            await ctx.restore_partials()
-        body = _Body(self, task, ctx, at, timeout)
+            await engine.restore_partials()
+        body = _Body(self, task, engine, at, timeout)
         with agent_span(self.name) as current:
             try:
                 # The body itself is the work, not a bound method of it; and without a
@@ -165,27 +166,27 @@ class Subagent(abc.ABC):
                     source=self.name,
                     attempted_query=recorded(task.query),
                     log=log,
-                    scope=ctx,  # the run's budget, the task's deadline, tally and events
+                    scope=engine,  # the run's budget, the task's deadline, tally and events
                     adjust=None if at is None else body.at_deadline,
                 )
             finally:
                 if checkpointing:
-                    await ctx.save_partials()  # progress survives even a cancellation
-            if ctx.misuse is not None:
-                raise ctx.misuse  # an ask nobody can answer: misuse, even if the body caught it
-            if ctx.pending_decision is not None:
+                    await engine.save_partials()  # progress survives even a cancellation
+            if engine.misuse is not None:
+                raise engine.misuse  # an ask nobody can answer: misuse, even if the body caught it
+            if engine.pending_decision is not None:
                 # The task waits for a person, whatever the body made of the stopped call.
-                outcome = ctx.pending_decision
+                outcome = engine.pending_decision
             record_outcome(current, outcome)
-        if ctx.escalations and outcome.policy is None:
+        if engine.escalations and outcome.policy is None:
             # The body caught or used the escalated call and went on: the ruling stands.
-            update: dict[str, Any] = {"policy": ctx.escalations[0]}
+            update: dict[str, Any] = {"policy": engine.escalations[0]}
             if isinstance(outcome, ErrorEnvelope):
                 update["is_retryable"] = False
             outcome = outcome.model_copy(update=update)
-        outcome = ctx.annotate(outcome)  # the rulings and retries on the way, never silent
+        outcome = engine.annotate(outcome)  # the rulings and retries on the way, never silent
         if isinstance(outcome, ErrorEnvelope):
-            outcome = self._complete(outcome, ctx)
+            outcome = self._complete(outcome, engine)
             log.info(
                 "subagent_outcome",
                 status="error",
@@ -233,13 +234,13 @@ class Subagent(abc.ABC):
             )
         return scope
 
-    def _complete(self, envelope: ErrorEnvelope, ctx: Context) -> ErrorEnvelope:
+    def _complete(self, envelope: ErrorEnvelope, engine: TaskEngine) -> ErrorEnvelope:
         """Add what the subagent knows: its progress and its alternatives."""
         alternatives = dict.fromkeys((*self.alternatives, *(envelope.alternative_approaches or ())))
         return envelope.model_copy(
             update={
                 "partial_results": merge_partials(
-                    envelope.partial_results, ctx.partials.snapshot()
+                    envelope.partial_results, engine.partials.snapshot()
                 ),
                 "alternative_approaches": tuple(alternatives) or None,
             }
@@ -265,12 +266,18 @@ class _Body:
     A task in flight keeps this one object instead of a cell per captured variable.
     """
 
-    __slots__ = ("at", "bounded", "ctx", "subagent", "task", "timeout")
+    __slots__ = ("at", "bounded", "ctx", "engine", "subagent", "task", "timeout")
 
     def __init__(
-        self, subagent: Subagent, task: Task, ctx: Context, at: float | None, timeout: float | None
+        self,
+        subagent: Subagent,
+        task: Task,
+        engine: TaskEngine,
+        at: float | None,
+        timeout: float | None,
     ) -> None:
-        self.subagent, self.task, self.ctx = subagent, task, ctx
+        self.subagent, self.task, self.engine = subagent, task, engine
+        self.ctx = Context(engine)  # what the body sees of its task
         self.at, self.timeout = at, timeout
         # Without a deadline or limits there is nothing to enter: that saves a timeout
         # scope and a no-op context manager per attempt on the dispatch path.
@@ -278,12 +285,11 @@ class _Body:
 
     def __call__(self, number: int) -> Awaitable[Any]:
         """Attempt `number` of the body."""
-        ctx = self.ctx
-        ctx.start_attempt(number)
-        ctx.log.debug("subagent_attempt", attempt=number)
+        self.engine.start_attempt(number)
+        self.engine.log.debug("subagent_attempt", attempt=number)
         if not self.bounded:
             # The body's own coroutine, awaited by the caller at once: no frame between.
-            return self.subagent.handle(self.task, ctx)
+            return self.subagent.handle(self.task, self.ctx)
         return self._bounded()
 
     async def _bounded(self) -> Any:

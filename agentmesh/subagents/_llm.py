@@ -17,6 +17,7 @@ from typing import Any, Unpack
 
 import pydantic
 
+from agentmesh._engine._task import engine_of
 from agentmesh._limits import recorded
 from agentmesh._numbers import whole
 from agentmesh._signatures import spell_out
@@ -26,7 +27,6 @@ from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import AgentError, CallFailed, UsageError
 from agentmesh.models import Model, ModelResponse, ToolUseBlock
-from agentmesh.models._calls import call_model
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.subagents._output import (
@@ -132,7 +132,7 @@ class LLMSubagent(Subagent):
 
         A source that cannot be listed fails the task when it is required
         (`required=True`) or when the model would be left without any tool; otherwise
-        its tools are left out of this task, which says so (`ctx.leave_out`).
+        its tools are left out of this task, which says so (`TaskEngine.leave_out`).
         """
         if not self._sources:
             return self.tools, self._tool_definitions
@@ -152,7 +152,7 @@ class LLMSubagent(Subagent):
             ctx.log.warning(
                 "tool_source_left_out", source=source.name, error_type=failure.error_type
             )
-            ctx.leave_out(source.name, failure.error_type, failure.message)
+            engine_of(ctx).leave_out(source.name, failure.error_type, failure.message)
         _check_names(self.name, [*self.tools.values(), *listed])
         tools = {**self.tools, **{t.name: t for t in listed}}
         definitions = [
@@ -231,8 +231,7 @@ class LLMSubagent(Subagent):
         definitions: list[dict[str, Any]] | None = None,
     ) -> ModelResponse:
         """One model call, retried locally, failed over, counted and limited (`call_model`)."""
-        response = await call_model(
-            ctx,
+        response = await ctx.call_model(
             self.model,
             messages=messages,
             system=self.system or None,

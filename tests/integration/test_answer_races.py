@@ -424,7 +424,7 @@ class TestABatchOfAnswers:
     ) -> None:
         """Two answers given together, one taken meanwhile by someone else: the error names
         the winner of that one and the answer this call claimed, which stands."""
-        from agentmesh._human import DecisionBook
+        from agentmesh._engine._human import DecisionBook
 
         desk = GatedDesk()
         other = Task(query="refund order D-4", topic="D-4", metadata={"amount": 700})

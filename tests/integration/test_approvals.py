@@ -362,7 +362,7 @@ class TestResumeRefusals:
         coordinator = desk.coordinator(store)
         pending = only(await coordinator.run([BIG], run_id="r1"))
         # Claimed before anything ran, as a resume does first; its run never happened.
-        from agentmesh._human import DecisionBook
+        from agentmesh._engine._human import DecisionBook
 
         book = await DecisionBook.load(store, "r1")
         await book.give({pending.id: Approve()})

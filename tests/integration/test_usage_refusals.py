@@ -4,9 +4,9 @@ name is routed like any other business error."""
 from __future__ import annotations
 
 from agentmesh import BusinessError, Context, Coordinator, ErrorEnvelope, Task, subagent
+from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh.coordinator import CoverageStatus, Route, RouteContext, Router
 from agentmesh.models import ScriptedModel, UsageLimits
-from agentmesh.models._calls import is_usage_refusal
 from agentmesh.subagents import LLMSubagent
 
 

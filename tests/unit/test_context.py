@@ -309,3 +309,59 @@ class TestCallRetries:
         assert second.policy is not None
         assert second.policy.action == "forbid_retry"
         assert second.attempts == 0
+
+
+# What a body uses of its `Context`; the engine's own steps are not on it.
+BODY_FACE = {
+    "attempt",
+    "budget",
+    "call",
+    "call_model",
+    "deadline",
+    "log",
+    "partials",
+    "record_partial",
+    "remaining",
+    "run_id",
+    "save_partials",
+    "scope",
+    "state",
+    "subagent",
+    "task",
+    "task_id",
+}
+ENGINE_STEPS = {
+    "adopt",
+    "annotate",
+    "ask_counts",
+    "deposit_for_call",
+    "escalations",
+    "leave_out",
+    "misuse",
+    "pending_decision",
+    "restore_partials",
+    "retries",
+    "rulings",
+    "start_attempt",
+}
+
+
+class TestContextFace:
+    async def test_a_body_sees_what_it_uses_and_none_of_the_engines_steps(self) -> None:
+        """The public names of a body's `ctx` are the body's tools, none of the engine's."""
+        seen: set[str] = set()
+
+        async def body(task: Task, ctx: Context) -> str:
+            seen.update(name for name in dir(ctx) if not name.startswith("_"))
+            return "ok"
+
+        assert isinstance(await run(body), Success)
+        assert seen == BODY_FACE
+        assert not seen & ENGINE_STEPS
+
+    def test_the_context_module_exports_no_engine_helper(self) -> None:
+        """`agentmesh.context.__all__` names `Context` and the type of `ctx.partials`, no
+        helper of the engine (`apply_verdict`, `merge_partials`)."""
+        import agentmesh.context
+
+        assert agentmesh.context.__all__ == ["Context", "PartialRecorder"]

@@ -26,6 +26,7 @@ from agentmesh.coordinator import CoverageStatus, Finding, Report, Step, TaskRec
 from agentmesh.coordinator._synthesis import coverage_entry
 from agentmesh.envelope import Outcome, RetryCount
 from agentmesh.executors import Dispatch, LocalExecutor
+from agentmesh.retry import RetryResult
 from agentmesh.subagents import Subagent
 
 
@@ -214,6 +215,46 @@ def transient(query: str = "q") -> ErrorEnvelope:
 
 
 class TestRetryLoop:
+    async def test_a_call_given_as_one_object_goes_through_the_same_loop(self) -> None:
+        """`RetryPolicy.drive` runs every attempt of an `Attempts` object the same way, the
+        first one included: the work, its outcome, each retry told, then `finish`."""
+        envelope = transient()
+
+        class Flaky:
+            def __init__(self) -> None:
+                self.made: list[int] = []
+                self.told: list[tuple[int, float]] = []
+
+            async def attempt(self, number: int) -> str:
+                self.made.append(number)
+                if number < 3:
+                    raise ConnectionError("down")
+                return "done"
+
+            def succeeded(self, data: str, number: int) -> str:
+                return f"{data} at {number}"
+
+            def failed(self, exc: BaseException, number: int) -> ErrorEnvelope:
+                return envelope
+
+            def retryable(self, failed: ErrorEnvelope) -> bool:
+                return failed.is_retryable
+
+            def on_retry(self, failed: ErrorEnvelope, number: int, delay: float) -> None:
+                self.told.append((number, delay))
+
+            def cut_short(self) -> None:
+                raise AssertionError("the loop ended normally")
+
+            def finish(self, result: RetryResult[Any]) -> tuple[Any, int, str | None]:
+                return result.result, result.attempts, result.stop_reason
+
+        policy = RetryPolicy(max_attempts=3, initial_delay=1, jitter="none", sleep=no_sleep)
+        call = Flaky()
+        assert await policy.drive(call) == ("done at 3", 3, None)
+        assert call.made == [1, 2, 3]
+        assert call.told == [(1, 1.0), (2, 2.0)]
+
     async def test_delays_callbacks_and_attempts_follow_the_policy(self) -> None:
         """Every retry is announced, slept through the injected sleep, and counted."""
         slept: list[float] = []

@@ -301,7 +301,7 @@ class TestOneRunObject:
 
         @subagent(name="docs", retry=NO_RETRY)
         async def docs(task: Task, ctx: Context) -> str:
-            seen["store"] = ctx.store
+            seen["scope"] = ctx.scope
             return await ctx.call(look, q=task.query)
 
         store, state = MemoryStore(), {"mine": 1}
@@ -309,7 +309,9 @@ class TestOneRunObject:
         outcome = await docs.run("q", scope=scope, task_id="t")
         assert isinstance(outcome, Success)
         assert state == {"mine": 1, "seen": "look"}
-        assert seen["store"] is store
+        assert seen["scope"] is scope
+        # The non-idempotent call was claimed in the ledger of the scope's store.
+        assert [c.key for c in await store.list("run") if c.key.startswith("call/")]
 
     async def test_an_executor_gets_the_scope_the_task_id_and_the_time_only(self) -> None:
         """A custom executor places a task from `Dispatch(scope, task_id, timeout)`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentmesh._attempts import RetryTally
+from agentmesh._engine._attempts import RetryTally
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
 
 __all__ = ["TaskRulings", "apply_verdict", "blocked"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentmesh._partials import PartialRecorder
+from agentmesh._engine._partials import PartialRecorder
 from agentmesh.checkpoints._ledger import ProgressSaver, ToolLedger
 from agentmesh.checkpoints._store import CheckpointStore
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from agentmesh._tracing import record_outcome, span, tracing
@@ -23,7 +23,7 @@ from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import Classifier, is_strict
 from agentmesh.envelope import ErrorEnvelope, RetryCount, Success
 from agentmesh.errors import CallFailed
-from agentmesh.retry import RetryBudget, RetryPolicy
+from agentmesh.retry import RetryBudget, RetryPolicy, RetryResult
 
 if TYPE_CHECKING:
     from agentmesh.events._channel import TaskEvents
@@ -106,7 +106,7 @@ class AttemptScope(Protocol):
     def events(self) -> TaskEvents | None: ...
 
 
-async def attempt_call(
+def attempt_call(
     work: Callable[[int], Awaitable[T]],
     *,
     rules: AttemptRules,
@@ -117,8 +117,11 @@ async def attempt_call(
     adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None = None,
     review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None = None,
     deposit: Callable[[], bool] | None = None,
-) -> Success[T] | ErrorEnvelope:
+) -> Coroutine[Any, Any, Success[T] | ErrorEnvelope]:
     """Attempt `work(attempt_number)` until it succeeds, fails for good, or must stop.
+
+    Returns the policy's retry loop (`RetryPolicy.drive`) for this call, to await: no
+    coroutine of its own around it.
 
     Args:
         rules: the source's retry policy, classifier, breaker and strictness.
@@ -132,7 +135,7 @@ async def attempt_call(
         deposit: asked before the first attempt whether this call deposits into the
             retry budget (see `RetryPolicy.run`); by default it does.
     """
-    policy, breaker = rules.policy, rules.breaker
+    policy = rules.policy
     if scope is None:
         budget = deadline = tally = events = None
     else:
@@ -143,56 +146,17 @@ async def attempt_call(
         work = _bounded(work, deadline)
     call = _Call(work, rules, source, attempted_query, log, adjust, review)
     call.tally, call.events = tally, events
-    if deadline is None and breaker is None and not tracing():
-        # Nothing to enter around attempt 1 (no timeout, breaker or span): it runs here,
-        # not three coroutines down in the retry loop. Most calls end with it, and every
-        # call in flight then holds fewer frames.
-        if budget is not None and (deposit is None or deposit()):
-            budget.record_first_attempt()  # before the attempt, as RetryPolicy.run does
-        # `call.one(1)` written out: a coroutine less per call in flight.
-        first: Success[T] | ErrorEnvelope
-        try:
-            data = await call.work(1)
-        except BaseException as exc:
-            first = call.failed(exc, 1)
-        else:
-            first = call.succeeded(data, 1)
-        if review is not None:
-            first = review(first, 1)
-        if not (isinstance(first, ErrorEnvelope) and call.retryable(first)):
-            if events is not None and isinstance(first, ErrorEnvelope):
-                events.attempt_failed(source, first, 1, None)
-            return first
-        call.first = first
-        deposit = _deposited
-    try:
-        result = await policy.run(
-            call.attempt,
-            retryable=call.retryable,
-            budget=budget,
-            deadline=deadline,
-            on_retry=call.on_retry,
-            deposit=deposit,
-        )
-    except BaseException:
-        call.tally_retries(gave_up=True)  # cut short: its retries did not bring it back
-        raise
-    outcome = result.result
-    assert outcome is not None  # the loop always makes at least one attempt
-    call.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
-    if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
-        details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
-        outcome = outcome.model_copy(update={"details": details})
-    if events is not None and isinstance(outcome, ErrorEnvelope):
-        events.attempt_failed(source, outcome, outcome.attempts, None)
-    return outcome
+    return policy.drive(call, budget=budget, deadline=deadline, deposit=deposit)
 
 
 class _Call(Generic[T]):
-    """One logical call's attempts: one small object, not a closure per step.
+    """One logical call's attempts, as `RetryPolicy.drive` runs them (`Attempts`): one
+    small object, not a closure per step.
 
     A suspended call keeps what it needs here; closures would keep a cell per variable
-    and a function per step for every call in flight.
+    and a function per step for every call in flight. Without a breaker or a tracer the
+    loop awaits the work itself; with one, each attempt is a `guarded` coroutine that
+    returns its outcome made.
     """
 
     __slots__ = (
@@ -202,7 +166,7 @@ class _Call(Generic[T]):
         "classifier",
         "events",
         "final",
-        "first",
+        "guarded",
         "log",
         "retried",
         "review",
@@ -237,36 +201,53 @@ class _Call(Generic[T]):
         self.retried: list[str] | None = None
         self.events: TaskEvents | None = None
         self.final = False  # a CallFailed was retried where it happened: never again here
-        # Attempt 1's outcome when it was made before the retry loop started.
-        self.first: Success[T] | ErrorEnvelope | None = None
+        # Asked once per call: with neither a breaker nor a tracer there is nothing to
+        # enter around an attempt.
+        self.guarded = self.breaker is not None or tracing()
 
     def retryable(self, envelope: ErrorEnvelope) -> bool:
         return envelope.is_retryable and not self.final
 
-    async def attempt(self, number: int) -> Success[T] | ErrorEnvelope:
-        if number == 1 and self.first is not None:
-            return self.first
-        breaker, source = self.breaker, self.source
+    def attempt(self, number: int) -> Awaitable[Any]:
+        """The work of attempt `number` (its outcome made already when `guarded`)."""
+        return self.attempt_guarded(number) if self.guarded else self.work(number)
+
+    def succeeded(self, data: Any, number: int) -> Success[T] | ErrorEnvelope:
+        if self.guarded:
+            outcome: Success[T] | ErrorEnvelope = data  # made by `attempt_guarded`
+            return outcome
+        outcome = self.success(data, number)
+        return self.review(outcome, number) if self.review is not None else outcome
+
+    def failed(self, exc: BaseException, number: int) -> ErrorEnvelope | Success[T]:
+        if self.guarded:
+            raise exc  # `attempt_guarded` let only what must propagate through
+        outcome = self.envelope(exc, number)
+        return self.review(outcome, number) if self.review is not None else outcome
+
+    async def attempt_guarded(self, number: int) -> Success[T] | ErrorEnvelope:
+        """Attempt `number` behind the breaker and in a span, its outcome reviewed."""
+        breaker = self.breaker
+        outcome: Success[T] | ErrorEnvelope
         if breaker is not None and not breaker.try_acquire():
             self.log.debug(
                 "breaker_rejected", attempt=number, probe_in=round(breaker.probe_in(), 3)
             )
-            return breaker.rejection(
-                source=source, attempted_query=self.attempted_query, attempts=number
+            outcome = breaker.rejection(
+                source=self.source, attempted_query=self.attempted_query, attempts=number
             )
-        with span("attempt", source=source, attempt=number) as current:
-            outcome = await self.one(number)
-            record_outcome(current, outcome)
+        else:
+            with span("attempt", source=self.source, attempt=number) as current:
+                try:
+                    data = await self.work(number)
+                except BaseException as exc:
+                    outcome = self.envelope(exc, number)
+                else:
+                    outcome = self.success(data, number)
+                record_outcome(current, outcome)
         return self.review(outcome, number) if self.review is not None else outcome
 
-    async def one(self, number: int) -> Success[T] | ErrorEnvelope:
-        try:
-            data = await self.work(number)
-        except BaseException as exc:
-            return self.failed(exc, number)
-        return self.succeeded(data, number)
-
-    def succeeded(self, data: T, number: int) -> Success[T]:
+    def success(self, data: T, number: int) -> Success[T]:
         """The outcome of attempt `number`, which returned `data`."""
         # Validated: with `data: Any` that is cheaper than `model_construct`'s loop.
         outcome: Success[T] = Success(
@@ -276,7 +257,7 @@ class _Call(Generic[T]):
             self.breaker.record(outcome)
         return outcome
 
-    def failed(self, exc: BaseException, number: int) -> ErrorEnvelope:
+    def envelope(self, exc: BaseException, number: int) -> ErrorEnvelope:
         """The envelope of attempt `number`, which raised `exc` (called while handling it).
 
         What must not become an envelope is raised again, as it was.
@@ -318,6 +299,21 @@ class _Call(Generic[T]):
             "retry_scheduled", attempt=number, delay=round(delay, 4), error_type=envelope.error_type
         )
 
+    def cut_short(self) -> None:
+        self.tally_retries(gave_up=True)  # its retries did not bring it back
+
+    def finish(self, result: RetryResult[Any]) -> Success[T] | ErrorEnvelope:
+        """The call's outcome: its retries tallied, a stop reason said, a failure told."""
+        outcome: Success[T] | ErrorEnvelope | None = result.result
+        assert outcome is not None  # the loop always makes at least one attempt
+        self.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
+        if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
+            details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
+            outcome = outcome.model_copy(update={"details": details})
+        if self.events is not None and isinstance(outcome, ErrorEnvelope):
+            self.events.attempt_failed(self.source, outcome, outcome.attempts, None)
+        return outcome
+
     def tally_retries(self, *, gave_up: bool) -> None:
         """Count the call's retries in the task's tally, saying whether the call recovered."""
         if self.tally is None or self.retried is None:
@@ -325,10 +321,6 @@ class _Call(Generic[T]):
         for error_type in self.retried:
             self.tally.add(self.source, error_type, gave_up=gave_up)
         self.retried = None
-
-
-def _deposited() -> bool:
-    return False  # the first attempt deposited already
 
 
 def propagates(exc: BaseException, classifier: Classifier, *, user_code: bool) -> bool:

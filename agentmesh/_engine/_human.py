@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
 
 import pydantic
 import pydantic_core
@@ -41,10 +41,20 @@ from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVe
 from agentmesh.errors import UsageError
 
 if TYPE_CHECKING:
-    from agentmesh.context import Context
+    from agentmesh.classify import Classifier
+    from agentmesh.task import Task
     from agentmesh.tools import Tool
 
-__all__ = ["MAY_HAVE_RUN", "PERSON", "AskWithoutStore", "DecisionBook", "Go", "ask_person"]
+__all__ = [
+    "MAY_HAVE_RUN",
+    "PERSON",
+    "AskWithoutStore",
+    "Asker",
+    "DecisionBook",
+    "Go",
+    "RuleAgain",
+    "ask_person",
+]
 
 STAGE: Final = "agentmesh.decisions"
 # The answers, one key per decision id, each claimed: apart from the pending records,
@@ -304,13 +314,30 @@ class Go:
     verdict: PolicyVerdict | None
 
 
+RuleAgain = Callable[[dict[str, Any], frozenset[str]], PolicyVerdict | None]
+"""The pre-tool policies run again on (maybe edited) arguments, the answered ones silent."""
+
+
+class Asker(Protocol):
+    """The task that asks (the engine's `TaskEngine`): who it is, and what it asked."""
+
+    task: Task
+    subagent: str
+    task_id: str
+    log: Any
+    classifier: Classifier
+    ask_counts: dict[str, int]
+    pending_decision: ErrorEnvelope | None
+
+
 async def ask_person(
-    ctx: Context,
+    ctx: Asker,
+    book: DecisionBook | None,
     tool: Tool[Any, Any],
     arguments: dict[str, Any],
     validated: dict[str, Any],
     verdict: PolicyVerdict,
-    rule_again: Any,
+    rule_again: RuleAgain,
 ) -> Go | ErrorEnvelope:
     """Follow a policy's `ask` to a person's answer: go on, or an envelope to fail with.
 
@@ -322,7 +349,6 @@ async def ask_person(
     source = f"{ctx.subagent}/{tool.name}"
     current: PolicyVerdict | None = verdict
     while current is not None and current.action == "ask":
-        book: DecisionBook | None = ctx.scope.decisions
         if book is None:
             raise AskWithoutStore(
                 f"policy {current.policy} returned Decision.ask for {tool.name}, but the run "
@@ -352,7 +378,7 @@ async def ask_person(
 
 
 def _call_decision_id(
-    ctx: Context, book: DecisionBook, tool: str, validated: dict[str, Any], policy: str
+    ctx: Asker, book: DecisionBook, tool: str, validated: dict[str, Any], policy: str
 ) -> str:
     """The same id for the same question in every process: run, task, call, occurrence."""
     call = [tool, digest(validated), policy]
@@ -363,7 +389,7 @@ def _call_decision_id(
 
 
 async def _pend(
-    ctx: Context,
+    ctx: Asker,
     book: DecisionBook,
     decision_id: str,
     tool: Tool[Any, Any],

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
-from agentmesh._attempts import AttemptRules, attempt_call
+from agentmesh._engine._attempts import AttemptRules, attempt_call
+from agentmesh._engine._task import TaskEngine
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.models._base import Model, ModelResponse
@@ -26,14 +27,11 @@ from agentmesh.models._fallback import FallbackModel
 from agentmesh.retry import RetryPolicy
 from agentmesh.usage import ModelFailover, UsageLimits
 
-if TYPE_CHECKING:
-    from agentmesh.context import Context
-
 __all__ = ["call_model", "is_usage_refusal", "marked_usage_refusal", "usage_limit_envelope"]
 
 
 async def call_model(
-    ctx: Context,
+    ctx: TaskEngine,
     model: Model,
     *,
     messages: Sequence[Mapping[str, Any]],
@@ -45,7 +43,8 @@ async def call_model(
     usage_limits: UsageLimits | None = None,
     attempted_query: Mapping[str, Any] | None = None,
 ) -> ModelResponse:
-    """One model turn for the task of `ctx`; raises `CallFailed` when it failed for good.
+    """One model turn for the task whose engine is `ctx`; raises `CallFailed` when it
+    failed for good.
 
     Args:
         retry: each model's local retries; the subagent's policy by default.
@@ -84,22 +83,26 @@ async def call_model(
             isinstance(model, FallbackModel) and model.fails_over(outcome)
         ):
             raise CallFailed(_with_models_tried(outcome, tried))
-        fallback = chain[index + 1].name
-        ctx.usage.failed_over(
-            ModelFailover(
-                model=member.name,
-                error_type=outcome.error_type,
-                attempts=outcome.attempts,
-                fallback=fallback,
-            )
-        )
-        turn.log.info(
-            "model_failover",
+        _fail_over(ctx, turn, outcome, chain[index + 1].name)
+    raise AssertionError("unreachable: the last model returns or raises")
+
+
+def _fail_over(ctx: TaskEngine, turn: _Turn, outcome: ErrorEnvelope, fallback: str) -> None:
+    """Count and log that the turn goes on with the chain's next model, `fallback`."""
+    ctx.usage.failed_over(
+        ModelFailover(
+            model=turn.model.name,
             error_type=outcome.error_type,
             attempts=outcome.attempts,
             fallback=fallback,
         )
-    raise AssertionError("unreachable: the last model returns or raises")
+    )
+    turn.log.info(
+        "model_failover",
+        error_type=outcome.error_type,
+        attempts=outcome.attempts,
+        fallback=fallback,
+    )
 
 
 class _Turn:
@@ -108,7 +111,7 @@ class _Turn:
     __slots__ = ("ctx", "limits", "log", "model", "request")
 
     def __init__(
-        self, ctx: Context, model: Model, request: dict[str, Any], limits: UsageLimits | None
+        self, ctx: TaskEngine, model: Model, request: dict[str, Any], limits: UsageLimits | None
     ) -> None:
         self.ctx, self.model, self.request, self.limits = ctx, model, request, limits
         self.log = ctx.log.bind(model=model.name)
