@@ -34,6 +34,9 @@ from pydantic_core import SchemaValidator, core_schema
 __all__ = ["CHECK_SECONDS", "CheckedSchema", "check_arguments", "check_arguments_off_loop"]
 
 CHECK_SECONDS: Final = 1.0
+# Arguments nested deeper than this are refused before any check: the validator recurses
+# a few frames per level, and a time limit alone would name the wrong cause on a slow machine.
+MAX_DEPTH: Final = 200
 """How long checking one call's arguments may take: valid input takes microseconds."""
 
 # Keywords that apply a subschema to the same instance: a loop of these never ends.
@@ -102,11 +105,27 @@ def check_arguments(validator: Any, arguments: dict[str, Any]) -> list[Any]:
 
     Raises `SchemaTooCostly` past the limit, `RecursionError` for input nested too deeply.
     """
+    if _deeper_than(arguments, MAX_DEPTH):
+        raise RecursionError(f"the arguments are nested more than {MAX_DEPTH} levels deep")
     token = _deadline.set(time.monotonic() + CHECK_SECONDS)
     try:
         return list(validator.iter_errors(arguments))
     finally:
         _deadline.reset(token)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists or objects more than `limit` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, Mapping):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 async def check_arguments_off_loop(validator: Any, arguments: dict[str, Any]) -> list[Any]:
