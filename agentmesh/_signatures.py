@@ -1,4 +1,7 @@
-"""`help()` shows the options a `**options: Unpack[...]` signature stands for.
+"""What the public surface shows beyond the code: signatures and names kept for a release.
+
+`help()` shows the options a `**options: Unpack[...]` signature stands for;
+`kept_for_one_release` serves a module's renamed or internal names, with a warning.
 
 The options are defined once, as a TypedDict and its checked dataclass; the constructors
 take them as `**options` so that a new option is not a parameter in every signature.
@@ -10,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any, ForwardRef
 
-__all__ = ["spell_out"]
+__all__ = ["kept_for_one_release", "spell_out"]
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
@@ -41,3 +45,27 @@ def spell_out(function: Callable[..., Any], keywords: type, defaults: type | Non
             )
         )
     function.__signature__ = signature.replace(parameters=[*kept, *spelled])  # type: ignore[attr-defined]
+
+
+def kept_for_one_release(
+    module: str, names: Mapping[str, tuple[str, Callable[[], Any]]]
+) -> Callable[[str], Any]:
+    """A module `__getattr__` (PEP 562) that still serves names a module no longer exports.
+
+    `names` maps each old name to what the warning says of it (e.g. "is now Route") and a
+    function giving its value; any other name is an `AttributeError`, as without it.
+    """
+
+    def __getattr__(name: str) -> Any:
+        kept = names.get(name)
+        if kept is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        says, value = kept
+        warnings.warn(
+            f"{module}.{name} {says}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value()
+
+    return __getattr__

@@ -13,15 +13,15 @@ does between attempts is not part of it.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentmesh._engine import _partials, _rulings
 from agentmesh._engine._model_calls import call_model
 from agentmesh._engine._partials import PartialRecorder
 from agentmesh._engine._task import TaskEngine
 from agentmesh._engine._tool_call import ToolCall
+from agentmesh._signatures import kept_for_one_release
 from agentmesh._tracing import record_outcome, span
 from agentmesh.errors import ToolCallFailed
 from agentmesh.retry import RetryBudget
@@ -35,24 +35,18 @@ if TYPE_CHECKING:
 # `PartialRecorder` is the type of `ctx.partials`, which a body reads.
 __all__ = ["Context", "PartialRecorder"]
 
+
 # Engine helpers this module exported before issue 25: importable here for one release.
-_MOVED = {
-    "apply_verdict": "agentmesh._engine._rulings",
-    "merge_partials": "agentmesh._engine._partials",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is internal to agentmesh's task engine; "
-        f"it leaves agentmesh.context in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(home), name)
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "apply_verdict": ("is internal to agentmesh's task engine", lambda: _rulings.apply_verdict),
+        "merge_partials": (
+            "is internal to agentmesh's task engine",
+            lambda: _partials.merge_partials,
+        ),
+    },
+)
 
 
 R = TypeVar("R")

@@ -6,10 +6,10 @@ Every name this module had still imports from here for one release, with a
 `AnsweredApproval`; `Approve`, `Reject` and `Edit` keep their names.
 """
 
-import warnings
-from typing import Any
+import functools
 
 from agentmesh import approvals
+from agentmesh._signatures import kept_for_one_release
 
 # Nothing to star-import: the names live in `agentmesh.approvals`; this module forwards them.
 __all__: list[str] = []
@@ -23,15 +23,13 @@ _RENAMED = {
     "Reject": "Reject",
 }
 
-
-def __getattr__(name: str) -> Any:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"agentmesh.decisions.{name} is now agentmesh.approvals.{new} (a person's answer "
-        f"is an approval); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(approvals, new)
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        old: (
+            f"is now agentmesh.approvals.{new} (a person's answer is an approval)",
+            functools.partial(getattr, approvals, new),
+        )
+        for old, new in _RENAMED.items()
+    },
+)

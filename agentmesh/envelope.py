@@ -9,7 +9,6 @@ work. Both are frozen pydantic models: snake_case in Python, camelCase on the wi
 from __future__ import annotations
 
 import enum
-import warnings
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -39,6 +38,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentmesh._limits import recorded
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.usage import UsageSummary
 
 __all__ = [
@@ -414,14 +414,13 @@ Outcome: TypeAlias = Annotated[
 """`Success | ErrorEnvelope`, discriminated by `isError` when read from JSON."""
 
 
-def __getattr__(name: str) -> Any:
-    # Exported before issue 25: `Success.is_empty` is the API.
-    if name != "is_empty_value":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is internal to agentmesh (use Success.is_empty); "
-        f"it leaves agentmesh.envelope in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _is_empty_value
+# Exported before issue 25: `Success.is_empty` is the API.
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "is_empty_value": (
+            "is internal to agentmesh (use Success.is_empty)",
+            lambda: _is_empty_value,
+        )
+    },
+)

@@ -32,10 +32,10 @@ code that used both.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.envelope import ErrorCategory
 
 if TYPE_CHECKING:
@@ -164,18 +164,12 @@ class UsageError(AgentmeshError, ValueError):
     """
 
 
-# Old names kept importable for one release, each with a warning that says what to use.
-_RENAMED = {"ValidationError": "InvalidInput"}
-
-
-def __getattr__(name: str) -> Any:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"agentmesh's {name} is now {new} (it shadowed pydantic's {name}); "
-        f"the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[new]
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "ValidationError": (
+            "is now InvalidInput (it shadowed pydantic's ValidationError)",
+            lambda: InvalidInput,
+        )
+    },
+)

@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import inspect
 import math
-import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Generic, ParamSpec, TypeVar, Unpack, get_args, get_type_hints, overload
@@ -36,7 +35,7 @@ import pydantic_core
 from pydantic import AllowInfNan, BaseModel, ConfigDict, create_model
 from pydantic.dataclasses import is_pydantic_dataclass
 
-from agentmesh._signatures import spell_out
+from agentmesh._signatures import kept_for_one_release, spell_out
 from agentmesh._tool_options import Impact, MCPToolKwargs, ToolKwargs, ToolOptions
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.errors import UsageError
@@ -57,20 +56,15 @@ R = TypeVar("R")
 _IDEMPOTENCY_KEY = "idempotency_key"
 _CONTEXT_PARAMETER = "ctx"
 _INJECTED = (_IDEMPOTENCY_KEY, _CONTEXT_PARAMETER)
+
 # Exported before issue 25; the parameter names are the API, not these constants.
-_MOVED = {"IDEMPOTENCY_KEY": _IDEMPOTENCY_KEY, "CONTEXT_PARAMETER": _CONTEXT_PARAMETER}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is internal to agentmesh; "
-        f"it leaves agentmesh.tools in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _MOVED[name]
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "IDEMPOTENCY_KEY": ("is internal to agentmesh", lambda: _IDEMPOTENCY_KEY),
+        "CONTEXT_PARAMETER": ("is internal to agentmesh", lambda: _CONTEXT_PARAMETER),
+    },
+)
 
 
 class Tool(Generic[P, R]):

@@ -5,9 +5,7 @@ the events); they are re-exported here, as before. `RouteDecision` (now `Route`)
 imports, with a `DeprecationWarning`, for one release.
 """
 
-import warnings
-from typing import Any
-
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.coordinator._coordinator import AlternativeHandler, Coordinator
 from agentmesh.coordinator._limits import RunLimits
 from agentmesh.coordinator._llm_helpers import LLMRewriter
@@ -58,13 +56,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "RouteDecision":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "agentmesh's RouteDecision is now Route (the coordinator's route, not a person's "
-        "decision); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Route
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "RouteDecision": (
+            "is now Route (the coordinator's route, not a person's decision)",
+            lambda: Route,
+        )
+    },
+)

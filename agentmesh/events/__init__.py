@@ -19,9 +19,7 @@ the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSO
 with a `DeprecationWarning`, for one release, and `parse_event` reads its old JSON.
 """
 
-import warnings
-from typing import Any
-
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.events._channel import DEFAULT_BUFFER
 from agentmesh.events._stream import RunStream, StreamState
 from agentmesh.events._types import (
@@ -62,13 +60,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "DecisionApplied":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "agentmesh's DecisionApplied is now ApprovalApplied (a person's answer is an "
-        "approval); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return ApprovalApplied
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "DecisionApplied": (
+            "is now ApprovalApplied (a person's answer is an approval)",
+            lambda: ApprovalApplied,
+        )
+    },
+)

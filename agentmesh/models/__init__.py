@@ -6,9 +6,7 @@ prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`). These
 `agentmesh.usage` and are re-exported here.
 """
 
-import warnings
-from typing import Any
-
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.models import _anthropic
 from agentmesh.models._anthropic import AnthropicModel
 from agentmesh.models._base import (
@@ -56,14 +54,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Exported before issue 25: the variable's name, AGENTMESH_MODEL, is the API.
-    if name != "MODEL_ENV":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is internal to agentmesh; "
-        f"it leaves agentmesh.models in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _anthropic.MODEL_ENV
+# Exported before issue 25: the variable's name, AGENTMESH_MODEL, is the API.
+__getattr__ = kept_for_one_release(
+    __name__, {"MODEL_ENV": ("is internal to agentmesh", lambda: _anthropic.MODEL_ENV)}
+)

@@ -9,9 +9,7 @@ both can use them. `agentmesh.coordinator` re-exports every name here.
 `DeprecationWarning`, for one release.
 """
 
-import warnings
-from typing import Any
-
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.report._records import CoverageEntry, CoverageStatus, Finding, Step, TaskRecord
 from agentmesh.report._report import Report
 from agentmesh.report._routes import (
@@ -41,13 +39,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "RouteDecision":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "agentmesh's RouteDecision is now Route (the coordinator's route, not a person's "
-        "decision); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Route
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "RouteDecision": (
+            "is now Route (the coordinator's route, not a person's decision)",
+            lambda: Route,
+        )
+    },
+)
