@@ -1,9 +1,10 @@
 """Local retry: `RetryPolicy` (a frozen value that builds tenacity objects) and `RetryBudget`.
 
 One logical call = one loop (`RetryPolicy.run`) over all its attempts, the first one
-included; at its first retryable failure the call gets a fresh tenacity `Retrying` and
-`RetryCallState` of its own, and tenacity's public `Retrying.iter` decides every retry
-(wait, stop, callbacks). Only the stateless strategies are shared between calls.
+included; at its first retryable failure the call gets a tenacity `RetryCallState` of its
+own, and tenacity's public `Retrying.iter` decides every retry (wait, stop, callbacks).
+What is shared between calls holds no call's state: the stateless strategies and the one
+`Retrying` that holds them.
 """
 
 from __future__ import annotations
@@ -176,9 +177,6 @@ class RetryPolicy:
         except BaseException:
             call.cut_short()
             raise
-        finally:
-            if retry_state is not None:
-                retry_state.done()
         state.result = outcome
         return call.finish(state)
 
@@ -259,12 +257,10 @@ class RetryResult(Generic[T]):
 
 
 class _CallState(RetryCallState):
-    """Tenacity's state of one retried call, with its own `Retrying` and what this
-    call's strategies need.
+    """Tenacity's state of one retried call, and what this call's strategies need.
 
-    Nothing is shared between calls but the stateless strategies; `done` empties the
-    `Retrying`'s round (its actions point back at it), so the call is freed by reference
-    counting when it ends, not left as a cycle for the garbage collector.
+    The attempt number, outcome and times are this object's; the shared `_RETRYING` only
+    decides. Nothing of the call is left in a cycle: it is freed by reference counting.
     """
 
     def __init__(
@@ -274,15 +270,10 @@ class _CallState(RetryCallState):
         budget: RetryBudget | None,
         result: RetryResult[Any],
     ) -> None:
-        retrying = Retrying(
-            stop=_STOP,
-            wait=_BACKOFF,
-            retry=_RETRY,
-            before_sleep=_announce,
-            retry_error_callback=_last_result,
-        )
-        super().__init__(retrying, fn=None, args=(), kwargs={})
-        retrying.begin()  # the call's own statistics, which `iter` updates
+        super().__init__(_RETRYING, fn=None, args=(), kwargs={})
+        # Tenacity's statistics (per thread, shared, never read by us) must exist in this
+        # thread before `iter` updates them.
+        _RETRYING.begin()
         self.policy = policy
         self.call = call
         self.budget = budget
@@ -299,10 +290,6 @@ class _CallState(RetryCallState):
     def decide(self) -> object:
         """Tenacity's next action for this call: a `DoSleep` to retry, else the result."""
         return self.retry_object.iter(self)
-
-    def done(self) -> None:
-        """The call has ended: drop the last round's actions, which point at `Retrying`."""
-        self.retry_object.iter_state.reset()
 
 
 def _call_state(retry_state: RetryCallState) -> _CallState:
@@ -380,10 +367,21 @@ def _last_result(retry_state: RetryCallState) -> Any:
 
 
 # The strategies, stateless (each reads its call's `_CallState`): one of each serves
-# every call, while each retried call gets its own `Retrying` and state.
+# every call, and so does the `Retrying` that holds them. Tenacity keeps only scratch on
+# it (a round's actions and statistics, per thread, which we never read), and `iter`
+# runs a round to its end without awaiting: two calls of one event loop never share a
+# round. A `Retrying` per call would form a cycle with its own round's actions, and only
+# tenacity's internal `iter_state` could break it.
 _STOP = _Stop()
 _BACKOFF = _Backoff()
 _RETRY = _Retry()
+_RETRYING = Retrying(
+    stop=_STOP,
+    wait=_BACKOFF,
+    retry=_RETRY,
+    before_sleep=_announce,
+    retry_error_callback=_last_result,
+)
 
 
 class RetryBudget:
