@@ -23,6 +23,7 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import CoverageEntry, Escalate, Report, RouteContext, Router
 from agentmesh.events import ApprovalApplied, Event, TaskFinished, parse_event
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from tests.integration.test_approvals import round_amounts
 
 LIMIT = 150
 SECRET = "tok-4242-secret"
@@ -35,13 +36,6 @@ def refund_limit(event: ToolCallEvent) -> Decision | None:
     amount = event.arguments["amount"]
     if amount > LIMIT:
         return Decision.ask(f"refund of ${amount} is above the limit of ${LIMIT}")
-    return None
-
-
-@pre_tool_use(tool="refund", asks=True)
-def round_amounts(event: ToolCallEvent) -> Decision | None:
-    if event.arguments["amount"] % 10:
-        return Decision.ask("an odd amount: is it a typo?")
     return None
 
 

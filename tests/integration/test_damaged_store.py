@@ -20,6 +20,7 @@ from agentmesh import (
     Context,
     Coordinator,
     ErrorEnvelope,
+    Outcome,
     Pipeline,
     RetryPolicy,
     Task,
@@ -27,7 +28,13 @@ from agentmesh import (
     tool,
 )
 from agentmesh.approvals import Approve
-from agentmesh.checkpoints import SCHEMA_VERSION, CheckpointError, MemoryStore, SQLiteStore
+from agentmesh.checkpoints import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    CheckpointError,
+    MemoryStore,
+    SQLiteStore,
+)
 from agentmesh.checkpoints._store import StoreBase
 from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
 
@@ -211,6 +218,40 @@ class TestDamagedRunRows:
 # -- the side-effect ledger ----------------------------------------------------------------------
 
 
+class Checkout:
+    """A subagent that charges once per task, its charges counted across runs."""
+
+    def __init__(self) -> None:
+        self.charges: list[str] = []
+
+        @tool
+        async def charge(order_id: str) -> str:
+            self.charges.append(order_id)
+            return "receipt"
+
+        @subagent(name="checkout", retry=RetryPolicy.never())
+        async def checkout(task: Task, ctx: Context) -> str:
+            return await ctx.call(charge, order_id="#1")
+
+        self.subagent = checkout
+        self.task = Task(query="pay", id="t1")
+
+    async def charged_then_rewritten(
+        self, damage: Damage, raw: str
+    ) -> tuple[StoreBase, Checkpoint]:
+        """Charge once, then write `raw` over the ledger entry; the store and the entry."""
+        store = await damage.open().open()
+        await self.subagent.run(self.task, run_id=RUN, store=store)
+        (entry,) = [c for c in await store.list(RUN) if c.key.startswith("call/")]
+        return await damage.write(store, entry.stage, entry.key, raw), entry
+
+    async def again(self, store: StoreBase) -> Outcome:
+        try:
+            return await self.subagent.run(self.task, run_id=RUN, store=store)
+        finally:
+            await store.close()
+
+
 class TestDamagedLedgerEntry:
     @pytest.mark.parametrize(
         "raw",
@@ -221,28 +262,11 @@ class TestDamagedLedgerEntry:
         self, damage: Damage, raw: str
     ) -> None:
         """The ledger cannot say whether the call happened: no call, and which row says so."""
-        charges: list[str] = []
-
-        @tool
-        async def charge(order_id: str) -> str:
-            charges.append(order_id)
-            return "receipt"
-
-        @subagent(name="checkout", retry=RetryPolicy.never())
-        async def checkout(task: Task, ctx: Context) -> str:
-            return await ctx.call(charge, order_id="#1")
-
-        store = await damage.open().open()
-        task = Task(query="pay", id="t1")
-        await checkout.run(task, run_id=RUN, store=store)
-        (entry,) = [c for c in await store.list(RUN) if c.key.startswith("call/")]
-        store = await damage.write(store, entry.stage, entry.key, raw)
+        checkout = Checkout()
+        store, entry = await checkout.charged_then_rewritten(damage, raw)
         where = repr(store)
-        try:
-            outcome = await checkout.run(task, run_id=RUN, store=store)
-        finally:
-            await store.close()
-        assert charges == ["#1"]  # the first run's call, never a second one
+        outcome = await checkout.again(store)
+        assert checkout.charges == ["#1"]  # the first run's call, never a second one
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.is_retryable is False
         assert entry.key in outcome.message
@@ -252,27 +276,10 @@ class TestDamagedLedgerEntry:
         self, damage: Damage
     ) -> None:
         """An entry with no result is a claim whose call may have run: never made again."""
-        charges: list[str] = []
-
-        @tool
-        async def charge(order_id: str) -> str:
-            charges.append(order_id)
-            return "receipt"
-
-        @subagent(name="checkout", retry=RetryPolicy.never())
-        async def checkout(task: Task, ctx: Context) -> str:
-            return await ctx.call(charge, order_id="#1")
-
-        store = await damage.open().open()
-        task = Task(query="pay", id="t1")
-        await checkout.run(task, run_id=RUN, store=store)
-        (entry,) = [c for c in await store.list(RUN) if c.key.startswith("call/")]
-        store = await damage.write(store, entry.stage, entry.key, json.dumps({"tool": "charge"}))
-        try:
-            outcome = await checkout.run(task, run_id=RUN, store=store)
-        finally:
-            await store.close()
-        assert charges == ["#1"]
+        checkout = Checkout()
+        store, _ = await checkout.charged_then_rewritten(damage, json.dumps({"tool": "charge"}))
+        outcome = await checkout.again(store)
+        assert checkout.charges == ["#1"]
         assert isinstance(outcome, ErrorEnvelope)
         assert outcome.error_type == "call_may_have_run"
         assert not outcome.is_retryable
