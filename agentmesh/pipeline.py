@@ -17,6 +17,7 @@ import pydantic_core
 
 from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
+from agentmesh._signatures import kept_for_one_release
 from agentmesh.checkpoints import CheckpointStore, SQLiteStore
 from agentmesh.checkpoints._codec import declared_output_type, decode, encode, read_as, revive
 from agentmesh.classify import Classifier, default_classifier
@@ -24,13 +25,21 @@ from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError
 from agentmesh.retry import RetryPolicy
 
-__all__ = ["Pipeline", "StageFn", "StageSpec"]
+__all__ = ["Pipeline"]
 
-StageFn: TypeAlias = Callable[[Any], Awaitable[Any]]
+_StageFn: TypeAlias = Callable[[Any], Awaitable[Any]]
 """`async def stage(previous_output) -> output`; the first stage gets the pipeline's input."""
 
-StageSpec: TypeAlias = tuple[str, StageFn] | tuple[str, StageFn, RetryPolicy]
+_StageSpec: TypeAlias = tuple[str, _StageFn] | tuple[str, _StageFn, RetryPolicy]
 """`(name, stage)`, or `(name, stage, retry)` to give the stage its own retry policy."""
+
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "StageFn": ("is internal to agentmesh", lambda: _StageFn),
+        "StageSpec": ("is internal to agentmesh", lambda: _StageSpec),
+    },
+)
 
 _OUTPUT = "output"
 _INPUT = "input"
@@ -40,7 +49,7 @@ _SHAPE = "shape"
 @dataclass(frozen=True, slots=True)
 class _Stage:
     name: str
-    fn: StageFn
+    fn: _StageFn
     retry: RetryPolicy
     output_type: Any
 
@@ -89,7 +98,7 @@ class Pipeline:
 
     def __init__(
         self,
-        stages: Sequence[StageSpec],
+        stages: Sequence[_StageSpec],
         *,
         store: CheckpointStore | None = None,
         retry: RetryPolicy | None = None,
@@ -117,7 +126,7 @@ class Pipeline:
                 raise UsageError(f"Pipeline(): stage name {stage.name!r} is used twice")
             seen.add(stage.name)
 
-    def _stage(self, index: int, spec: StageSpec) -> _Stage:
+    def _stage(self, index: int, spec: _StageSpec) -> _Stage:
         if not isinstance(spec, tuple) or len(spec) not in (2, 3):
             raise UsageError(
                 f"Pipeline() stage {index} must be (name, stage) or (name, stage, retry), "

@@ -15,6 +15,7 @@ import pytest
 
 import agentmesh
 import agentmesh.envelope
+import agentmesh.pipeline
 
 PACKAGE = Path(agentmesh.__file__).parent
 
@@ -58,8 +59,6 @@ PUBLIC_API: dict[str, set[str]] = {
     },
     "agentmesh.breaker": {"BreakerState", "CircuitBreaker"},
     "agentmesh.checkpoints": {
-        "DEFAULT_PATH",
-        "SCHEMA_VERSION",
         "Checkpoint",
         "CheckpointError",
         "CheckpointStore",
@@ -68,7 +67,6 @@ PUBLIC_API: dict[str, set[str]] = {
         "SQLiteStore",
     },
     "agentmesh.classify": {
-        "PROGRAMMING_ERRORS",
         "Classifier",
         "classify",
         "default_classifier",
@@ -181,7 +179,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "UsageLimits",
         "UsageSummary",
     },
-    "agentmesh.pipeline": {"Pipeline", "StageFn", "StageSpec"},
+    "agentmesh.pipeline": {"Pipeline"},
     "agentmesh.policies": {
         "Decision",
         "Match",
@@ -264,10 +262,20 @@ PRIVATE_HOME = object()
 # Names that left a public module's face: still importable there for one release, with a
 # DeprecationWarning saying they are internal; the value is what the old path still gives.
 PRIVATISED: dict[tuple[str, str], object] = {
+    ("agentmesh.checkpoints", "DEFAULT_PATH"): Path(".agentmesh") / "checkpoints.sqlite",
+    ("agentmesh.checkpoints", "SCHEMA_VERSION"): 1,
+    ("agentmesh.classify", "PROGRAMMING_ERRORS"): (
+        AttributeError,
+        NameError,
+        TypeError,
+        AssertionError,
+    ),
     ("agentmesh.context", "apply_verdict"): PRIVATE_HOME,
     ("agentmesh.context", "merge_partials"): PRIVATE_HOME,
     ("agentmesh.envelope", "is_empty_value"): agentmesh.envelope._is_empty_value,
     ("agentmesh.models", "MODEL_ENV"): "AGENTMESH_MODEL",
+    ("agentmesh.pipeline", "StageFn"): agentmesh.pipeline._StageFn,
+    ("agentmesh.pipeline", "StageSpec"): agentmesh.pipeline._StageSpec,
     ("agentmesh.tools", "CONTEXT_PARAMETER"): "ctx",
     ("agentmesh.tools", "IDEMPOTENCY_KEY"): "idempotency_key",
 }

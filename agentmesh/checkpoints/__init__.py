@@ -12,15 +12,14 @@ with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`
 partial results) so that a resumed run neither repeats a side effect nor starts over.
 """
 
-from agentmesh.checkpoints._codec import SCHEMA_VERSION
+from agentmesh._signatures import kept_for_one_release
+from agentmesh.checkpoints import _codec, _sqlite
 from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._postgres import PostgresStore
-from agentmesh.checkpoints._sqlite import DEFAULT_PATH, SQLiteStore
+from agentmesh.checkpoints._sqlite import SQLiteStore
 from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore
 
 __all__ = [
-    "DEFAULT_PATH",
-    "SCHEMA_VERSION",
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
@@ -28,3 +27,11 @@ __all__ = [
     "PostgresStore",
     "SQLiteStore",
 ]
+
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "DEFAULT_PATH": ("is internal to agentmesh", lambda: _sqlite.DEFAULT_PATH),
+        "SCHEMA_VERSION": ("is internal to agentmesh", lambda: _codec.SCHEMA_VERSION),
+    },
+)

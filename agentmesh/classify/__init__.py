@@ -39,8 +39,9 @@ function, and that this classifier has no mapping for, is re-raised at once with
 traceback instead of becoming an `other` envelope.
 """
 
+from agentmesh._signatures import kept_for_one_release
+from agentmesh.classify import _classifier
 from agentmesh.classify._classifier import (
-    PROGRAMMING_ERRORS,
     Classifier,
     classify,
     default_classifier,
@@ -50,7 +51,6 @@ from agentmesh.classify._classifier import (
 )
 
 __all__ = [
-    "PROGRAMMING_ERRORS",
     "Classifier",
     "classify",
     "default_classifier",
@@ -58,3 +58,10 @@ __all__ = [
     "set_strict",
     "strict",
 ]
+
+__getattr__ = kept_for_one_release(
+    __name__,
+    {
+        "PROGRAMMING_ERRORS": ("is internal to agentmesh", lambda: _classifier.PROGRAMMING_ERRORS),
+    },
+)

@@ -37,7 +37,6 @@ from agentmesh.errors import (
 )
 
 __all__ = [
-    "PROGRAMMING_ERRORS",
     "Classifier",
     "classify",
     "default_classifier",
@@ -111,10 +110,11 @@ def is_strict() -> bool:
 def set_strict(on: bool | None) -> None:
     """Turn strict mode on or off for the process; None follows `AGENTMESH_STRICT` again.
 
-    In strict mode a programming error (`PROGRAMMING_ERRORS`) that escapes a subagent's
-    body or a tool's function, and that the classifier has no mapping for, propagates
-    out of `Subagent.run` and `Coordinator.run` with its original traceback, instead of
-    becoming an `other` envelope. Meant for development and tests, not production.
+    In strict mode a programming error (`AttributeError`, `NameError`, `TypeError`,
+    `AssertionError`) that escapes a subagent's body or a tool's function, and that the
+    classifier has no mapping for, propagates out of `Subagent.run` and `Coordinator.run`
+    with its original traceback, instead of becoming an `other` envelope. Meant for
+    development and tests, not production.
     """
     if on is not None and not isinstance(on, bool):
         raise UsageError(f"set_strict(on=) takes True, False or None, got {on!r}")

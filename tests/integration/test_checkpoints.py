@@ -30,7 +30,6 @@ from agentmesh import (
     tool,
 )
 from agentmesh.checkpoints import (
-    DEFAULT_PATH,
     Checkpoint,
     CheckpointError,
     CheckpointStore,
@@ -178,8 +177,7 @@ class TestSQLiteStore:
         monkeypatch.chdir(tmp_path)
         async with SQLiteStore() as store:
             await store.put("run-1", "stage", "output", 1)
-        assert (tmp_path / DEFAULT_PATH).is_file()
-        assert Path(".agentmesh/checkpoints.sqlite") == DEFAULT_PATH
+        assert (tmp_path / ".agentmesh" / "checkpoints.sqlite").is_file()
 
     async def test_the_database_uses_wal(self, tmp_path: Path) -> None:
         """The file is in WAL mode, so readers never block the writer."""

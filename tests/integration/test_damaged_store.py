@@ -29,7 +29,6 @@ from agentmesh import (
 )
 from agentmesh.approvals import Approve
 from agentmesh.checkpoints import (
-    SCHEMA_VERSION,
     Checkpoint,
     CheckpointError,
     MemoryStore,
@@ -57,7 +56,7 @@ class Damage:
         """`store` with the row replaced by `raw` (for SQLite a new store on the file)."""
         if isinstance(store, MemoryStore):
             # The row as a broken writer would leave it: MemoryStore keeps JSON text too.
-            await store._put((RUN, stage, key, SCHEMA_VERSION, raw, time.time()))
+            await store._put((RUN, stage, key, 1, raw, time.time()))  # schema version 1
             return store
         await store.close()
         with sqlite3.connect(self.path) as connection:

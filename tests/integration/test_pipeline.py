@@ -25,7 +25,7 @@ from agentmesh import (
     TransientError,
     UsageError,
 )
-from agentmesh.checkpoints import DEFAULT_PATH, CheckpointStore, MemoryStore, SQLiteStore
+from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.testing import RecordingSleep
 from tests.integration import pipeline_crash_worker as worker
 from tests.retrying import fast_retry
@@ -407,7 +407,7 @@ class TestDefinition:
         research.analysis_error = None
         assert isinstance(await pipeline.run("asyncio", run_id="run-1"), Success)
         assert research.calls["retrieval"] == 1
-        assert (tmp_path / DEFAULT_PATH).is_file()
+        assert (tmp_path / ".agentmesh" / "checkpoints.sqlite").is_file()
         assert not [t for t in threading.enumerate() if t.name.startswith("agentmesh-checkpoints")]
 
 
