@@ -197,9 +197,7 @@ def crosses(source: str, source_path: Path, target: str) -> bool:
     return owner != "agentmesh" and package_of(source, source_path) != owner
 
 
-def crossing_imports(
-    found: dict[str, Path], written: dict[str, set[str]]
-) -> list[tuple[str, str]]:
+def crossing_imports(found: dict[str, Path], written: dict[str, set[str]]) -> list[tuple[str, str]]:
     """`(source, target)` for each import, as written, of another package's private module."""
     return sorted(
         (source, target)

@@ -12,11 +12,11 @@ with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`
 partial results) so that a resumed run neither repeats a side effect nor starts over.
 """
 
-from agentmesh.checkpoints._codec import SCHEMA_VERSION
-from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh._codec import SCHEMA_VERSION
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import DEFAULT_PATH, SQLiteStore
 from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore
+from agentmesh.errors import CheckpointError
 
 __all__ = [
     "DEFAULT_PATH",
