@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunStream", "Runnable", "StreamState"]
 
-# For type checking only: the subagents import the task engine, whose events come here.
+# `Subagent` for type checking only: the subagents import the task engine, which imports
+# these events at run time.
 Jobs = Sequence[tuple[str, Task, "Subagent"]]
 
 Opening = Callable[[], Awaitable[tuple[Jobs, "DecisionBook | None", dict[str, TaskRecord] | None]]]
