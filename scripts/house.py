@@ -2,6 +2,10 @@
 
     python scripts/house.py [--json]
 
+`--json` gives the figures with their lists: the circles, the long functions and each
+import of another package's private module (`crossing`, as "source -> target"). The task
+engine (`agentmesh._engine`) and the root's own helpers may be imported from anywhere.
+
 Every `import` in the package counts, also those inside functions and under
 `TYPE_CHECKING`: a lazy import that breaks a circle at run time is still a circle in
 the design. Reads the source with `ast`; imports nothing of agentmesh.
