@@ -18,17 +18,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeVar, overload
 
+import pydantic_core
 import ray
 
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger
-from agentmesh.checkpoints import CheckpointStore
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints import SCHEMA_VERSION, Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict
-from agentmesh.events._channel import EventCollector
+from agentmesh.events import EventSink, RunEvent
 from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
@@ -37,6 +38,8 @@ from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 __all__ = ["Shipment", "Spec", "merge_scope", "run_task", "scope_wire", "wire"]
+
+T = TypeVar("T")
 
 Space = Literal["state", "scope"]
 """Which of a run's shared dicts a write goes to: the user's state or the scope's."""
@@ -450,41 +453,75 @@ class _SharedMap(dict[Any, Any]):
         return (dict, (dict(self),))
 
 
-class _ActorStore(StoreBase):
+class _ActorStore:
     """The in-run ledger, kept in the run-state actor so every worker of the run sees it.
 
-    A completed non-idempotent call is then not made again by a coordinator's second
-    round of the task, whichever worker runs it.
+    A `CheckpointStore` whose checkpoints live in the actor: a completed non-idempotent
+    call is then not made again by a coordinator's second round of the task, whichever
+    worker runs it.
     """
 
     def __init__(self, link: _Link) -> None:
-        super().__init__()
         self._actor = link.actor
 
-    async def _open(self) -> None:
-        pass
+    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
+        await self._actor.row_put.remote(_row(run_id, stage, key, value))
 
-    async def _close(self) -> None:
-        pass
+    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
+        existing: _Row | None = await self._actor.row_claim.remote(_row(run_id, stage, key, value))
+        return None if existing is None else existing[3]
 
-    async def _put(self, row: Row) -> None:
-        await self._actor.row_put.remote(row)
+    @overload
+    async def get(self, run_id: str, stage: str, key: str) -> Checkpoint | None: ...
+    @overload
+    async def get(self, run_id: str, stage: str, key: str, *, model: type[T]) -> T | None: ...
+    async def get(
+        self, run_id: str, stage: str, key: str, *, model: type[T] | None = None
+    ) -> Checkpoint | T | None:
+        row: _Row | None = await self._actor.row_get.remote(run_id, stage, key)
+        if row is None:
+            return None
+        return row[3] if model is None else row[3].value_as(model)
 
-    async def _claim(self, row: Row) -> Row | None:
-        existing: Row | None = await self._actor.row_claim.remote(row)
-        return existing
+    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
+        rows: list[_Row] = await self._actor.row_list.remote(run_id, stage)
+        return tuple(row[3] for row in rows)
 
-    async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
-        row: Row | None = await self._actor.row_get.remote(run_id, stage, key)
-        return row
-
-    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
-        rows: list[Row] = await self._actor.row_list.remote(run_id, stage)
-        return rows
-
-    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int:
+    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
         count: int = await self._actor.row_delete.remote(run_id, stage, key)
         return count
+
+    async def close(self) -> None:
+        """Nothing to release: the checkpoints live in the actor, as long as the run."""
+
+
+_Row = tuple[str, str, str, Checkpoint]
+"""A checkpoint as the run-state actor keeps it: its address first, which is all it reads."""
+
+
+def _row(run_id: str, stage: str, key: str, value: object) -> _Row:
+    checkpoint = Checkpoint(
+        run_id=run_id,
+        stage=stage,
+        key=key,
+        value=pydantic_core.to_jsonable_python(value, by_alias=True),
+        schema_version=SCHEMA_VERSION,
+        saved_at=datetime.now(UTC),
+    )
+    return (run_id, stage, key, checkpoint)
+
+
+class EventCollector(EventSink):
+    """Keeps a task's events in a list, handed back to the driver with its outcome."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.events: list[RunEvent] = []
+
+    def _put(self, event: RunEvent) -> None:
+        self.events.append(event)
 
 
 def apply_ops(state: dict[str, Any], ops: Iterable[Op]) -> None:

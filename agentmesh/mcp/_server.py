@@ -28,7 +28,6 @@ from agentmesh._numbers import number
 from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
-from agentmesh.classify._mappers import describe
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session
@@ -411,10 +410,11 @@ class MCPServer:
     def _start_failure(self, exc: BaseException) -> Exception:
         """Why the server could not be started or reached, as an agentmesh error."""
         leaf = _first_leaf(exc)
+        named = f"{type(leaf).__qualname__}: {leaf}"  # as the classifier's details name one
         facts = self._transport.facts()
         # The message says it all; the exception's own line is logged, not reported.
         if isinstance(self._transport, _Stdio) and isinstance(leaf, FileNotFoundError):
-            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
+            self._log.warning("mcp_cannot_start", to=facts, error=named)
             return AgentError(
                 f"MCP server {self.name} cannot be started: command not found: "
                 f"{self._transport.command}",
@@ -422,7 +422,7 @@ class MCPServer:
                 error_type="command_not_found",
             )
         if isinstance(self._transport, _Stdio) and isinstance(leaf, PermissionError):
-            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
+            self._log.warning("mcp_cannot_start", to=facts, error=named)
             return AgentError(
                 f"MCP server {self.name} cannot be started: {self._transport.command} "
                 "is not executable",
@@ -443,7 +443,7 @@ class MCPServer:
         return TransientError(
             f"MCP server {self.name} could not be started or reached: {error.message}",
             error_type="unavailable",
-            details=f"{facts}; {describe(leaf)}",
+            details=f"{facts}; {named}",
         )
 
     def __repr__(self) -> str:
