@@ -39,15 +39,8 @@ function, and that this classifier has no mapping for, is re-raised at once with
 traceback instead of becoming an `other` envelope.
 """
 
-from agentmesh.classify._classifier import (
-    PROGRAMMING_ERRORS,
-    Classifier,
-    classify,
-    default_classifier,
-    is_strict,
-    set_strict,
-    strict,
-)
+from agentmesh.classify._classifier import Classifier, classify, default_classifier
+from agentmesh.classify._strict import PROGRAMMING_ERRORS, is_strict, set_strict, strict
 
 __all__ = [
     "PROGRAMMING_ERRORS",
