@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
@@ -33,6 +31,7 @@ from agentmesh.errors import AgentError, PermissionDenied, TransientError, Usage
 from agentmesh.mcp._connection import Connection, Session
 from agentmesh.mcp._errors import CONNECTION_CLOSED, ServerConnectionLost
 from agentmesh.mcp._tool import MCPTool
+from agentmesh.mcp._transports import _Http, _Stdio
 from agentmesh.tools import Tool
 
 if TYPE_CHECKING:
@@ -50,75 +49,6 @@ class _Default:
 
 
 _DEFAULT: Final = _Default()
-
-# What an MCP HTTP client waits by default (the SDK's own figures): a server may hold a
-# response stream open for minutes.
-_HTTP_TIMEOUT: Final = 30.0
-_HTTP_READ_TIMEOUT: Final = 300.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Stdio:
-    command: str
-    args: tuple[str, ...]
-    env: Mapping[str, str] | None
-    cwd: str | None
-
-    async def open(
-        self,
-        stack: contextlib.AsyncExitStack,
-        request_timeout: float | None,
-        refused: Callable[[int], None],
-    ) -> mcp.Client:
-        import mcp
-        from mcp.client.stdio import stdio_client
-
-        params = mcp.StdioServerParameters(
-            command=self.command, args=list(self.args), env=dict(self.env or {}), cwd=self.cwd
-        )
-        # Looked up now, not at import: the server's stderr goes where ours goes today.
-        transport = stdio_client(params, errlog=sys.stderr)
-        client = mcp.Client(transport, read_timeout_seconds=request_timeout, cache=None)
-        return await stack.enter_async_context(client)
-
-    def facts(self) -> str:
-        return f"command: {' '.join([self.command, *self.args])}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Http:
-    url: str
-    headers: Mapping[str, str]
-
-    async def open(
-        self,
-        stack: contextlib.AsyncExitStack,
-        request_timeout: float | None,
-        refused: Callable[[int], None],
-    ) -> mcp.Client:
-        import httpx2
-        import mcp
-        from mcp.client.streamable_http import streamable_http_client
-
-        async def note_refusal(response: httpx2.Response) -> None:
-            # The SDK reports any HTTP error as "Server returned an error response".
-            if response.status_code in (401, 403):
-                refused(response.status_code)
-
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers=dict(self.headers),
-                timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
-                event_hooks={"response": [note_refusal]},
-            )
-        )
-        transport = streamable_http_client(self.url, http_client=http)
-        client = mcp.Client(transport, read_timeout_seconds=request_timeout, cache=None)
-        return await stack.enter_async_context(client)
-
-    def facts(self) -> str:
-        # The query string may hold a token.
-        return f"url: {self.url.split('?', 1)[0]}"
 
 
 class MCPServer:

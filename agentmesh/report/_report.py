@@ -191,46 +191,8 @@ class Report(_Value):
                 f"{self.min_coverage:.0%} required.**",
                 "",
             ]
-        lines += ["## Findings", ""]
-        # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
-        # them: a summary's [n] names the finding shown as [n] here.
-        by_topic: dict[str, list[tuple[int, Finding]]] = {}
-        for number, finding in enumerate(self.findings, start=1):
-            by_topic.setdefault(finding.topic, []).append((number, finding))
-        if not by_topic:
-            lines += ["No findings.", ""]
-        for topic, numbered in by_topic.items():
-            lines += [f"### {topic}", ""]
-            for number, finding in numbered:
-                mark = " (preliminary)" if finding.preliminary else ""
-                lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
-            lines.append("")
-        lines += [
-            "## Coverage",
-            "",
-            f"{self.coverage_ratio:.0%} of {len(self.coverage)} entries answered.",
-            "",
-        ]
-        lines += [
-            "| topic | source | status | reason | retry could help |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        for entry in self.coverage:
-            helps = "yes" if entry.is_retryable else "no"
-            lines.append(
-                f"| {_cell(entry.topic)} | {_cell(entry.source)} | {entry.status.value} "
-                f"| {_cell(entry.reason or '')} | {helps} |"
-            )
-        lines.append("")
-        for entry in self.coverage:
-            if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
-                partial = entry.partial
-                lines += [f"### Partial: {entry.topic} ({entry.source})", ""]
-                lines.append(f"- completed: {', '.join(partial.completed) or 'none'}")
-                lines.append(f"- pending: {', '.join(partial.pending) or 'none'}")
-                lines.append("- preliminary findings:")
-                lines += [f"  - {_text(item)}" for item in partial.findings] or ["  - none"]
-                lines.append("")
+        lines += _findings_markdown(self.findings)
+        lines += _coverage_markdown(self)
         if self.escalations:
             lines += ["## Escalations", ""]
             for entry in self.escalations:
@@ -240,6 +202,56 @@ class Report(_Value):
         lines += _answered_markdown(self.answered_approvals)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
+
+
+def _findings_markdown(findings: tuple[Finding, ...]) -> list[str]:
+    """The Findings section: by topic, each numbered as a summary cites it."""
+    lines = ["## Findings", ""]
+    # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
+    # them: a summary's [n] names the finding shown as [n] here.
+    by_topic: dict[str, list[tuple[int, Finding]]] = {}
+    for number, finding in enumerate(findings, start=1):
+        by_topic.setdefault(finding.topic, []).append((number, finding))
+    if not by_topic:
+        lines += ["No findings.", ""]
+    for topic, numbered in by_topic.items():
+        lines += [f"### {topic}", ""]
+        for number, finding in numbered:
+            mark = " (preliminary)" if finding.preliminary else ""
+            lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
+        lines.append("")
+    return lines
+
+
+def _coverage_markdown(report: Report) -> list[str]:
+    """The Coverage section: every entry in a table, then each partial block."""
+    lines = [
+        "## Coverage",
+        "",
+        f"{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.",
+        "",
+    ]
+    lines += [
+        "| topic | source | status | reason | retry could help |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in report.coverage:
+        helps = "yes" if entry.is_retryable else "no"
+        lines.append(
+            f"| {_cell(entry.topic)} | {_cell(entry.source)} | {entry.status.value} "
+            f"| {_cell(entry.reason or '')} | {helps} |"
+        )
+    lines.append("")
+    for entry in report.coverage:
+        if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
+            partial = entry.partial
+            lines += [f"### Partial: {entry.topic} ({entry.source})", ""]
+            lines.append(f"- completed: {', '.join(partial.completed) or 'none'}")
+            lines.append(f"- pending: {', '.join(partial.pending) or 'none'}")
+            lines.append("- preliminary findings:")
+            lines += [f"  - {_text(item)}" for item in partial.findings] or ["  - none"]
+            lines.append("")
+    return lines
 
 
 def _usage_lines(report: Report) -> list[str]:
