@@ -16,7 +16,7 @@ from agentmesh.approvals import (
     PendingApproval,
     Reject,
 )
-from agentmesh.envelope import PolicyVerdict
+from agentmesh.envelope import Ruling
 from agentmesh.errors import UsageError
 from agentmesh.report._report import call_text, value_text
 
@@ -94,7 +94,7 @@ def answer_notes(answers: Sequence[AnsweredApproval]) -> list[str]:
     return notes
 
 
-def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredApproval]) -> bool:
+def asked_and_answered(ruling: Ruling, answers: Sequence[AnsweredApproval]) -> bool:
     """Whether `ruling` is a policy's question about a call that a person answered."""
     return ruling.action == "ask" and any(
         (item.policy, item.tool, item.reason) == (ruling.policy, ruling.tool, ruling.reason)

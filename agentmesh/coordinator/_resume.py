@@ -81,7 +81,7 @@ def check_asks(
     if asking:
         names = sorted({getattr(p, "name", type(p).__name__) for p in asking})
         raise UsageError(
-            f"policies {names} may ask a person (Decision.ask), but {missing}: a pending "
+            f"policies {names} may ask a person (Ruling.ask), but {missing}: a pending "
             "approval must be kept in a checkpoint store to be answered"
         )
 

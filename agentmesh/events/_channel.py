@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
+from agentmesh.envelope import ErrorEnvelope, PartialResults, Ruling
 from agentmesh.events._types import (
     AttemptFailed,
     PartialRecorded,
@@ -183,8 +183,8 @@ class TaskEvents:
             total=total,
         )
 
-    def ruling(self, verdict: PolicyVerdict) -> None:
-        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, verdict=verdict)
+    def ruling(self, ruling: Ruling) -> None:
+        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, ruling=ruling)
 
     def record(
         self,
