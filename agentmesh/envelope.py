@@ -175,13 +175,7 @@ RulingAction: TypeAlias = Literal["allow", "deny", "forbid_retry", "escalate", "
 
 
 def _carried_schema(schema: dict[str, Any]) -> None:
-    # A JSON schema describes a ruling as outcomes write it: whole, named, never an allow
-    # (the schema it had as `PolicyVerdict`), not as a policy builds it.
-    schema["description"] = (
-        "A deterministic policy's ruling that travels with an outcome.\n\nWhatever a model "
-        "or a router wants, an outcome carrying `forbid_retry` or `escalate`\nis never "
-        "attempted again, and `deny` means the tool was never run."
-    )
+    # Outcomes write a ruling whole, named, never an allow: the schema says that form.
     schema["required"] = ["action", "reason", "policy"]
     properties = schema["properties"]
     properties["action"]["enum"] = ["deny", "forbid_retry", "escalate", "ask"]
@@ -190,30 +184,14 @@ def _carried_schema(schema: dict[str, Any]) -> None:
 
 
 class Ruling(_Wire):
-    """A policy's ruling on one tool call: what the policy returns, and what an outcome carries.
+    """A deterministic policy's ruling on a tool call, and what an outcome carries of it.
 
-    A policy returns one of the constructors below; the policy chain then fills in the
-    policy's name (and the engine the tool's), and that ruling travels with the outcome.
-
-    * `allow`: no objection (it never overrides another policy's deny). Never carried by
-      an outcome.
-    * `deny`: before the call, the tool is not run; after a success, the result is withheld.
-      The caller gets a permission envelope with `errorType="policy_blocked"`.
-    * `forbid_retry`: no new attempt of this call, by the local loop or the coordinator.
-    * `escalate`: hand it to a human; implies `forbid_retry`.
-    * `ask`: before the call, a person decides whether it is made (`agentmesh.approvals`):
-      the task stops before the call and the run waits in its checkpoint store for
-      `Coordinator.resume`. Needs a store; after a call it is an `escalate`.
-
-    Whatever a model or a router wants, an outcome carrying `forbid_retry` or `escalate`
-    is never attempted again, and `deny` means the tool was never run.
-
-    Attributes:
-        action: what the policy rules.
-        reason: why, in words a person reads (the action itself when a policy gave none).
-        policy: the name of the policy that ruled; empty until the chain fills it in.
-        tool: the tool the ruling was on; set in an outcome's `rulings`, where a task's
-            rulings on several tools are listed together.
+    A policy returns `Ruling.allow()` (no objection), `deny(reason)` (the tool is not run,
+    or its result is withheld), `forbid_retry(reason)` (no new attempt, by anyone),
+    `escalate(reason)` (a person looks; no new attempt) or `ask(reason)` (a person decides
+    before the call). The chain names the `policy`, the engine the `tool`. Whatever a model
+    or a router wants, an outcome carrying `forbid_retry` or `escalate` is never attempted
+    again, and `deny` means the tool was never run. No outcome carries an `allow`.
     """
 
     model_config = ConfigDict(json_schema_extra=_carried_schema)
@@ -259,12 +237,8 @@ _ALLOW: Final = Ruling.model_construct(action="allow")
 
 
 def _carried(ruling: Ruling) -> Ruling:
-    """A ruling an outcome carries is an objection: an `allow` never travels."""
     if ruling.action == "allow":
-        raise ValueError(
-            "a ruling carried by an outcome, a report or an event is a policy's objection "
-            "(deny, forbid_retry, escalate or ask), never an allow"
-        )
+        raise ValueError("an outcome, a report or an event never carries an allow ruling")
     return ruling
 
 

@@ -136,16 +136,16 @@ class TestCarried:
         """An envelope or a success built with an `allow` ruling is refused, and says why."""
         allow = Ruling.allow()
         value: Any = allow if where == "policy" else (allow,)
-        with pytest.raises(pydantic.ValidationError, match="never an allow"):
+        with pytest.raises(pydantic.ValidationError, match="never carries an allow"):
             envelope(**{where: value})
-        with pytest.raises(pydantic.ValidationError, match="never an allow"):
+        with pytest.raises(pydantic.ValidationError, match="never carries an allow"):
             Success(data=1, source="s", attempted_query="q", **{where: value})
 
     def test_an_allow_read_from_json_is_refused(self) -> None:
         """Read back from JSON, an outcome or an event with an `allow` ruling is refused."""
         wire = envelope(policy=Ruling(action="deny", reason="why", policy="p")).to_dict()
         wire["policy"]["action"] = "allow"
-        with pytest.raises(pydantic.ValidationError, match="never an allow"):
+        with pytest.raises(pydantic.ValidationError, match="never carries an allow"):
             ErrorEnvelope.model_validate(wire)
         line = PolicyRuling(
             run_id="r",
@@ -156,7 +156,7 @@ class TestCarried:
             ruling=Ruling(action="deny"),
         ).to_dict()
         line["verdict"]["action"] = "allow"
-        with pytest.raises(pydantic.ValidationError, match="never an allow"):
+        with pytest.raises(pydantic.ValidationError, match="never carries an allow"):
             parse_event(line)
 
     def test_the_wire_form_is_the_one_outcomes_always_had(self) -> None:
