@@ -47,7 +47,9 @@ async def use() -> None:
     outcome: Outcome = await docs_agent.run(Task(query="q"))
     if isinstance(outcome, ErrorEnvelope):
         retry: bool = outcome.is_retryable
-        print(retry)
+        # What a policy returned is what the outcome carries: one type, `Ruling`.
+        ruling: Ruling | None = outcome.policy
+        print(retry, ruling, [r.tool for r in outcome.rulings or ()])
     else:
         success: Success[Any] = outcome
         print(success.is_empty)
