@@ -9,6 +9,7 @@ from typing import Any
 
 from agentmesh import errors
 from agentmesh._logging import configure_logging, redact_secrets
+from agentmesh._signatures import kept_for_one_release
 from agentmesh._tracing import configure_tracing
 from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.classify import Classifier, classify, default_classifier
@@ -19,7 +20,7 @@ from agentmesh.envelope import (
     ErrorEnvelope,
     Outcome,
     PartialResults,
-    PolicyVerdict,
+    Ruling,
     Success,
 )
 from agentmesh.errors import (
@@ -57,10 +58,10 @@ __all__ = [
     "PartialResults",
     "PermissionDenied",
     "Pipeline",
-    "PolicyVerdict",
     "Report",
     "RetryBudget",
     "RetryPolicy",
+    "Ruling",
     "Subagent",
     "Success",
     "Task",
@@ -79,13 +80,17 @@ __all__ = [
 
 _DISTRIBUTION = "agentmesh-failwell"
 _RENAMED = frozenset({"ValidationError"})
+# Names the root exported before issue 25, still served for one release, with a warning.
+_kept = kept_for_one_release(
+    __name__, {"PolicyVerdict": ("is now Ruling (a policy's ruling)", lambda: Ruling)}
+)
 
 
 def __getattr__(name: str) -> Any:
     if name in _RENAMED:
         return getattr(errors, name)  # warns, and names the new spelling
     if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return _kept(name)  # warns for an old name; any other is an AttributeError
     # Read when asked: importlib.metadata costs milliseconds the import need not pay.
     from importlib.metadata import PackageNotFoundError, version
 

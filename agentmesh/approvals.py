@@ -1,6 +1,6 @@
 """Approvals: what a person answers to a call or an escalation that waits for them.
 
-A policy that returns `Decision.ask(reason)` stops the task before the call; a router's
+A policy that returns `Ruling.ask(reason)` stops the task before the call; a router's
 `Escalate` stops the task too. With a checkpoint store, each becomes a `PendingApproval`
 in the store and in `Report.pending_approvals`. A person answers with an `Approval`:
 

@@ -40,7 +40,8 @@ __all__ = ["Context", "PartialRecorder"]
 __getattr__ = kept_for_one_release(
     __name__,
     {
-        "apply_verdict": ("is internal to agentmesh's task engine", lambda: _rulings.apply_verdict),
+        # The engine calls it `apply_ruling` now (a policy's ruling, issue 25).
+        "apply_verdict": ("is internal to agentmesh's task engine", lambda: _rulings.apply_ruling),
         "merge_partials": (
             "is internal to agentmesh's task engine",
             lambda: _partials.merge_partials,

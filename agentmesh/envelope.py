@@ -47,8 +47,8 @@ __all__ = [
     "ErrorType",
     "Outcome",
     "PartialResults",
-    "PolicyVerdict",
     "RetryCount",
+    "Ruling",
     "Success",
     "ToolsLeftOut",
 ]
@@ -97,7 +97,7 @@ class ErrorType(enum.StrEnum):
     INVALID_INPUT = "invalid_input"
     TOOL_NOT_CALLED = "tool_not_called"
     USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"
-    # A policy asked a person (`Decision.ask`) and the answer is not given yet.
+    # A policy asked a person (`Ruling.ask`) and the answer is not given yet.
     DECISION_PENDING = "decision_pending"
     # A person answered `Reject(reason)`: the call was not made.
     REJECTED = "rejected"
@@ -171,28 +171,79 @@ class PartialResults(_Wire):
         return not (self.completed or self.pending or self.findings)
 
 
-class PolicyVerdict(_Wire):
-    """A deterministic policy's ruling that travels with an outcome.
+RulingAction: TypeAlias = Literal["allow", "deny", "forbid_retry", "escalate", "ask"]
 
-    Whatever a model or a router wants, an outcome carrying `forbid_retry` or `escalate`
-    is never attempted again, and `deny` means the tool was never run.
+
+def _carried_schema(schema: dict[str, Any]) -> None:
+    # Outcomes write a ruling whole, named, never an allow: the schema says that form.
+    schema["required"] = ["action", "reason", "policy"]
+    properties = schema["properties"]
+    properties["action"]["enum"] = ["deny", "forbid_retry", "escalate", "ask"]
+    for name in ("reason", "policy"):
+        properties[name].pop("default", None)
+
+
+class Ruling(_Wire):
+    """A deterministic policy's ruling on a tool call, and what an outcome carries of it.
+
+    A policy returns `Ruling.allow()` (no objection), `deny(reason)` (the tool is not run,
+    or its result is withheld), `forbid_retry(reason)` (no new attempt, by anyone),
+    `escalate(reason)` (a person looks; no new attempt) or `ask(reason)` (a person decides
+    before the call). The chain names the `policy`, the engine the `tool`. Whatever a model
+    or a router wants, an outcome carrying `forbid_retry` or `escalate` is never attempted
+    again, and `deny` means the tool was never run. No outcome carries an `allow`.
     """
 
-    action: Literal["deny", "forbid_retry", "escalate", "ask"]
-    reason: str
-    policy: str
-    # The tool the ruling was on; set in an outcome's `rulings`, where a task's rulings
-    # on several tools are listed together.
+    model_config = ConfigDict(json_schema_extra=_carried_schema)
+
+    action: RulingAction
+    reason: str = ""
+    policy: str = ""
     tool: str | None = None
+
+    @classmethod
+    def allow(cls) -> Ruling:
+        """No objection: one shared ruling, so a policy that allows costs no allocation."""
+        return _ALLOW
+
+    @classmethod
+    def deny(cls, reason: str) -> Ruling:
+        return cls(action="deny", reason=reason)
+
+    @classmethod
+    def forbid_retry(cls, reason: str) -> Ruling:
+        return cls(action="forbid_retry", reason=reason)
+
+    @classmethod
+    def escalate(cls, reason: str) -> Ruling:
+        return cls(action="escalate", reason=reason)
+
+    @classmethod
+    def ask(cls, reason: str) -> Ruling:
+        return cls(action="ask", reason=reason)
 
     @model_serializer(mode="wrap")
     def _without_absent_tool(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Nested in an envelope, a verdict is dumped whole: keep `{action, reason, policy}`
+        # Nested in an envelope, a ruling is dumped whole: keep `{action, reason, policy}`
         # the shape it always had when no tool is named.
         data = handler(self)
         if self.tool is None and isinstance(data, dict):
             data.pop("tool", None)
         return data
+
+
+# Built without validation: `import agentmesh` builds no schema (issue 18).
+_ALLOW: Final = Ruling.model_construct(action="allow")
+
+
+def _carried(ruling: Ruling) -> Ruling:
+    if ruling.action == "allow":
+        raise ValueError("an outcome, a report or an event never carries an allow ruling")
+    return ruling
+
+
+CarriedRuling: TypeAlias = Annotated[Ruling, AfterValidator(_carried)]
+"""A `Ruling` as outcomes, reports and events carry it: never `allow`."""
 
 
 class RetryCount(_Wire):
@@ -256,10 +307,10 @@ class ErrorEnvelope(_Wire):
     details: str | None = None
     user_message: str | None = None
     retry_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    policy: PolicyVerdict | None = None
+    policy: CarriedRuling | None = None
     # Every policy ruling on the task's tool calls, and the local retries made, by source
     # and error type: what happened on the way, not only how it ended.
-    rulings: tuple[PolicyVerdict, ...] | None = None
+    rulings: tuple[CarriedRuling, ...] | None = None
     retries: tuple[RetryCount, ...] | None = None
     # What the task's model calls used (retried and failed-over ones included); absent
     # when no model was called.
@@ -336,9 +387,9 @@ class Success(_Wire, Generic[T]):
     attempts: int = Field(default=1, ge=0)
     # A policy's `escalate` on a result that was obtained: the data stands, and a human
     # must still look at it.
-    policy: PolicyVerdict | None = None
+    policy: CarriedRuling | None = None
     # As on an envelope: a result obtained after a denied call or after retries says so.
-    rulings: tuple[PolicyVerdict, ...] | None = None
+    rulings: tuple[CarriedRuling, ...] | None = None
     retries: tuple[RetryCount, ...] | None = None
     # What the task's model calls used (retried and failed-over ones included); absent
     # when no model was called.
@@ -421,6 +472,9 @@ __getattr__ = kept_for_one_release(
         "is_empty_value": (
             "is internal to agentmesh (use Success.is_empty)",
             lambda: _is_empty_value,
-        )
+        ),
+        # Until issue 25 a policy returned a `Decision` and an outcome carried a
+        # `PolicyVerdict`: one thing, two types; both are `Ruling` now.
+        "PolicyVerdict": ("is now Ruling (a policy's ruling)", lambda: Ruling),
     },
 )

@@ -39,7 +39,7 @@ from agentmesh.usage import UsageMeter
 
 if TYPE_CHECKING:
     from agentmesh._engine._human import DecisionBook
-    from agentmesh.envelope import PolicyVerdict
+    from agentmesh.envelope import Ruling
     from agentmesh.events import EventSink
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
@@ -62,7 +62,7 @@ class RunScope:
             takes its place for the tasks that get it).
         rates: who reserves rate-limit starts for the run's limiters; None to count
             them in this process.
-        forbidden_calls: call id -> the verdict that forbids it for the rest of the run
+        forbidden_calls: call id -> the ruling that forbids it for the rest of the run
             (an executor that shares them elsewhere passes its own); empty by default.
         policy_memory: policy name -> what that stateful policy keeps for the run;
             empty by default.
@@ -72,7 +72,7 @@ class RunScope:
         store: the run's checkpoint store (see `Subagent.run(store=)`); None: none.
         usage: the run's model usage and its limits; a meter without limits by default.
         decisions: the run's pending decisions and their answers (the coordinator's,
-            with a store); None: `Decision.ask` is refused.
+            with a store); None: `Ruling.ask` is refused.
         events: the sink of the run's events (see `Coordinator.stream`); None when
             nobody reads them.
         shared: deprecated: the forbidden calls and policy memory under string keys;
@@ -101,7 +101,7 @@ class RunScope:
         budget: RetryBudget | None = None,
         ledger_store: CheckpointStore | None = None,
         rates: RateReservations | None = None,
-        forbidden_calls: dict[str, PolicyVerdict] | None = None,
+        forbidden_calls: dict[str, Ruling] | None = None,
         policy_memory: dict[str, dict[str, Any]] | None = None,
         policies: Sequence[Any] = (),
         state: dict[str, Any] | None = None,
@@ -117,9 +117,7 @@ class RunScope:
         self.rates = rates
         self._ledger_store = ledger_store
         self.usage = usage if usage is not None else UsageMeter()
-        self.forbidden_calls: dict[str, PolicyVerdict] = (
-            {} if forbidden_calls is None else forbidden_calls
-        )
+        self.forbidden_calls: dict[str, Ruling] = {} if forbidden_calls is None else forbidden_calls
         self.policy_memory: dict[str, dict[str, Any]] = (
             {} if policy_memory is None else policy_memory
         )
@@ -148,13 +146,13 @@ class RunScope:
             self._ledger_store = MemoryStore()
         return self._ledger_store
 
-    def forbidden(self, call_id: str) -> PolicyVerdict | None:
-        """The verdict that forbids the call `call_id` for the rest of the run, or None."""
+    def forbidden(self, call_id: str) -> Ruling | None:
+        """The ruling that forbids the call `call_id` for the rest of the run, or None."""
         return self.forbidden_calls.get(call_id)
 
-    def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
-        """Forbid the call `call_id` for the rest of the run, as `verdict` says."""
-        self.forbidden_calls[call_id] = verdict
+    def forbid(self, call_id: str, ruling: Ruling) -> None:
+        """Forbid the call `call_id` for the rest of the run, as `ruling` says."""
+        self.forbidden_calls[call_id] = ruling
 
     def memory_for(self, policy: object) -> dict[str, Any]:
         """The mapping a stateful policy keeps for this run (policies of one name share it).

@@ -19,14 +19,14 @@ from typing import Any
 
 from agentmesh import Context, Outcome, RetryPolicy, Task, subagent
 from agentmesh.mcp import MCPServer
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 time_server = MCPServer.stdio(sys.executable, "-m", "mcp_server_time", name="time")
 
 
 @pre_tool_use(tool="convert_time")
-def no_conversions(event: ToolCallEvent) -> Decision:
-    return Decision.deny("conversions are not part of this demo")
+def no_conversions(event: ToolCallEvent) -> Ruling:
+    return Ruling.deny("conversions are not part of this demo")
 
 
 @subagent(retry=RetryPolicy(max_attempts=2), policies=[no_conversions])

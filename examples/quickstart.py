@@ -27,7 +27,7 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 DOCS = {
     "asyncio cancellation": ["Task.cancel() requests cancellation", "asyncio.timeout() cancels"],
@@ -53,10 +53,10 @@ async def refund(order_id: str, amount: int) -> str:
 
 
 @pre_tool_use(tool="refund")
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     """Deterministic, not a prompt: refunds above $500 need a supervisor."""
     if event.arguments["amount"] > 500:
-        return Decision.deny("refunds above $500 need a supervisor")
+        return Ruling.deny("refunds above $500 need a supervisor")
     return None
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import agentmesh
+import agentmesh._engine._rulings
 import agentmesh.envelope
 import agentmesh.pipeline
 
@@ -38,10 +39,10 @@ PUBLIC_API: dict[str, set[str]] = {
         "PartialResults",
         "PermissionDenied",
         "Pipeline",
-        "PolicyVerdict",
         "Report",
         "RetryBudget",
         "RetryPolicy",
+        "Ruling",
         "Subagent",
         "Success",
         "Task",
@@ -120,8 +121,8 @@ PUBLIC_API: dict[str, set[str]] = {
         "ErrorType",
         "Outcome",
         "PartialResults",
-        "PolicyVerdict",
         "RetryCount",
+        "Ruling",
         "Success",
         "ToolsLeftOut",
     },
@@ -183,11 +184,11 @@ PUBLIC_API: dict[str, set[str]] = {
     },
     "agentmesh.pipeline": {"Pipeline"},
     "agentmesh.policies": {
-        "Decision",
         "Match",
         "PolicyChain",
         "PostToolUse",
         "PreToolUse",
+        "Ruling",
         "ToolCallEvent",
         "ToolPolicy",
         "ToolResultEvent",
@@ -273,7 +274,8 @@ PRIVATISED: dict[tuple[str, str], object] = {
         TypeError,
         AssertionError,
     ),
-    ("agentmesh.context", "apply_verdict"): PRIVATE_HOME,
+    # The engine's helper is `apply_ruling` now (issue 25, "one word, one meaning").
+    ("agentmesh.context", "apply_verdict"): agentmesh._engine._rulings.apply_ruling,
     ("agentmesh.context", "merge_partials"): PRIVATE_HOME,
     ("agentmesh.envelope", "is_empty_value"): agentmesh.envelope._is_empty_value,
     ("agentmesh.models", "MODEL_ENV"): "AGENTMESH_MODEL",

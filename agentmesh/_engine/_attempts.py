@@ -269,7 +269,7 @@ class _Call(Generic[T]):
             classifier = self.classifier
             if propagates(exc, classifier, user_code=self.user_code):
                 if self.breaker is not None:
-                    self.breaker.release()  # no verdict on the source
+                    self.breaker.release()  # says nothing of the source's health
                 raise exc
             outcome = classifier.classify(
                 exc, source=self.source, attempted_query=self.attempted_query, attempts=number

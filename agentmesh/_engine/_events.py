@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
+from agentmesh.envelope import ErrorEnvelope, Ruling
 from agentmesh.events import (
     AttemptFailed,
     EventSink,
@@ -58,8 +58,8 @@ class TaskEvents:
             total=total,
         )
 
-    def ruling(self, verdict: PolicyVerdict) -> None:
-        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, verdict=verdict)
+    def ruling(self, ruling: Ruling) -> None:
+        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, ruling=ruling)
 
     def record(
         self,

@@ -35,7 +35,7 @@ from agentmesh.approvals import (
     Reject,
 )
 from agentmesh.checkpoints import CheckpointStore
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Ruling
 from agentmesh.errors import UsageError
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ _PENDING: Final[TypeAdapter[PendingApproval]] = TypeAdapter(PendingApproval)
 
 
 class AskWithoutStore(UsageError):
-    """`Decision.ask` in a run without a checkpoint store: nobody could ever answer it."""
+    """`Ruling.ask` in a run without a checkpoint store: nobody could ever answer it."""
 
 
 def refuse_asks_without_store(policies: Iterable[Any], missing: str) -> None:
@@ -78,7 +78,7 @@ def refuse_asks_without_store(policies: Iterable[Any], missing: str) -> None:
     asking = sorted({getattr(p, "name", type(p).__name__) for p in policies if p.asks})
     if asking:
         raise UsageError(
-            f"policies {asking} may ask a person (Decision.ask), but {missing}: a pending "
+            f"policies {asking} may ask a person (Ruling.ask), but {missing}: a pending "
             "approval must be kept in a checkpoint store to be answered"
         )
 
@@ -313,14 +313,14 @@ def _check_edit(pending: PendingApproval, answer: Approval) -> None:
 @dataclass(frozen=True, slots=True)
 class Go:
     """What the call goes on with after a person's answer: maybe edited arguments, and
-    the pre-tool verdict on them (None: no objection; a deny still wins)."""
+    the pre-tool ruling on them (None: no objection; a deny still wins)."""
 
     arguments: dict[str, Any]
     validated: dict[str, Any]
-    verdict: PolicyVerdict | None
+    ruling: Ruling | None
 
 
-RuleAgain = Callable[[dict[str, Any], frozenset[str]], PolicyVerdict | None]
+RuleAgain = Callable[[dict[str, Any], frozenset[str]], Ruling | None]
 """The pre-tool policies run again on (maybe edited) arguments, the answered ones silent."""
 
 
@@ -342,7 +342,7 @@ async def ask_person(
     tool: Tool[Any, Any],
     arguments: dict[str, Any],
     validated: dict[str, Any],
-    verdict: PolicyVerdict,
+    asked: Ruling,
     rule_again: RuleAgain,
 ) -> Go | ErrorEnvelope:
     """Follow a policy's `ask` to a person's answer: go on, or an envelope to fail with.
@@ -353,11 +353,11 @@ async def ask_person(
     """
     answered: set[str] = set()
     source = f"{ctx.subagent}/{tool.name}"
-    current: PolicyVerdict | None = verdict
+    current: Ruling | None = asked
     while current is not None and current.action == "ask":
         if book is None:
             raise AskWithoutStore(
-                f"policy {current.policy} returned Decision.ask for {tool.name}, but the run "
+                f"policy {current.policy} returned Ruling.ask for {tool.name}, but the run "
                 "has no checkpoint store: give the Coordinator store= so a person can "
                 "answer it (coordinator.resume)"
             )
@@ -400,7 +400,7 @@ async def _pend(
     decision_id: str,
     tool: Tool[Any, Any],
     validated: dict[str, Any],
-    verdict: PolicyVerdict,
+    asked: Ruling,
     source: str,
 ) -> ErrorEnvelope:
     # The values the tool would get (defaults included): what the person decides about.
@@ -412,23 +412,23 @@ async def _pend(
         subagent=ctx.subagent,
         topic=ctx.task.label,
         query=ctx.task.query,
-        reason=verdict.reason,
-        policy=verdict.policy,
+        reason=asked.reason,
+        policy=asked.policy,
         tool=tool.name,
         arguments=masked if isinstance(masked, dict) else {"arguments": masked},
     )
     # Durable before the task stops: the question must outlive this process.
     await book.pend(pending)
-    ctx.log.info("decision_pending", decision=decision_id, policy=verdict.policy)
+    ctx.log.info("decision_pending", decision=decision_id, policy=asked.policy)
     envelope = ErrorEnvelope(
         error_category=ErrorCategory.PERMISSION,
         error_type=ErrorType.DECISION_PENDING,
         is_retryable=False,
-        message=f"waiting for a person's approval {decision_id}: {verdict.reason}",
+        message=f"waiting for a person's approval {decision_id}: {asked.reason}",
         attempted_query={"tool": tool.name, "arguments": masked},
         source=source,
         attempts=0,
-        policy=verdict,
+        policy=asked,
     )
     ctx.pending_decision = envelope
     return envelope
@@ -445,5 +445,5 @@ def rejected(reason: str, attempted_query: Any, source: str) -> ErrorEnvelope:
         attempted_query=attempted_query,
         source=source,
         attempts=0,
-        policy=PolicyVerdict(action="deny", reason=text, policy=PERSON),
+        policy=Ruling(action="deny", reason=text, policy=PERSON),
     )

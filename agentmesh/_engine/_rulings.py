@@ -1,17 +1,17 @@
-"""Policy verdicts applied: to one outcome, and collected over one task's calls."""
+"""Policy rulings applied: to one outcome, and collected over one task's calls."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agentmesh._engine._attempts import RetryTally
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Ruling, Success
 
-__all__ = ["TaskRulings", "apply_verdict", "blocked"]
+__all__ = ["TaskRulings", "apply_ruling", "blocked"]
 
 
-def apply_verdict(
-    outcome: Success[Any] | ErrorEnvelope, verdict: PolicyVerdict
+def apply_ruling(
+    outcome: Success[Any] | ErrorEnvelope, ruling: Ruling
 ) -> Success[Any] | ErrorEnvelope:
     """The outcome as a policy ruled it: never retryable again, the policy named in it.
 
@@ -19,39 +19,39 @@ def apply_verdict(
     happened: dropping its evidence would help no one) and flags it; `forbid_retry` has
     nothing to stop.
     """
-    note = f"{verdict.action} by policy {verdict.policy}: {verdict.reason}"
-    if isinstance(outcome, Success) and verdict.action == "forbid_retry":
+    note = f"{ruling.action} by policy {ruling.policy}: {ruling.reason}"
+    if isinstance(outcome, Success) and ruling.action == "forbid_retry":
         return outcome
-    if isinstance(outcome, Success) and verdict.action == "escalate":
-        return outcome.model_copy(update={"policy": verdict})
+    if isinstance(outcome, Success) and ruling.action == "escalate":
+        return outcome.model_copy(update={"policy": ruling})
     if isinstance(outcome, Success):
         # A withheld result: the caller must not see the data the policy blocked.
         return ErrorEnvelope(
             error_category=ErrorCategory.PERMISSION,
             error_type=ErrorType.POLICY_BLOCKED,
             is_retryable=False,
-            message=f"result withheld by policy {verdict.policy}: {verdict.reason}",
+            message=f"result withheld by policy {ruling.policy}: {ruling.reason}",
             attempted_query=outcome.attempted_query,
             source=outcome.source,
             attempts=outcome.attempts,
             details=note,
-            policy=verdict,
+            policy=ruling,
         )
     details = f"{outcome.details}; {note}" if outcome.details else note
-    return outcome.model_copy(update={"is_retryable": False, "details": details, "policy": verdict})
+    return outcome.model_copy(update={"is_retryable": False, "details": details, "policy": ruling})
 
 
-def blocked(verdict: PolicyVerdict, attempted_query: dict[str, Any], source: str) -> ErrorEnvelope:
-    """The envelope of a call a verdict stopped before it was made."""
+def blocked(ruling: Ruling, attempted_query: dict[str, Any], source: str) -> ErrorEnvelope:
+    """The envelope of a call a ruling stopped before it was made."""
     return ErrorEnvelope(
         error_category=ErrorCategory.PERMISSION,
         error_type=ErrorType.POLICY_BLOCKED,
         is_retryable=False,
-        message=f"call denied by policy {verdict.policy}: {verdict.reason}",
+        message=f"call denied by policy {ruling.policy}: {ruling.reason}",
         attempted_query=attempted_query,
         source=source,
         attempts=0,
-        policy=verdict,
+        policy=ruling,
     )
 
 
@@ -65,21 +65,21 @@ class TaskRulings:
     __slots__ = ("_rulings", "escalations", "retries")
 
     def __init__(self) -> None:
-        self._rulings: dict[PolicyVerdict, None] | None = None
-        self.escalations: list[PolicyVerdict] = []
+        self._rulings: dict[Ruling, None] | None = None
+        self.escalations: list[Ruling] = []
         self.retries = RetryTally()
 
     @property
-    def rulings(self) -> tuple[PolicyVerdict, ...]:
+    def rulings(self) -> tuple[Ruling, ...]:
         return tuple(self._rulings or ())
 
-    def rule(self, verdict: PolicyVerdict, tool: str) -> PolicyVerdict:
-        """Remember a verdict on a call of `tool`; the ruling as kept, naming the tool."""
+    def rule(self, ruling: Ruling, tool: str) -> Ruling:
+        """Remember a ruling on a call of `tool`; the ruling as kept, naming the tool."""
         if self._rulings is None:
             self._rulings = {}
-        ruling = verdict.model_copy(update={"tool": tool})
-        self._rulings[ruling] = None
-        return ruling
+        kept = ruling.model_copy(update={"tool": tool})
+        self._rulings[kept] = None
+        return kept
 
     def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
         """The outcome carrying the rulings and local retries.
@@ -100,10 +100,10 @@ class TaskRulings:
 
     def adopt(self, outcome: Success[Any] | ErrorEnvelope) -> None:
         """Take in what a nested run reported: its rulings, its retries, an escalation."""
-        for verdict in outcome.rulings or ():
+        for ruling in outcome.rulings or ():
             if self._rulings is None:
                 self._rulings = {}
-            self._rulings[verdict] = None
+            self._rulings[ruling] = None
         if outcome.retries:
             self.retries.merge(outcome.retries)
         if isinstance(outcome, Success) and outcome.policy is not None:

@@ -20,7 +20,7 @@ from agentmesh._engine._task_checkpoints import open_ledger, open_progress, rest
 from agentmesh._engine._usage import UsageTally
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import Classifier
-from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success, ToolsLeftOut
+from agentmesh.envelope import ErrorEnvelope, Ruling, Success, ToolsLeftOut
 from agentmesh.errors import UsageError
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryBudget, RetryPolicy
@@ -103,7 +103,7 @@ class TaskEngine:
         self.rulings = TaskRulings()
         # What this task's model calls used, across all its attempts.
         self.usage = UsageTally()
-        # Questions for a person (`Decision.ask`): their occurrences in this attempt, the
+        # Questions for a person (`Ruling.ask`): their occurrences in this attempt, the
         # one that stopped the task, and an ask nobody could answer (see `_human`).
         self.ask_counts: dict[str, int] = {}
         self.pending_decision: ErrorEnvelope | None = None
@@ -147,7 +147,7 @@ class TaskEngine:
         return self._progress is not None
 
     @property
-    def escalations(self) -> list[PolicyVerdict]:
+    def escalations(self) -> list[Ruling]:
         """Escalations a post-tool policy called for, kept even when the body recovers."""
         return self.rulings.escalations
 

@@ -22,10 +22,10 @@ from agentmesh._codec import declared_output_type
 from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._engine._human import MAY_HAVE_RUN, AskWithoutStore, Go, RuleAgain, ask_person
 from agentmesh._engine._ledger import InFlight, Replay, ToolLedger
-from agentmesh._engine._rulings import apply_verdict, blocked
+from agentmesh._engine._rulings import apply_ruling, blocked
 from agentmesh._engine._task import TaskEngine
 from agentmesh._limits import recorded
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Ruling, Success
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import ToolCallEvent, ToolResultEvent
 from agentmesh.tools import Tool
@@ -163,7 +163,7 @@ class ToolCall(Generic[R]):
         denied = engine.policies.before(self.event, self.log) if engine.policies else None
         if denied is not None and denied.action == "ask":
             went = await self.ask(denied, self.rule_again)
-            self.arguments, self.validated, denied = went.arguments, went.validated, went.verdict
+            self.arguments, self.validated, denied = went.arguments, went.validated, went.ruling
             self.attempted_query = {"tool": tool.name, "arguments": recorded(self.arguments)}
             self.event = dataclasses.replace(self.event, arguments=MappingProxyType(self.validated))
             self.call_id = _call_id(tool.name, self.validated)
@@ -173,16 +173,16 @@ class ToolCall(Generic[R]):
             self.rule(denied)
             raise _failure(blocked(denied, self.attempted_query, self.source), self.log)
 
-    def rule_again(self, edited: dict[str, Any], answered: frozenset[str]) -> PolicyVerdict | None:
+    def rule_again(self, edited: dict[str, Any], answered: frozenset[str]) -> Ruling | None:
         """The pre-tool policies on edited arguments, the answered ones not asking again."""
         again = dataclasses.replace(self.event, arguments=MappingProxyType(edited))
         return self.engine.policies.before(again, self.log, answered)
 
-    def rule(self, verdict: PolicyVerdict) -> None:
+    def rule(self, ruling: Ruling) -> None:
         """Keep a ruling on this call in the task's rulings, and tell a stream."""
-        ruling = self.rulings.rule(verdict, self.tool.name)
+        kept = self.rulings.rule(ruling, self.tool.name)
         if self.engine.events is not None:
-            self.engine.events.ruling(ruling)
+            self.engine.events.ruling(kept)
 
     async def claim(self, ledger: ToolLedger, call: str) -> Replay | str:
         """The recorded result of a call this run already made, or the ledger key under
@@ -220,11 +220,11 @@ class ToolCall(Generic[R]):
         tool = self.tool
         if self.engine.scope.decisions is None:
             raise _failure(_may_have_run(tool, found, self.attempted_query, self.source), self.log)
-        verdict = PolicyVerdict(action="ask", reason=_why_again(tool, found), policy=MAY_HAVE_RUN)
+        asked = Ruling(action="ask", reason=_why_again(tool, found), policy=MAY_HAVE_RUN)
         # The policies ruled already; only this question is asked.
-        await self.ask(verdict, _no_rules)
+        await self.ask(asked, _no_rules)
 
-    async def ask(self, verdict: PolicyVerdict, rule_again: RuleAgain) -> Go:
+    async def ask(self, asked: Ruling, rule_again: RuleAgain) -> Go:
         """A person's answer to an ask, or the failure that stops the call."""
         engine = self.engine
         try:
@@ -234,7 +234,7 @@ class ToolCall(Generic[R]):
                 self.tool,
                 self.arguments,
                 self.validated,
-                verdict,
+                asked,
                 rule_again,
             )
         except AskWithoutStore as exc:
@@ -265,15 +265,15 @@ class ToolCall(Generic[R]):
         policies = self.engine.policies
         if not policies:
             return outcome
-        verdict = policies.after(
+        ruling = policies.after(
             ToolResultEvent(**_fields(self.event), outcome=outcome, attempt=number), self.log
         )
-        if verdict is None:
+        if ruling is None:
             return outcome
-        self.rule(verdict)
-        if verdict.action == "escalate":
-            self.rulings.escalations.append(verdict)
-        return apply_verdict(outcome, verdict)
+        self.rule(ruling)
+        if ruling.action == "escalate":
+            self.rulings.escalations.append(ruling)
+        return apply_ruling(outcome, ruling)
 
     def adjust(self, envelope: ErrorEnvelope, exc: BaseException) -> ErrorEnvelope:
         """A failed attempt's envelope, not retryable when a repeat may act twice."""
@@ -291,7 +291,7 @@ class ToolCall(Generic[R]):
         raise _failure(outcome, self.log)
 
 
-def _no_rules(_edited: dict[str, Any], _answered: frozenset[str]) -> PolicyVerdict | None:
+def _no_rules(_edited: dict[str, Any], _answered: frozenset[str]) -> Ruling | None:
     return None
 
 
@@ -344,12 +344,12 @@ def _remember_forbidden(engine: TaskEngine, call_id: str, envelope: ErrorEnvelop
     (An ambiguous failure of a non-idempotent tool is remembered where it is found,
     in `_unless_repeat_is_safe`.)
     """
-    verdict = envelope.policy
-    if verdict is None:
+    ruling = envelope.policy
+    if ruling is None:
         return
-    if verdict.action == "deny" and envelope.attempts == 0:
+    if ruling.action == "deny" and envelope.attempts == 0:
         return  # a pre-tool deny: the same policy will deny it again by itself
-    engine.scope.forbid(call_id, verdict)
+    engine.scope.forbid(call_id, ruling)
 
 
 def _why_again(tool: Tool[Any, Any], found: InFlight) -> str:
@@ -393,7 +393,7 @@ def _unless_repeat_is_safe(
     """Not retryable when a non-idempotent tool's failure may already have taken effect.
 
     The call is then forbidden for the rest of the run, here where the ambiguity is
-    known (a post-tool policy's verdict on the same call, if any, replaces it).
+    known (a post-tool policy's ruling on the same call, if any, replaces it).
     """
     if not (
         envelope.is_retryable
@@ -409,7 +409,7 @@ def _unless_repeat_is_safe(
     details = f"{envelope.details}; {note}" if envelope.details else note
     engine.scope.forbid(
         call_id,
-        PolicyVerdict(
+        Ruling(
             action="forbid_retry",
             reason=f"{tool.name} is not idempotent and an earlier identical call "
             "may have taken effect",

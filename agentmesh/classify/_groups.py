@@ -8,7 +8,7 @@ and partial results. The `Classifier` flattens the group and classifies each lea
 from __future__ import annotations
 
 from agentmesh.classify._mappers import Mapper, describe
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, PolicyVerdict
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, PartialResults, Ruling
 from agentmesh.errors import AgentError, CallFailed
 
 # Which leaf of an exception group decides when not all of them are retryable.
@@ -51,7 +51,7 @@ def _leaf_text(leaf: BaseException) -> str:
     return described[:_MAX_LEAF_TEXT]
 
 
-def _ruling(envelopes: list[ErrorEnvelope]) -> PolicyVerdict | None:
+def _ruling(envelopes: list[ErrorEnvelope]) -> Ruling | None:
     """The policy ruling a group keeps from its leaves: an escalation first."""
     verdicts = [e.policy for e in envelopes if e.policy is not None]
     escalations = [v for v in verdicts if v.action == "escalate"]

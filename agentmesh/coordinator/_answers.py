@@ -16,7 +16,7 @@ from agentmesh.approvals import (
     PendingApproval,
     Reject,
 )
-from agentmesh.envelope import PolicyVerdict
+from agentmesh.envelope import Ruling
 from agentmesh.errors import UsageError
 
 __all__ = ["answer_notes", "answered", "asked_and_answered", "given_approvals"]
@@ -77,7 +77,7 @@ def answer_notes(answers: Sequence[AnsweredApproval]) -> list[str]:
     return [note for item in answers if (note := item.note()) is not None]
 
 
-def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredApproval]) -> bool:
+def asked_and_answered(ruling: Ruling, answers: Sequence[AnsweredApproval]) -> bool:
     """Whether `ruling` is a policy's question about a call that a person answered."""
     return ruling.action == "ask" and any(
         (item.policy, item.tool, item.reason) == (ruling.policy, ruling.tool, ruling.reason)

@@ -70,7 +70,7 @@ class Coordinator:
         store: checkpoints for the subagents' runs: a rerun with the same `run_id` does not
             repeat completed non-idempotent tool calls, and subagents declared with
             `checkpoint=True` continue from their recorded progress. With a store, a
-            policy's `Decision.ask` and an `Escalate` wait for a person as pending
+            policy's `Ruling.ask` and an `Escalate` wait for a person as pending
             approvals, and `resume(run_id, approvals=...)` goes on (without one, a
             policy declared with `asks=True` is refused here).
         usage_limits: `UsageLimits` (`RunLimits.usage`) on what the run's model calls

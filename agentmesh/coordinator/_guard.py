@@ -43,17 +43,17 @@ def fixed_route(outcome: Outcome) -> Route | None:
         # The run's limit stopped it: a gap that says so, not an escalation per task nor
         # a new attempt that the limit would stop again.
         return RecordGap(outcome.message)
-    verdict = outcome.policy
-    if verdict is None:
+    ruling = outcome.policy
+    if ruling is None:
         return None
-    if verdict.action == "ask":
+    if ruling.action == "ask":
         return Escalate(outcome.message if isinstance(outcome, ErrorEnvelope) else "")
     if isinstance(outcome, ErrorEnvelope) and outcome.error_type == ErrorType.REJECTED:
         return RecordGap(outcome.message)  # a person's no: never retried, never escalated
-    if verdict.action == "escalate":
-        return Escalate(f"policy {verdict.policy}: {verdict.reason}")
-    if verdict.action == "forbid_retry":
-        return RecordGap(f"retry forbidden by policy {verdict.policy}: {verdict.reason}")
+    if ruling.action == "escalate":
+        return Escalate(f"policy {ruling.policy}: {ruling.reason}")
+    if ruling.action == "forbid_retry":
+        return RecordGap(f"retry forbidden by policy {ruling.policy}: {ruling.reason}")
     return None
 
 

@@ -11,8 +11,8 @@ from agentmesh.coordinator._answers import answer_notes, asked_and_answered
 from agentmesh.envelope import (
     ErrorEnvelope,
     PartialResults,
-    PolicyVerdict,
     RetryCount,
+    Ruling,
     Success,
     ToolsLeftOut,
 )
@@ -177,7 +177,7 @@ def _answered(record: TaskRecord) -> tuple[str | None, str | None]:
 
 def _on_the_way(
     record: TaskRecord,
-) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None]:
+) -> tuple[tuple[Ruling, ...] | None, tuple[RetryCount, ...] | None]:
     """Every policy ruling and the local retries of all the task's steps, or None."""
     for step in record.steps:
         if step.outcome.rulings is not None or step.outcome.retries is not None:
@@ -191,7 +191,7 @@ def _on_the_way(
         kept = _distinct(only.rulings, only.retries)
         if kept is not None:
             return kept
-    rulings: dict[PolicyVerdict, None] = {}
+    rulings: dict[Ruling, None] = {}
     retries: dict[tuple[str, str, bool], int] = {}
     for step in record.steps:
         rulings.update(dict.fromkeys(step.outcome.rulings or ()))
@@ -209,8 +209,8 @@ def _on_the_way(
 
 
 def _distinct(
-    rulings: tuple[PolicyVerdict, ...] | None, retries: tuple[RetryCount, ...] | None
-) -> tuple[tuple[PolicyVerdict, ...] | None, tuple[RetryCount, ...] | None] | None:
+    rulings: tuple[Ruling, ...] | None, retries: tuple[RetryCount, ...] | None
+) -> tuple[tuple[Ruling, ...] | None, tuple[RetryCount, ...] | None] | None:
     """`(rulings, retries)` as `_on_the_way` merges them, when they are that already.
 
     None when merging would change them: a ruling repeated, or two counts of the same
@@ -225,7 +225,7 @@ def _distinct(
 
 
 def _rulings_note(
-    rulings: tuple[PolicyVerdict, ...], final: PolicyVerdict | None, record: TaskRecord
+    rulings: tuple[Ruling, ...], final: Ruling | None, record: TaskRecord
 ) -> str | None:
     """The rulings a reader has not been told of yet: not the final one (the decision's),
     nor a question a person answered (the answer's note says what happened instead)."""

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Final, TypeAlias
 
-from pydantic import ConfigDict, PlainSerializer, PlainValidator, TypeAdapter
+from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from agentmesh._redaction import redact
 from agentmesh.approvals import AnsweredApproval
-from agentmesh.envelope import ErrorEnvelope, PolicyVerdict
+from agentmesh.envelope import CarriedRuling, ErrorEnvelope
 from agentmesh.errors import UsageError
 from agentmesh.report import (
     Accept,
@@ -187,10 +187,22 @@ class AttemptFailed(RunEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyRuling(RunEvent):
-    """A policy ruled on a tool call (deny, forbid_retry or escalate); `verdict.tool` names it."""
+    """A policy ruled on a tool call (deny, forbid_retry, escalate or ask); `ruling.tool`
+    names it.
+
+    The attribute was `verdict` until issue 25; its JSON key still is (`"verdict"`), and
+    `event.verdict` still reads, with a `DeprecationWarning`, for one release.
+    """
 
     subagent: str
-    verdict: PolicyVerdict
+    # The JSON key is the one events have always been written with.
+    ruling: Annotated[CarriedRuling, Field(alias="verdict")]
+
+    @property
+    def verdict(self) -> CarriedRuling:
+        """Deprecated: `ruling`; the old name goes in the next release."""
+        _renamed("PolicyRuling.verdict", "PolicyRuling.ruling", "(a policy's ruling)")
+        return self.ruling
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,7 +249,7 @@ class EscalationPending(RunEvent):
     @property
     def decision_id(self) -> str | None:
         """Deprecated: `approval_id`; the old name goes in the next release."""
-        _renamed("EscalationPending.decision_id", "EscalationPending.approval_id")
+        _renamed("EscalationPending.decision_id", "EscalationPending.approval_id", _APPROVAL)
         return self.approval_id
 
 
@@ -258,7 +270,7 @@ class ApprovalApplied(RunEvent):
     @property
     def decision(self) -> AnsweredApproval:
         """Deprecated: `approval`; the old name goes in the next release."""
-        _renamed("ApprovalApplied.decision", "ApprovalApplied.approval")
+        _renamed("ApprovalApplied.decision", "ApprovalApplied.approval", _APPROVAL)
         return self.approval
 
 
@@ -355,10 +367,12 @@ def parse_event(data: str | bytes | Mapping[str, Any]) -> Event:
     return event
 
 
-def _renamed(old: str, new: str) -> None:
+_APPROVAL: Final = "(a person's answer is an approval)"
+
+
+def _renamed(old: str, new: str, why: str) -> None:
     warnings.warn(
-        f"{old} is now {new} (a person's answer is an approval); "
-        f"the old name goes in the next release",
+        f"{old} is now {new} {why}; the old name goes in the next release",
         DeprecationWarning,
         stacklevel=3,
     )

@@ -348,7 +348,7 @@ class RayExecutor:
     ) -> Shipment:
         """Put `obj` into the object store once; a UsageError naming it if it cannot go.
 
-        `check` may refuse `obj` with a UsageError first (once: the verdict is kept).
+        `check` may refuse `obj` with a UsageError first (once: its finding is kept).
         """
         import ray
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Protocol
 
-from agentmesh.envelope import PolicyVerdict
+from agentmesh.envelope import Ruling
 from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.scope import RunScope
 
@@ -172,12 +172,12 @@ class _WorkerScope(RunScope):
         super().__init__(run_id, **parts)
         self._shared = shared
 
-    def forbidden(self, call_id: str) -> PolicyVerdict | None:
-        calls: dict[str, PolicyVerdict] | None = self._shared.get(_FORBIDDEN)
+    def forbidden(self, call_id: str) -> Ruling | None:
+        calls: dict[str, Ruling] | None = self._shared.get(_FORBIDDEN)
         return None if calls is None else calls.get(call_id)
 
-    def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
-        self._shared.setdefault(_FORBIDDEN, {})[call_id] = verdict
+    def forbid(self, call_id: str, ruling: Ruling) -> None:
+        self._shared.setdefault(_FORBIDDEN, {})[call_id] = ruling
 
     def memory_for(self, policy: object) -> dict[str, Any]:
         name = getattr(policy, "name", None) or type(policy).__name__

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentmesh.envelope import ErrorType
+from agentmesh.envelope import ErrorType, Ruling
 from agentmesh.policies._core import (
     CategorySelector,
-    Decision,
     Match,
     ToolCallEvent,
     ToolPolicy,
@@ -29,14 +28,14 @@ class _OnFailure(ToolPolicy):
         self.match = match
         self.name = f"{action}({_describe(match)})"
 
-    def after(self, event: ToolResultEvent) -> Decision | None:
+    def after(self, event: ToolResultEvent) -> Ruling | None:
         envelope = event.envelope
         if envelope is None or not self.match.result(event):
             return None
         reason = f"{envelope.error_category.value} {envelope.error_type} from {event.tool}"
         if self.action == "escalate":
-            return Decision.escalate(f"{reason}: escalation required by policy")
-        return Decision.forbid_retry(f"{reason}: retry forbidden by policy")
+            return Ruling.escalate(f"{reason}: escalation required by policy")
+        return Ruling.forbid_retry(f"{reason}: retry forbidden by policy")
 
 
 def forbid_retry(
@@ -66,15 +65,15 @@ class _DenyAfterPermissionError(ToolPolicy):
         self.match = match
         self.name = "deny_after_permission_error"
 
-    def before(self, event: ToolCallEvent) -> Decision | None:
+    def before(self, event: ToolCallEvent) -> Ruling | None:
         denied: dict[str, str] = event.scope.memory_for(self)
         if event.tool in denied:
-            return Decision.deny(
+            return Ruling.deny(
                 f"{event.tool} refused permission earlier in this run: {denied[event.tool]}"
             )
         return None
 
-    def after(self, event: ToolResultEvent) -> Decision | None:
+    def after(self, event: ToolResultEvent) -> Ruling | None:
         envelope = event.envelope
         if (
             envelope is None
@@ -83,7 +82,7 @@ class _DenyAfterPermissionError(ToolPolicy):
         ):
             return None
         event.scope.memory_for(self)[event.tool] = envelope.message
-        return Decision.forbid_retry(f"{event.tool} refused permission; not retried in this run")
+        return Ruling.forbid_retry(f"{event.tool} refused permission; not retried in this run")
 
 
 def deny_after_permission_error(tools: ToolSelector = None) -> ToolPolicy:

@@ -1,4 +1,4 @@
-"""Running an ordered chain of policies: the strictest decision wins, and a policy that
+"""Running an ordered chain of policies: the strictest ruling wins, and a policy that
 raises fails closed (its call is denied or escalated, never silently allowed)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentmesh.envelope import PolicyVerdict
+from agentmesh.envelope import Ruling, RulingAction
 from agentmesh.errors import UsageError
-from agentmesh.policies._core import Decision, ToolCallEvent, ToolPolicy, ToolResultEvent
+from agentmesh.policies._core import ToolCallEvent, ToolPolicy, ToolResultEvent
 
 __all__ = ["PolicyChain"]
 
@@ -32,68 +32,81 @@ class PolicyChain:
 
     def before(
         self, event: ToolCallEvent, log: Any, answered: frozenset[str] = frozenset()
-    ) -> PolicyVerdict | None:
+    ) -> Ruling | None:
         """The first deny, if any policy denies the call; else the first ask, if any.
 
         A deny wins over an ask: no person is asked about a call that is never made.
         `answered` names the policies whose question a person already answered for
-        this call: they rule again, but do not ask again.
+        this call: they rule again, but do not ask again. The ruling returned names
+        the policy that gave it.
         """
-        asked: PolicyVerdict | None = None
+        asked: Ruling | None = None
         for policy in self.policies:
             try:
-                decision = _checked(policy.before(event), policy)
+                ruling = _checked(policy.before(event), policy)
             except Exception as exc:
-                decision = Decision.deny(f"policy raised {type(exc).__name__}: {exc}")
+                ruling = Ruling.deny(f"policy raised {type(exc).__name__}: {exc}")
                 log.error("policy_failed", policy=_name(policy), stage="pre", error=repr(exc))
-            if decision is None or decision.action == "allow":
+            if ruling is None or ruling.action == "allow":
                 continue
-            verdict = _verdict(policy, decision)
-            if decision.action == "deny":
-                log.info("policy_decision", stage="pre", **verdict.model_dump())
-                return verdict
-            if decision.action == "ask":
-                if asked is None and verdict.policy not in answered:
-                    log.info("policy_decision", stage="pre", **verdict.model_dump())
-                    asked = verdict
+            ruling = _named(ruling, policy, ruling.action)
+            if ruling.action == "deny":
+                log.info("policy_decision", stage="pre", **_logged(ruling))
+                return ruling
+            if ruling.action == "ask":
+                if asked is None and ruling.policy not in answered:
+                    log.info("policy_decision", stage="pre", **_logged(ruling))
+                    asked = ruling
                 continue
             # forbid_retry / escalate before a call has nothing to stop yet: say so.
-            log.warning("policy_decision_ignored", stage="pre", **verdict.model_dump())
+            log.warning("policy_decision_ignored", stage="pre", **_logged(ruling))
         return asked
 
-    def after(self, event: ToolResultEvent, log: Any) -> PolicyVerdict | None:
-        """The strictest decision of all policies on one attempt's outcome."""
-        strictest: PolicyVerdict | None = None
+    def after(self, event: ToolResultEvent, log: Any) -> Ruling | None:
+        """The strictest ruling of all policies on one attempt's outcome, naming its policy."""
+        strictest: Ruling | None = None
         for policy in self.policies:
             try:
-                decision = _checked(policy.after(event), policy)
+                ruling = _checked(policy.after(event), policy)
             except Exception as exc:
-                decision = Decision.escalate(f"policy raised {type(exc).__name__}: {exc}")
+                ruling = Ruling.escalate(f"policy raised {type(exc).__name__}: {exc}")
                 log.error("policy_failed", policy=_name(policy), stage="post", error=repr(exc))
-            if decision is None or decision.action == "allow":
+            if ruling is None or ruling.action == "allow":
                 continue
-            if decision.action == "ask":
-                # The call happened already: nothing is left to ask about, a person looks.
-                decision = Decision.escalate(decision.reason)
-            verdict = _verdict(policy, decision)
-            log.info("policy_decision", stage="post", attempt=event.attempt, **verdict.model_dump())
-            if strictest is None or _STRICTNESS[verdict.action] > _STRICTNESS[strictest.action]:
-                strictest = verdict
+            # The call happened already: nothing is left to ask about, a person looks.
+            action = "escalate" if ruling.action == "ask" else ruling.action
+            ruling = _named(ruling, policy, action)
+            log.info("policy_decision", stage="post", attempt=event.attempt, **_logged(ruling))
+            if strictest is None or _STRICTNESS[ruling.action] > _STRICTNESS[strictest.action]:
+                strictest = ruling
         return strictest
 
 
-def _checked(decision: object, policy: ToolPolicy) -> Decision | None:
-    if decision is None or isinstance(decision, Decision):
-        return decision
-    # A policy must decide explicitly; anything else is a bug, and bugs fail closed.
-    raise UsageError(f"policy {_name(policy)} returned {decision!r}, not a Decision or None")
+def _checked(ruling: object, policy: ToolPolicy) -> Ruling | None:
+    if ruling is None or isinstance(ruling, Ruling):
+        return ruling
+    # A policy must rule explicitly; anything else is a bug, and bugs fail closed.
+    raise UsageError(f"policy {_name(policy)} returned {ruling!r}, not a Ruling or None")
 
 
 def _name(policy: ToolPolicy) -> str:
     return getattr(policy, "name", None) or type(policy).__name__
 
 
-def _verdict(policy: ToolPolicy, decision: Decision) -> PolicyVerdict:
-    action = decision.action
-    assert action != "allow"  # filtered by the callers
-    return PolicyVerdict(action=action, reason=decision.reason or action, policy=_name(policy))
+def _named(ruling: Ruling, policy: ToolPolicy, action: RulingAction) -> Ruling:
+    """The ruling as an outcome carries it: the policy that gave it named, a reason given.
+
+    Whatever a policy put in `policy` or `tool` itself is replaced: the chain names the
+    policy, the engine the tool.
+    """
+    return Ruling(action=action, reason=ruling.reason or action, policy=_name(policy))
+
+
+def _logged(ruling: Ruling) -> dict[str, Any]:
+    # The fields a log line has always had, without a pydantic dump per ruling.
+    return {
+        "action": ruling.action,
+        "reason": ruling.reason,
+        "policy": ruling.policy,
+        "tool": ruling.tool,
+    }

@@ -1,13 +1,13 @@
-"""Decisions, the events policies see, and the two hook decorators."""
+"""The events policies see, the policy base class and the two hook decorators."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, get_args, overload
 
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Ruling, Success
 from agentmesh.errors import UsageError
 from agentmesh.tools import Impact, Tool
 
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from agentmesh.scope import RunScope
 
 __all__ = [
-    "Decision",
     "Match",
     "PostToolUse",
     "PreToolUse",
@@ -25,46 +24,6 @@ __all__ = [
     "post_tool_use",
     "pre_tool_use",
 ]
-
-Action = Literal["allow", "deny", "forbid_retry", "escalate", "ask"]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """A policy's ruling on one tool call.
-
-    * `allow`: no objection (it never overrides another policy's deny).
-    * `deny`: before the call, the tool is not run; after a success, the result is withheld.
-      The caller gets a permission envelope with `errorType="policy_blocked"`.
-    * `forbid_retry`: no new attempt of this call, by the local loop or the coordinator.
-    * `escalate`: hand it to a human; implies `forbid_retry`.
-    * `ask`: before the call, a person decides whether it is made (`agentmesh.approvals`):
-      the task stops before the call and the run waits in its checkpoint store for
-      `Coordinator.resume`. Needs a store; after a call it is an `escalate`.
-    """
-
-    action: Action
-    reason: str = ""
-
-    @classmethod
-    def allow(cls) -> Decision:
-        return cls("allow")
-
-    @classmethod
-    def deny(cls, reason: str) -> Decision:
-        return cls("deny", reason)
-
-    @classmethod
-    def forbid_retry(cls, reason: str) -> Decision:
-        return cls("forbid_retry", reason)
-
-    @classmethod
-    def escalate(cls, reason: str) -> Decision:
-        return cls("escalate", reason)
-
-    @classmethod
-    def ask(cls, reason: str) -> Decision:
-        return cls("ask", reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,20 +62,20 @@ class ToolResultEvent(ToolCallEvent):
 class ToolPolicy:
     """A deterministic rule in the tool path; override `before` and/or `after`.
 
-    Both return a `Decision` or None (no opinion). Policies are plain, synchronous and
+    Both return a `Ruling` or None (no opinion). Policies are plain, synchronous and
     side-effect free apart from `event.state` and their memory in `event.scope`: they
     must hold 100% of the time, so they do not wait on anything that could fail.
     """
 
     name: str = "policy"
-    # Declares that `before` may return `Decision.ask`: a Coordinator without a store
+    # Declares that `before` may return `Ruling.ask`: a Coordinator without a store
     # refuses such a policy when it is built, not when a person could no longer answer.
     asks: bool = False
 
-    def before(self, event: ToolCallEvent) -> Decision | None:
+    def before(self, event: ToolCallEvent) -> Ruling | None:
         return None
 
-    def after(self, event: ToolResultEvent) -> Decision | None:
+    def after(self, event: ToolResultEvent) -> Ruling | None:
         return None
 
 
@@ -193,8 +152,8 @@ def _categories(value: CategorySelector) -> frozenset[ErrorCategory] | None:
         raise UsageError(f"category must be among {allowed}; got {value!r}") from None
 
 
-PreHook: TypeAlias = Callable[[ToolCallEvent], Decision | None]
-PostHook: TypeAlias = Callable[[ToolResultEvent], Decision | None]
+PreHook: TypeAlias = Callable[[ToolCallEvent], Ruling | None]
+PostHook: TypeAlias = Callable[[ToolResultEvent], Ruling | None]
 
 
 class PreToolUse(ToolPolicy):
@@ -209,10 +168,10 @@ class PreToolUse(ToolPolicy):
         self.name = getattr(fn, "__name__", type(fn).__name__)
         self.asks = asks
 
-    def before(self, event: ToolCallEvent) -> Decision | None:
+    def before(self, event: ToolCallEvent) -> Ruling | None:
         return self.fn(event) if self.match.call(event) else None
 
-    def __call__(self, event: ToolCallEvent) -> Decision | None:
+    def __call__(self, event: ToolCallEvent) -> Ruling | None:
         return self.before(event)
 
 
@@ -227,10 +186,10 @@ class PostToolUse(ToolPolicy):
         self.match = match
         self.name = getattr(fn, "__name__", type(fn).__name__)
 
-    def after(self, event: ToolResultEvent) -> Decision | None:
+    def after(self, event: ToolResultEvent) -> Ruling | None:
         return self.fn(event) if self.match.result(event) else None
 
-    def __call__(self, event: ToolResultEvent) -> Decision | None:
+    def __call__(self, event: ToolResultEvent) -> Ruling | None:
         return self.after(event)
 
 
@@ -264,7 +223,7 @@ def pre_tool_use(
     Args:
         tool: a tool name or names; None for every tool.
         impact: only tools declared with this impact ("financial", "legal", "safety").
-        asks: `fn` may return `Decision.ask`: a Coordinator without a store refuses it.
+        asks: `fn` may return `Ruling.ask`: a Coordinator without a store refuses it.
     """
     match = Match.of(tool, impact)
     if fn is not None:

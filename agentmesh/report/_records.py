@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, WrapS
 from pydantic.alias_generators import to_camel
 
 from agentmesh.approvals import AnsweredApproval
-from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict, RetryCount
+from agentmesh.envelope import CarriedRuling, Outcome, PartialResults, RetryCount
 from agentmesh.task import Task
 
 __all__ = ["CAMEL", "CoverageEntry", "CoverageStatus", "Finding", "Step", "TaskRecord"]
@@ -125,7 +125,7 @@ class CoverageEntry:
     partial: PartialResults | None = None
     user_message: str | None = None
     answered_by: str | None = None
-    rulings: tuple[PolicyVerdict, ...] | None = None
+    rulings: tuple[CarriedRuling, ...] | None = None
     retries: tuple[RetryCount, ...] | None = None
 
 

@@ -29,7 +29,7 @@ from agentmesh.events import (
     TaskFinished,
     TaskStarted,
 )
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.testing import FailTimes, RecordingSleep
 
 test_runner_hiccup = FailTimes(
@@ -51,9 +51,9 @@ async def deploy(environment: str) -> str:
 
 
 @pre_tool_use(tool=deploy, asks=True)  # asks=True: the coordinator insists on a store
-def production_needs_a_person(event: ToolCallEvent) -> Decision | None:
+def production_needs_a_person(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["environment"] == "production":
-        return Decision.ask("production deploys need a release manager")
+        return Ruling.ask("production deploys need a release manager")
     return None
 
 

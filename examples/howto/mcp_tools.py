@@ -22,7 +22,7 @@ from typing import Any
 from agentmesh import Coordinator, Task
 from agentmesh.mcp import MCPServer
 from agentmesh.models import ModelRequest, ModelResponse, ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 
 # The server would log each refused call on stderr at INFO; this keeps the output short.
@@ -31,9 +31,9 @@ time_server = MCPServer.stdio(sys.executable, "-m", "mcp_server_time", name="tim
 
 
 @pre_tool_use(tool="convert_time")
-def no_conversions(event: ToolCallEvent) -> Decision:
+def no_conversions(event: ToolCallEvent) -> Ruling:
     """Policies hold for MCP tools as for any other: this one never reaches the server."""
-    return Decision.deny("conversions are not allowed here")
+    return Ruling.deny("conversions are not allowed here")
 
 
 def answer(request: ModelRequest) -> ModelResponse:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from agentmesh import Context, Coordinator, RetryPolicy, Task, TransientError, subagent, tool
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.testing import FailTimes, RecordingSleep
 
 REFUND_LIMIT = 200
@@ -59,10 +59,10 @@ async def read_article(section: str) -> str:
 
 
 @pre_tool_use(tool=refund)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     """Money is decided in code, not in a prompt: a refund above the limit never runs."""
     if event.arguments["amount"] > REFUND_LIMIT:
-        return Decision.deny(f"refunds above ${REFUND_LIMIT} need a supervisor")
+        return Ruling.deny(f"refunds above ${REFUND_LIMIT} need a supervisor")
     return None
 
 

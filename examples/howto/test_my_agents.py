@@ -32,7 +32,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.models import AnthropicModel, ModelResponse, ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FailTimes, FakeMessagesAPI, RecordingSleep
 
@@ -67,9 +67,9 @@ async def refund(amount: int) -> str:
 
 
 @pre_tool_use(tool=refund)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 500:
-        return Decision.deny("refunds above $500 need a supervisor")
+        return Ruling.deny("refunds above $500 need a supervisor")
     return None
 
 

@@ -150,8 +150,8 @@ def _describe(event: Event) -> str | Text | None:
         case PartialRecorded(restored=True, completed=read, pending=left):
             # A resumed run (or a rewritten query) starts from the task's saved progress.
             return f"resumed: {len(read)} documents read before, {len(left)} to read"
-        case PolicyRuling(verdict=verdict):
-            return f"{verdict.action} by policy {verdict.policy} on {verdict.tool}"
+        case PolicyRuling(ruling=ruling):
+            return f"{ruling.action} by policy {ruling.policy} on {ruling.tool}"
         case Routed(decision=decision, reason=reason):
             return f"decision {type(decision).__name__}{f': {reason}' if reason else ''}"
         case EscalationPending(reason=reason):

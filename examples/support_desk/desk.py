@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentmesh import Context, RetryPolicy, Task, subagent, tool
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 LIMIT = 250
 
@@ -29,11 +29,11 @@ async def refund(order: str, amount: int) -> str:
 
 
 @pre_tool_use(tool=refund, asks=True)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     """Refunds over the limit need a person's approval."""
     amount = event.arguments["amount"]
     if amount > LIMIT:
-        return Decision.ask(f"refund of {amount} is over the limit of {LIMIT}")
+        return Ruling.ask(f"refund of {amount} is over the limit of {LIMIT}")
     return None
 
 

@@ -31,7 +31,7 @@ from agentmesh import (
 )
 from agentmesh.events import Event, parse_event
 from agentmesh.models import ModelResponse, ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 
 DOCUMENTED = (UsageError, pydantic.ValidationError)
@@ -69,8 +69,8 @@ def sample_events() -> tuple[dict[str, Any], ...]:
         return order
 
     @pre_tool_use(tool="refund")
-    def never(event: ToolCallEvent) -> Decision:
-        return Decision.deny("refunds are not automated")
+    def never(event: ToolCallEvent) -> Ruling:
+        return Ruling.deny("refunds are not automated")
 
     @subagent(name="flaky", retry=RetryPolicy.never())
     async def flaky(task: Task, ctx: Context) -> list[str]:

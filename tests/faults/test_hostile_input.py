@@ -35,7 +35,7 @@ from agentmesh.models import (
     ScriptedModel,
     ToolUseBlock,
 )
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import REPORT_FAILURE, LLMSubagent, Subagent
 from agentmesh.testing import FakeMessagesAPI, RecordingSleep
 from tests.retrying import fast_retry
@@ -355,9 +355,9 @@ def inbox_tool(text: str) -> Any:
 
 
 @pre_tool_use(tool="wire_money")
-def no_wires(event: ToolCallEvent) -> Decision | None:
+def no_wires(event: ToolCallEvent) -> Ruling | None:
     blocked_attempts.append(event.subagent)
-    return Decision.deny("wire transfers need a human")
+    return Ruling.deny("wire transfers need a human")
 
 
 def gullible_scripted() -> ScriptedModel:

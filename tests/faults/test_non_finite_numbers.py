@@ -22,7 +22,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.models import ModelResponse, ScriptedModel, ToolUseBlock
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from tests.retrying import fast_retry
 
@@ -79,10 +79,10 @@ seen_by_policy: list[float] = []
 
 
 @pre_tool_use(tool="pay")
-def no_big_payments(event: ToolCallEvent) -> Decision | None:
+def no_big_payments(event: ToolCallEvent) -> Ruling | None:
     seen_by_policy.append(event.arguments["amount"])
     if event.arguments["amount"] > 500:
-        return Decision.deny("payments over 500 need approval")
+        return Ruling.deny("payments over 500 need approval")
     return None
 
 

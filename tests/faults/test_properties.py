@@ -24,8 +24,8 @@ from agentmesh import (
     Outcome,
     PartialResults,
     PermissionDenied,
-    PolicyVerdict,
     RetryPolicy,
+    Ruling,
     Success,
     Task,
     ToolCallFailed,
@@ -44,7 +44,7 @@ from agentmesh.coordinator import (
     Router,
     TryAlternative,
 )
-from agentmesh.policies import Decision, ToolResultEvent, post_tool_use
+from agentmesh.policies import ToolResultEvent, post_tool_use
 from agentmesh.subagents import Subagent
 from tests.retrying import fast_retry
 
@@ -124,9 +124,9 @@ class TestForbiddenRetries:
             return raise_or_return(kind)
 
         @post_tool_use(tool="place_order")
-        def rule(event: ToolResultEvent) -> Decision | None:
+        def rule(event: ToolResultEvent) -> Ruling | None:
             ruling = calls[-1]
-            return None if ruling is None else Decision(ruling)  # type: ignore[arg-type]  # drawn
+            return None if ruling is None else Ruling(action=ruling)  # an action drawn above
 
         async def make_the_call(ctx: Context) -> list[str]:
             if body == "propagate":
@@ -177,8 +177,8 @@ class TestForbiddenRetries:
             return "the customer's card number is ..."
 
         @post_tool_use(tool="send_report")
-        def withhold(event: ToolResultEvent) -> Decision | None:
-            return Decision.deny("the result holds card data")
+        def withhold(event: ToolResultEvent) -> Ruling | None:
+            return Ruling.deny("the result holds card data")
 
         @subagent(name="reports", policies=[withhold])
         async def reports(task: Task, ctx: Context) -> str:
@@ -362,13 +362,13 @@ partials = st.fixed_dictionaries(
     }
 ).map(lambda fields: PartialResults(**fields))
 
-verdicts = st.fixed_dictionaries(
+rulings = st.fixed_dictionaries(
     {
         "action": st.sampled_from(["deny", "forbid_retry", "escalate"]),
         "reason": st.text(max_size=20),
         "policy": names,
     }
-).map(lambda fields: PolicyVerdict(**fields))
+).map(lambda fields: Ruling(**fields))
 
 envelopes = st.fixed_dictionaries(
     {
@@ -384,7 +384,7 @@ envelopes = st.fixed_dictionaries(
         "details": st.none() | st.text(max_size=20),
         "user_message": st.none() | st.text(max_size=20),
         "retry_after": st.none() | st.floats(0, 1e6),
-        "policy": st.none() | verdicts,
+        "policy": st.none() | rulings,
     }
 ).map(lambda fields: ErrorEnvelope(**fields))
 

@@ -33,7 +33,7 @@ from agentmesh import (
 )
 from agentmesh.approvals import Edit
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 from .conftest import PLANTED_KEY, PLANTED_PASSWORD, PLANTED_TOKEN, Captured, leaks
 
@@ -184,8 +184,8 @@ class TestEditedArguments:
             return "connected"
 
         @pre_tool_use(tool="connect", asks=True)
-        def ask(event: ToolCallEvent) -> Decision:
-            return Decision.ask("a person checks every connection")
+        def ask(event: ToolCallEvent) -> Ruling:
+            return Ruling.ask("a person checks every connection")
 
         @subagent(name="ops", retry=RetryPolicy.never())
         async def ops(task: Task, ctx: Context) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
 from agentmesh.approvals import Approval, Approve, Edit, Reject
 from agentmesh.checkpoints import CheckpointStore, PostgresStore, SQLiteStore
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 RUN_ID = "desk-run"
 LIMIT = 100
@@ -59,10 +59,10 @@ def build(counter: Path, crash_after_refund: bool, block_in_refund: bool = False
         return f"customer of {order} notified"
 
     @pre_tool_use(tool="refund", asks=True)
-    def refund_limit(event: ToolCallEvent) -> Decision | None:
+    def refund_limit(event: ToolCallEvent) -> Ruling | None:
         amount = event.arguments["amount"]
         if amount > LIMIT:
-            return Decision.ask(f"refund of {amount} is over the limit of {LIMIT}")
+            return Ruling.ask(f"refund of {amount} is over the limit of {LIMIT}")
         return None
 
     @subagent(name="desk", checkpoint=True, retry=RetryPolicy.never())

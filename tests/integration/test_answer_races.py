@@ -21,16 +21,16 @@ from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subag
 from agentmesh.approvals import Approval, Approve, PendingApproval, Reject
 from agentmesh.checkpoints import Checkpoint, CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus, Report
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = Task(query="refund order B-2", topic="B-2", metadata={"order": "B-2", "amount": 900})
 
 
 @pre_tool_use(tool="refund", asks=True)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 100:
-        return Decision.ask(f"refund of {event.arguments['amount']} is over the limit")
+        return Ruling.ask(f"refund of {event.arguments['amount']} is over the limit")
     return None
 
 

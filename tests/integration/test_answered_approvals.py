@@ -22,7 +22,7 @@ from agentmesh.approvals import (
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator import CoverageEntry, Escalate, Report, RouteContext, Router
 from agentmesh.events import ApprovalApplied, Event, TaskFinished, parse_event
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from tests.integration.test_approvals import round_amounts
 
 LIMIT = 150
@@ -32,10 +32,10 @@ OTHER = Task(query="refund order C-3", topic="C-3", metadata={"order": "C-3", "a
 
 
 @pre_tool_use(tool="refund", asks=True)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     amount = event.arguments["amount"]
     if amount > LIMIT:
-        return Decision.ask(f"refund of ${amount} is above the limit of ${LIMIT}")
+        return Ruling.ask(f"refund of ${amount} is above the limit of ${LIMIT}")
     return None
 
 

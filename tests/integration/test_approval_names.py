@@ -26,15 +26,15 @@ from agentmesh.events import (
     Event,
     parse_event,
 )
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 REFUND = Task(query="refund order B-2", topic="B-2", metadata={"order": "B-2", "amount": 900})
 
 
 @pre_tool_use(tool="refund", asks=True)
-def over_the_limit(event: ToolCallEvent) -> Decision | None:
+def over_the_limit(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 100:
-        return Decision.ask("over the limit")
+        return Ruling.ask("over the limit")
     return None
 
 

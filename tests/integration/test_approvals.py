@@ -1,4 +1,4 @@
-"""A person approves: `Decision.ask` and `Escalate` wait as pending approvals in the store,
+"""A person approves: `Ruling.ask` and `Escalate` wait as pending approvals in the store,
 and `Coordinator.resume(run_id, approvals=...)` goes on with Approve / Reject / Edit."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentmesh.approvals import ApprovalKind, Approve, Edit, PendingApproval, Re
 from agentmesh.checkpoints import CheckpointStore, MemoryStore
 from agentmesh.coordinator import CoverageStatus, Escalate, Report, RouteContext, Router
 from agentmesh.events import EscalationPending
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 LIMIT = 100
 BIG = Task(query="refund order B-2", topic="B-2", metadata={"order": "B-2", "amount": 900})
@@ -24,24 +24,24 @@ SMALL = Task(query="refund order A-1", topic="A-1", metadata={"order": "A-1", "a
 
 
 @pre_tool_use(tool="refund", asks=True)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     amount = event.arguments["amount"]
     if amount > LIMIT:
-        return Decision.ask(f"refund of {amount} is over the limit of {LIMIT}")
+        return Ruling.ask(f"refund of {amount} is over the limit of {LIMIT}")
     return None
 
 
 @pre_tool_use(tool="refund")
-def hard_cap(event: ToolCallEvent) -> Decision | None:
+def hard_cap(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 5000:
-        return Decision.deny("refunds over 5000 are never made")
+        return Ruling.deny("refunds over 5000 are never made")
     return None
 
 
 @pre_tool_use(tool="refund", asks=True)
-def round_amounts(event: ToolCallEvent) -> Decision | None:
+def round_amounts(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] % 10:
-        return Decision.ask("an odd amount: is it a typo?")
+        return Ruling.ask("an odd amount: is it a typo?")
     return None
 
 
@@ -105,11 +105,11 @@ class TestAskWithoutStore:
         """An ask nobody could answer is a UsageError from run(), never a silent gap."""
 
         @pre_tool_use(tool="refund")
-        def sneaky(event: ToolCallEvent) -> Decision:
-            return Decision.ask("a person must look")
+        def sneaky(event: ToolCallEvent) -> Ruling:
+            return Ruling.ask("a person must look")
 
         desk = Desk()
-        with pytest.raises(UsageError, match=r"Decision.ask.*store="):
+        with pytest.raises(UsageError, match=r"Ruling.ask.*store="):
             await desk.coordinator(None, sneaky).run([BIG], run_id="r")
         assert desk.refunds == []
 

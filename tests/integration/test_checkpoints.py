@@ -38,7 +38,7 @@ from agentmesh.checkpoints import (
     SQLiteStore,
 )
 from agentmesh.checkpoints._store import Row
-from agentmesh.policies import Decision, ToolResultEvent, post_tool_use
+from agentmesh.policies import Ruling, ToolResultEvent, post_tool_use
 from agentmesh.testing import RecordingSleep
 from tests.retrying import fast_retry
 
@@ -834,8 +834,8 @@ class TestLedger:
         await checkout.run("#10001", run_id="run-1", store=store)
 
         @post_tool_use(tool="charge")
-        def no_receipts(event: ToolResultEvent) -> Decision | None:
-            return Decision.deny("receipts are confidential")
+        def no_receipts(event: ToolResultEvent) -> Ruling | None:
+            return Ruling.deny("receipts are confidential")
 
         effects.fail_after_charge = False
         outcome = await checkout.run("#10001", run_id="run-1", store=store, policies=[no_receipts])

@@ -37,7 +37,7 @@ from agentmesh.coordinator import (
     TryAlternative,
 )
 from agentmesh.policies import (
-    Decision,
+    Ruling,
     ToolCallEvent,
     escalate_on,
     forbid_retry,
@@ -466,7 +466,7 @@ class TestEscalation:
         assert "policy" in entry.reason
 
     async def test_policy_forbid_retry_beats_a_router_that_wants_an_alternative(self) -> None:
-        """A forbid_retry verdict gives a gap with no new attempt of any kind."""
+        """A forbid_retry ruling gives a gap with no new attempt of any kind."""
         sleep = RecordingSleep()
         runs = 0
         alternative_runs = 0
@@ -1115,8 +1115,8 @@ class TestCoordinatorPolicies:
             return [f"row of {table}"]
 
         @pre_tool_use(tool="delete_records")
-        def no_deletes(event: ToolCallEvent) -> Decision | None:
-            return Decision.deny("deletes are not allowed in research runs")
+        def no_deletes(event: ToolCallEvent) -> Ruling | None:
+            return Ruling.deny("deletes are not allowed in research runs")
 
         @subagent(name="cleaner")
         async def cleaner(task: Task, ctx: Context) -> str:

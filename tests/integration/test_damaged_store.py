@@ -35,7 +35,7 @@ from agentmesh.checkpoints import (
     SQLiteStore,
 )
 from agentmesh.checkpoints._store import StoreBase
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 RUN = "r1"
 NEVER = RetryPolicy.never()
@@ -86,9 +86,9 @@ def names_the_row(caught: pytest.ExceptionInfo[CheckpointError], store: str, key
 
 
 @pre_tool_use(tool="refund", asks=True)
-def over_limit(event: ToolCallEvent) -> Decision | None:
+def over_limit(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 100:
-        return Decision.ask("over the limit")
+        return Ruling.ask("over the limit")
     return None
 
 

@@ -41,7 +41,7 @@ from agentmesh.events import (
     TaskStarted,
     parse_event,
 )
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.testing import RecordingSleep
 
 SECRET = "sk-ant-api03-" + "A" * 40
@@ -193,8 +193,8 @@ class TestEventOrder:
             return "paid"
 
         @pre_tool_use
-        def no_big_payments(event: ToolCallEvent) -> Decision | None:
-            return Decision.deny("over the limit") if event.arguments["amount"] > 100 else None
+        def no_big_payments(event: ToolCallEvent) -> Ruling | None:
+            return Ruling.deny("over the limit") if event.arguments["amount"] > 100 else None
 
         @subagent(name="payer")
         async def payer(task: Task, ctx: Context) -> str:
@@ -203,7 +203,7 @@ class TestEventOrder:
         coordinator = Coordinator([payer], policies=[no_big_payments])
         events = await collect(coordinator.stream([Task(id="t", query="pay")]))
         rulings = [e for e in events if isinstance(e, PolicyRuling)]
-        assert [(r.verdict.action, r.verdict.policy, r.verdict.tool) for r in rulings] == [
+        assert [(r.ruling.action, r.ruling.policy, r.ruling.tool) for r in rulings] == [
             ("deny", "no_big_payments", "pay")
         ]
         assert kinds(events, "t").index("PolicyRuling") < kinds(events, "t").index("Routed")
@@ -435,15 +435,15 @@ class TestFailedRunAtExit:
             return f"refunded {order}"
 
         @pre_tool_use(tool="refund")
-        def needs_a_person(event: ToolCallEvent) -> Decision:
-            return Decision.ask("a person must look")
+        def needs_a_person(event: ToolCallEvent) -> Ruling:
+            return Ruling.ask("a person must look")
 
         @subagent(name="desk", policies=[needs_a_person])
         async def desk(task: Task, ctx: Context) -> str:
             return await ctx.call(refund, order=task.query)
 
         stream = Coordinator([desk]).stream(["A-1"])
-        with pytest.raises(UsageError, match=r"Decision.ask"):
+        with pytest.raises(UsageError, match=r"Ruling.ask"):
             await leave_after_the_run_ended(stream)
         assert stream.state is StreamState.FAILED
 

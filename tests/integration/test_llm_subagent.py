@@ -20,7 +20,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.models import ModelRequest, ModelResponse, ScriptedModel, ToolUseBlock
-from agentmesh.policies import Decision, ToolCallEvent, deny_after_permission_error, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, deny_after_permission_error, pre_tool_use
 from agentmesh.subagents import REPORT_FAILURE, SUBMIT_RESULT, LLMSubagent
 from agentmesh.testing import FailTimes, RecordingSleep
 from tests.retrying import fast_retry
@@ -160,8 +160,8 @@ class TestToolFailures:
             return "done"
 
         @pre_tool_use(tool="refund")
-        def limit(event: ToolCallEvent) -> Decision | None:
-            return Decision.deny("over limit") if event.arguments["amount"] > 500 else None
+        def limit(event: ToolCallEvent) -> Ruling | None:
+            return Ruling.deny("over limit") if event.arguments["amount"] > 500 else None
 
         model = ScriptedModel(
             [call("refund", {"amount": 5000}, "t1")] * 3 + [ModelResponse.of_text("gave up")]
@@ -431,8 +431,8 @@ class TestNestedPolicies:
             return await ctx.call(refund, order=task.query)
 
         @pre_tool_use(impact="financial")
-        def no_money(event: ToolCallEvent) -> Decision:
-            return Decision.deny("no financial actions in this run")
+        def no_money(event: ToolCallEvent) -> Ruling:
+            return Ruling.deny("no financial actions in this run")
 
         model = ScriptedModel(
             [call("billing", {"query": "A7"}, "t1"), ModelResponse.of_text("could not refund")]

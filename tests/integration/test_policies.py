@@ -22,7 +22,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.policies import (
-    Decision,
+    Ruling,
     ToolCallEvent,
     ToolResultEvent,
     deny_after_permission_error,
@@ -47,9 +47,9 @@ class TestPreToolUse:
             return "refunded"
 
         @pre_tool_use(tool="refund")
-        def cap_refunds(event: ToolCallEvent) -> Decision | None:
+        def cap_refunds(event: ToolCallEvent) -> Ruling | None:
             if event.arguments["amount"] > 500:
-                return Decision.deny("refunds over $500 need a supervisor")
+                return Ruling.deny("refunds over $500 need a supervisor")
             return None
 
         @subagent(policies=[cap_refunds])
@@ -79,12 +79,12 @@ class TestPreToolUse:
             raise AssertionError("must not run")
 
         @pre_tool_use
-        def permissive(event: ToolCallEvent) -> Decision:
-            return Decision.allow()
+        def permissive(event: ToolCallEvent) -> Ruling:
+            return Ruling.allow()
 
         @pre_tool_use(tool="delete_all")
-        def strict(event: ToolCallEvent) -> Decision:
-            return Decision.deny("never")
+        def strict(event: ToolCallEvent) -> Ruling:
+            return Ruling.deny("never")
 
         @subagent(policies=[permissive, strict])
         async def agent(task: Task, ctx: Context) -> None:
@@ -102,7 +102,7 @@ class TestPreToolUse:
             raise AssertionError("must not run")
 
         @pre_tool_use
-        def broken(event: ToolCallEvent) -> Decision | None:
+        def broken(event: ToolCallEvent) -> Ruling | None:
             raise RuntimeError("bug in policy")
 
         @subagent(policies=[broken])
@@ -205,9 +205,9 @@ class TestPostToolUse:
             return {"customer": customer, "ssn": "123-45-6789"}
 
         @post_tool_use(tool="lookup")
-        def no_ssn(event: ToolResultEvent) -> Decision | None:
+        def no_ssn(event: ToolResultEvent) -> Ruling | None:
             if isinstance(event.outcome, Success) and "ssn" in event.outcome.data:
-                return Decision.deny("result contains an SSN")
+                return Ruling.deny("result contains an SSN")
             return None
 
         @subagent(policies=[no_ssn])
@@ -298,8 +298,8 @@ class TestPolicyMistakesFailSafe:
             raise AssertionError("must not run")
 
         @pre_tool_use(tool=wipe)
-        def never(event: ToolCallEvent) -> Decision:
-            return Decision.deny("never")
+        def never(event: ToolCallEvent) -> Ruling:
+            return Ruling.deny("never")
 
         @subagent(policies=[never])
         async def agent(task: Task, ctx: Context) -> None:
@@ -341,8 +341,8 @@ class TestRulesHoldWhoeverAsksAgain:
             return len(ids)
 
         @pre_tool_use(tool="delete_users")
-        def protect_admin(event: ToolCallEvent) -> Decision | None:
-            return Decision.deny("user 1 is the admin") if 1 in event.arguments["ids"] else None
+        def protect_admin(event: ToolCallEvent) -> Ruling | None:
+            return Ruling.deny("user 1 is the admin") if 1 in event.arguments["ids"] else None
 
         @subagent(policies=[protect_admin])
         async def agent(task: Task, ctx: Context) -> int:
@@ -479,9 +479,9 @@ class TestEscalationOfResults:
             return {"refunded": amount}
 
         @post_tool_use(impact="financial")
-        def big_refunds_need_review(event: ToolResultEvent) -> Decision | None:
+        def big_refunds_need_review(event: ToolResultEvent) -> Ruling | None:
             if isinstance(event.outcome, Success) and event.arguments["amount"] > 500:
-                return Decision.escalate("refunds over $500 are reviewed by a supervisor")
+                return Ruling.escalate("refunds over $500 are reviewed by a supervisor")
             return None
 
         @subagent(name="support", policies=[big_refunds_need_review])

@@ -13,9 +13,9 @@ from agentmesh import (
     Coordinator,
     ErrorEnvelope,
     InvalidInput,
-    PolicyVerdict,
     Report,
     RetryPolicy,
+    Ruling,
     Success,
     Task,
     ToolCallFailed,
@@ -26,7 +26,7 @@ from agentmesh import (
 from agentmesh.coordinator import CoverageStatus, LLMRewriter, LLMSynthesizer
 from agentmesh.envelope import RetryCount
 from agentmesh.models import ModelResponse, ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FailTimes, RecordingSleep
 from tests.retrying import fast_retry
@@ -109,13 +109,13 @@ async def refund(order: str, amount: int) -> str:
 
 
 @pre_tool_use(tool="refund")
-def refund_limit(event: ToolCallEvent) -> Decision | None:
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
     if event.arguments["amount"] > 500:
-        return Decision.deny("refunds above $500 need a supervisor")
+        return Ruling.deny("refunds above $500 need a supervisor")
     return None
 
 
-DENIED = PolicyVerdict(
+DENIED = Ruling(
     action="deny",
     reason="refunds above $500 need a supervisor",
     policy="refund_limit",

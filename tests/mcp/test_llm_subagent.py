@@ -14,7 +14,7 @@ from agentmesh import Coordinator, Success, Task, tool
 from agentmesh.coordinator import CoverageEntry, CoverageStatus
 from agentmesh.mcp import MCPServer
 from agentmesh.models import AnthropicModel, ModelResponse, ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI
 from tests.mcp.conftest import flaky_server
@@ -40,8 +40,8 @@ class TestToolLoopWithAnMCPServer:
         """All server tools reach the model; the denied `record` is refused, never called."""
 
         @pre_tool_use(tool="record")
-        def no_records(event: ToolCallEvent) -> Decision:
-            return Decision.deny("records are read-only in this run")
+        def no_records(event: ToolCallEvent) -> Ruling:
+            return Ruling.deny("records are read-only in this run")
 
         fake_messages_api.enqueue(
             F.tool_use("record", {"note": "secret"}, id="toolu_1"),

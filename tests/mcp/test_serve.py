@@ -28,7 +28,7 @@ from agentmesh import ErrorEnvelope, RetryBudget, Success, UsageError, subagent
 from agentmesh.mcp import serve
 from agentmesh.mcp._cli import main
 from agentmesh.mcp._serve_result import RUN_ID_META
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from tests.mcp.fixtures import served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,8 +298,8 @@ class TestServeOptions:
         """`policies=` rules every call's tool calls, ahead of the subagent's policies."""
 
         @pre_tool_use
-        def house_rule(event: ToolCallEvent) -> Decision:
-            return Decision.deny("no tools on this server")
+        def house_rule(event: ToolCallEvent) -> Ruling:
+            return Ruling.deny("no tools on this server")
 
         async with Client(serve([served.vault], policies=[house_rule])) as client:
             envelope = _envelope(await client.call_tool("vault", {"query": "q"}))
@@ -323,8 +323,8 @@ class TestServeArguments:
         """Nobody could answer its question over MCP: refused when the server is built."""
 
         @pre_tool_use(asks=True)
-        def approval(event: ToolCallEvent) -> Decision:
-            return Decision.ask("a person approves")
+        def approval(event: ToolCallEvent) -> Ruling:
+            return Ruling.ask("a person approves")
 
         @subagent(name="desk", policies=[approval])
         async def desk(task: Any, ctx: Any) -> None: ...

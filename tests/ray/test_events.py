@@ -23,7 +23,7 @@ from agentmesh.events import (
     TaskFinished,
 )
 from agentmesh.executors import Executor, LocalExecutor, RayExecutor
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0, jitter="none")
 
@@ -34,8 +34,8 @@ async def refund(amount: int) -> str:
 
 
 @pre_tool_use
-def no_refunds(event: ToolCallEvent) -> Decision | None:
-    return Decision.deny("refunds need a person") if event.tool == "refund" else None
+def no_refunds(event: ToolCallEvent) -> Ruling | None:
+    return Ruling.deny("refunds need a person") if event.tool == "refund" else None
 
 
 @subagent(name="remote", retry=RETRY, policies=[no_refunds])
@@ -80,8 +80,8 @@ class TestRayEvents:
         assert [e.seq for e in remote_events] == list(range(1, len(remote_events) + 1))
         failed = next(e for e in remote_events if isinstance(e, AttemptFailed))
         assert (failed.source, failed.attempt, failed.retry_in) == ("remote", 1, 0.0)
-        ruling = next(e for e in remote_events if isinstance(e, PolicyRuling))
-        assert (ruling.verdict.policy, ruling.verdict.tool) == ("no_refunds", "refund")
+        ruled = next(e for e in remote_events if isinstance(e, PolicyRuling))
+        assert (ruled.ruling.policy, ruled.ruling.tool) == ("no_refunds", "refund")
         partial = next(e for e in remote_events if isinstance(e, PartialRecorded))
         assert partial.run_id == "ray-events"
         assert sum(isinstance(e, TaskFinished) for e in remote_events) == 3

@@ -17,7 +17,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.classify import is_strict, set_strict, strict
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 
 @tool(idempotent=True)
@@ -29,8 +29,8 @@ typed_tool: Tool[[str, int], list[dict[str, Any]]] = search_docs
 
 
 @pre_tool_use(tool="search_docs")
-def no_empty_queries(event: ToolCallEvent) -> Decision | None:
-    return Decision.deny("empty query") if not event.arguments.get("query") else None
+def no_empty_queries(event: ToolCallEvent) -> Ruling | None:
+    return Ruling.deny("empty query") if not event.arguments.get("query") else None
 
 
 @subagent(name="docs", retry=RetryPolicy(max_attempts=4), policies=[no_empty_queries])
@@ -47,7 +47,9 @@ async def use() -> None:
     outcome: Outcome = await docs_agent.run(Task(query="q"))
     if isinstance(outcome, ErrorEnvelope):
         retry: bool = outcome.is_retryable
-        print(retry)
+        # What a policy returned is what the outcome carries: one type, `Ruling`.
+        ruling: Ruling | None = outcome.policy
+        print(retry, ruling, [r.tool for r in outcome.rulings or ()])
     else:
         success: Success[Any] = outcome
         print(success.is_empty)

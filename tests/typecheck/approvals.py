@@ -6,12 +6,12 @@ from agentmesh import Coordinator, Task
 from agentmesh.approvals import Approval, Approve, Edit, PendingApproval, Reject
 from agentmesh.coordinator import Report
 from agentmesh.events import RunStream, TaskFinished
-from agentmesh.policies import Decision, PreToolUse, ToolCallEvent, pre_tool_use
+from agentmesh.policies import PreToolUse, Ruling, ToolCallEvent, pre_tool_use
 
 
 @pre_tool_use(tool="refund", asks=True)
-def refund_limit(event: ToolCallEvent) -> Decision | None:
-    return Decision.ask("over the limit") if event.arguments["amount"] > 100 else None
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
+    return Ruling.ask("over the limit") if event.arguments["amount"] > 100 else None
 
 
 policy: PreToolUse = refund_limit

@@ -17,8 +17,8 @@ from agentmesh import (
     ErrorCategory,
     ErrorEnvelope,
     InvalidInput,
-    PolicyVerdict,
     RetryPolicy,
+    Ruling,
     Success,
     Task,
     TransientError,
@@ -161,12 +161,12 @@ class TestExceptionGroups:
 
     def test_a_call_failed_leaf_is_final_and_keeps_its_ruling_and_progress(self) -> None:
         """A CallFailed leaf is final; its policy and partial results reach the group."""
-        verdict = PolicyVerdict(action="escalate", reason="big refund", policy="refunds")
+        ruling = Ruling(action="escalate", reason="big refund", policy="refunds")
         partial = PartialResults(completed=("docs",), findings=("hit",))
         group = ExceptionGroup(
             "calls",
             [
-                final("transient", "timeout", policy=verdict),
+                final("transient", "timeout", policy=ruling),
                 final("transient", "unavailable", partial_results=partial),
             ],
         )
@@ -175,7 +175,7 @@ class TestExceptionGroups:
 
         assert envelope.error_category is ErrorCategory.TRANSIENT
         assert not envelope.is_retryable
-        assert envelope.policy == verdict
+        assert envelope.policy == ruling
         assert envelope.partial_results is not None
         assert envelope.partial_results.findings == ("hit",)
         assert "CallFailed: timeout at the tool (at agent/tool)" in (envelope.details or "")

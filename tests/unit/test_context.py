@@ -20,7 +20,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh.envelope import MAX_PARTIAL_JSON_BYTES
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.testing import FailTimes, RecordingSleep
 from tests.retrying import fast_retry
 
@@ -196,7 +196,7 @@ class TestCallValidation:
 
 class TestCallPolicies:
     async def test_a_denied_call_is_not_made_and_says_which_policy(self) -> None:
-        """A pre-tool deny ends the call with a permission envelope carrying the verdict."""
+        """A pre-tool deny ends the call with a permission envelope carrying the ruling."""
         refunds: list[int] = []
 
         @tool(idempotent=True)
@@ -206,8 +206,8 @@ class TestCallPolicies:
             return "ok"
 
         @pre_tool_use(tool="refund")
-        def cap(event: ToolCallEvent) -> Decision | None:
-            return Decision.deny("too much") if event.arguments["amount"] > 500 else None
+        def cap(event: ToolCallEvent) -> Ruling | None:
+            return Ruling.deny("too much") if event.arguments["amount"] > 500 else None
 
         async def body(task: Task, ctx: Context) -> str:
             return await ctx.call(refund, amount=900)

@@ -77,7 +77,7 @@ class TestOneRoot:
         assert isinstance(caught.value, CheckpointError)
 
     async def test_a_policy_that_returns_nonsense_is_misuse_and_fails_closed(self) -> None:
-        """A policy must return a Decision or None: anything else denies the call as misuse."""
+        """A policy must return a Ruling or None: anything else denies the call as misuse."""
         calls: list[str] = []
 
         @pre_tool_use

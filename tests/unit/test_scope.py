@@ -22,7 +22,7 @@ from agentmesh import (
 from agentmesh.envelope import ErrorType
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import (
-    Decision,
+    Ruling,
     ToolCallEvent,
     ToolPolicy,
     deny_after_permission_error,
@@ -62,7 +62,7 @@ class CountingMemory(ToolPolicy):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def before(self, event: ToolCallEvent) -> Decision | None:
+    def before(self, event: ToolCallEvent) -> Ruling | None:
         memory = event.scope.memory_for(self)
         memory["calls"] = memory.get("calls", 0) + 1
         return None
@@ -291,7 +291,7 @@ class TestOneRunObject:
         seen: dict[str, Any] = {}
 
         @pre_tool_use
-        def note(event: ToolCallEvent) -> Decision | None:
+        def note(event: ToolCallEvent) -> Ruling | None:
             event.state["seen"] = event.tool
             return None
 
@@ -327,7 +327,7 @@ class TestOneRunObject:
                 )
 
         @pre_tool_use
-        def allow(event: ToolCallEvent) -> Decision | None:
+        def allow(event: ToolCallEvent) -> Ruling | None:
             return None
 
         @subagent(name="docs")

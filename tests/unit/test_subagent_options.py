@@ -11,7 +11,7 @@ import pytest
 from agentmesh import CircuitBreaker, Context, RetryPolicy, Subagent, Task, UsageError, subagent
 from agentmesh.classify import Classifier
 from agentmesh.models import ScriptedModel
-from agentmesh.policies import Decision, ToolCallEvent, pre_tool_use
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import LLMSubagent, SubagentOptions
 from agentmesh.subagents._options import SubagentKwargs
 
@@ -41,8 +41,8 @@ MAKERS: list[Callable[..., Subagent]] = [_subclass, _decorated, _llm]
 
 
 @pre_tool_use
-def _allow(event: ToolCallEvent) -> Decision:
-    return Decision.allow()
+def _allow(event: ToolCallEvent) -> Ruling:
+    return Ruling.allow()
 
 
 class TestSubagentOptions:
