@@ -102,6 +102,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "Step",
         "TaskRecord",
         "TryAlternative",
+        "UsageStop",
     },
     "agentmesh.approvals": {
         "AnsweredApproval",
@@ -209,6 +210,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "Step",
         "TaskRecord",
         "TryAlternative",
+        "UsageStop",
     },
     "agentmesh.retry": {"Attempts", "RetryBudget", "RetryPolicy", "RetryResult", "Sleep"},
     "agentmesh.scope": {"RunScope"},

@@ -119,8 +119,13 @@ class _Turn:
     async def attempt(self, number: int) -> ModelResponse:
         ctx, name = self.ctx, self.model.name
         meter = ctx.scope.usage
-        refused = meter.admit(name, ctx.subagent, self.limits)
-        if refused is not None:
+        admitted = meter.admit(name, ctx.subagent, self.limits, self.request)
+        # Neither admitted (the amount reserved) nor refused: a hard cost cap holds the call
+        # until calls in flight settle; still held at the deadline, it is refused.
+        while not isinstance(admitted, float | str) and await meter.released(ctx.deadline):
+            admitted = meter.admit(name, ctx.subagent, self.limits, self.request)
+        if not isinstance(admitted, float):
+            refused = str(admitted)
             self.log.info("usage_limit_refused", attempt=number, reason=refused)
             raise CallFailed(
                 usage_limit_envelope(refused, source=f"{ctx.subagent}/model", model=name)
@@ -133,7 +138,7 @@ class _Turn:
         finally:
             # Counted whatever happened: a failed or cut call was a call, and its
             # tokens (when an answer came) were spent.
-            line = meter.settle(name, ctx.subagent, **_tokens(response))
+            line = meter.settle(name, ctx.subagent, reserved=admitted, **_tokens(response))
             if line.unknown_token_calls:
                 assert response is not None  # only an answer reports counts
                 self.log.warning("model_usage_unusable", counts=list(response.usage.unusable))
