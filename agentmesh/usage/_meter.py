@@ -30,8 +30,6 @@ from agentmesh.usage._records import ModelUsage, UsageSummary
 
 __all__ = ["Held", "UsageLimits", "UsageMeter"]
 
-_log = get_logger()
-
 
 @dataclass(frozen=True, slots=True)
 class UsageLimits:
@@ -317,7 +315,7 @@ class UsageMeter:
         if line.cost_usd is None or line.cost_usd > reserved:
             # The estimate fell short (or the answer's counts were unusable): the cap
             # holds only as far as the reservations were right. Said, never hidden.
-            _log.warning(
+            get_logger().warning(  # made here: a logger at import would load structlog
                 "usage_reservation_exceeded",
                 model=line.model,
                 reserved_usd=reserved,
