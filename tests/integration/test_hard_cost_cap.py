@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
-from agentmesh import Coordinator, ErrorEnvelope, Task, UsageError
+from agentmesh import Coordinator, ErrorEnvelope, Task, UsageError, tool
 from agentmesh.coordinator import CoverageStatus, Report
-from agentmesh.models import AnthropicModel, FallbackModel, ModelPrice, ModelResponse, UsageLimits
+from agentmesh.models import (
+    AnthropicModel,
+    FallbackModel,
+    ModelPrice,
+    ModelResponse,
+    ScriptedModel,
+    UsageLimits,
+)
 from agentmesh.models._base import TextBlock, Usage
 from agentmesh.retry import RetryPolicy
 from agentmesh.subagents import LLMSubagent
@@ -27,6 +34,12 @@ PRICES = {"metered": PRICE}
 MAX_TOKENS = 200
 
 _PIECE = re.compile(r"[A-Za-z]{1,4}|\d{1,3}|[^\sA-Za-z\d]{1,3}|\s+")
+
+
+@tool(idempotent=True)
+async def lookup(query: str) -> list[str]:
+    """Look a query up."""
+    return [f"found {query}"]
 
 
 def tokens_of(request: Mapping[str, Any]) -> int:
@@ -224,6 +237,47 @@ class TestHowFar:
         )
 
 
+class TestStoppedPartWay:
+    async def test_a_task_the_cap_stops_part_way_keeps_its_partial_results(self) -> None:
+        """Turn 1 calls a tool; turn 2 (a longer request) no longer fits: the task ends with
+        the tool's result as partial results, and the report counts it as stopped."""
+        turn_1 = ModelResponse.of_tool_calls(("lookup", {"query": "x"})).model_copy(
+            update={"usage": Usage(input_tokens=500, output_tokens=150)}
+        )
+        model = ScriptedModel([turn_1], name="metered")
+        coordinator = Coordinator(
+            [LLMSubagent("a", model, tools=[lookup], max_tokens=MAX_TOKENS)],
+            usage_limits=UsageLimits(max_cost_usd=0.0008, hard=True),  # one worst case
+            prices=PRICES,
+        )
+        report = await coordinator.run(tasks(1))
+        assert len(model.requests) == 1
+        final = report.records[0].final
+        assert isinstance(final, ErrorEnvelope)
+        assert final.error_type == "usage_limit_exceeded"
+        assert final.partial_results is not None
+        assert final.partial_results.findings[0]["result"] == ["found x"]
+        stop = report.usage_stop
+        assert stop is not None
+        assert (stop.covered, stop.stopped, stop.not_started) == (0, 1, 0)
+        assert "1 stopped with their partial results" in stop.headline()
+
+
+class TestEstimate:
+    def test_other_characters_count_every_byte(self) -> None:
+        """A CJK character is 3 UTF-8 bytes: 3 tokens, never fewer than a tokenizer makes."""
+        ascii_only = estimated_input_tokens({"messages": [{"role": "user", "content": "ab"}]})
+        cjk = estimated_input_tokens({"messages": [{"role": "user", "content": "ab漢字"}]})
+        assert cjk - ascii_only == 6
+
+    def test_tools_add_the_tool_use_prompt(self) -> None:
+        """Tools given: the API's tool-use system prompt is reserved too."""
+        request: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
+        without = estimated_input_tokens(request)
+        tool = {"name": "t", "input_schema": {"type": "object"}}
+        assert estimated_input_tokens({**request, "tools": [tool]}) >= without + 600
+
+
 class TestMisuse:
     def test_an_unpriced_model_under_a_hard_cap_is_refused_up_front(self) -> None:
         """Its calls could never be reserved: the Coordinator says so when it is built."""
@@ -278,12 +332,12 @@ class TestThroughTheSDK:
             max_concurrency=64,
             usage_limits=UsageLimits(max_cost_usd=0.01, hard=True),
         )
-        report = await coordinator.run(tasks(200))
+        report = await coordinator.run(tasks(100))
         assert spent(report) <= 0.01
         assert report.usage is not None
         assert fake_messages_api.request_count == len(counted) == report.usage.model_calls
         assert all(actual <= estimate for actual, estimate in counted)
         stop = report.usage_stop
         assert stop is not None
-        assert stop.covered + stop.not_started + stop.stopped == 200
+        assert stop.covered + stop.not_started + stop.stopped == 100
         assert stop.not_started > 0
