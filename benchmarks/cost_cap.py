@@ -139,7 +139,7 @@ def run(rounds: int, *, tasks: int = 200, in_flight: int = IN_FLIGHT) -> list[Ca
     return list(rows.values())
 
 
-def print_table(rows: Sequence[CapRow], tasks: int = 200) -> None:
+def print_table(rows: Sequence[CapRow], tasks: int = 200, in_flight: int = IN_FLIGHT) -> None:
     lines = [
         [
             row.name,
@@ -156,7 +156,7 @@ def print_table(rows: Sequence[CapRow], tasks: int = 200) -> None:
         table(
             ["cap", "spent", "≤ cap every round", "covered", "not started", "peak calls", "s"],
             lines,
-            f"Cost cap: {tasks} tasks, {IN_FLIGHT} in flight, max_cost_usd=${CAP} on {MODEL}",
+            f"Cost cap: {tasks} tasks, {in_flight} in flight, max_cost_usd=${CAP} on {MODEL}",
         )
     )
     for row in rows:
