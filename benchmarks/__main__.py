@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dispatch, lean, logging_cost, memory, rate, retry_storm
+from benchmarks import cost_cap, dispatch, lean, logging_cost, memory, rate, retry_storm
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
-SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging")
+SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging", "costcap")
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
     "happy": (0.0, False),
@@ -394,6 +394,11 @@ def main(argv: list[str] | None = None) -> None:
             **{row.name: row.to_json() for row in log_rows},
         }
         print_logging(log_rows, micro, log_n)
+
+    if "costcap" in sections:
+        cap_rows = cost_cap.run(3 if quick else 5)
+        results["cost_cap"] = {row.name: row.to_json() for row in cap_rows}
+        cost_cap.print_table(cap_rows)
 
     checks = targets(results, sizes)
     if checks:

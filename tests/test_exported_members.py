@@ -103,6 +103,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "Step",
         "TaskRecord",
         "TryAlternative",
+        "UsageStop",
     },
     "agentmesh.approvals": {
         "AnsweredApproval",
@@ -212,6 +213,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "Step",
         "TaskRecord",
         "TryAlternative",
+        "UsageStop",
     },
     "agentmesh.retry": {"Attempts", "RetryBudget", "RetryPolicy", "RetryResult", "Sleep"},
     "agentmesh.scope": {"RunScope"},

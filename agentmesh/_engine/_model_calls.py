@@ -118,8 +118,11 @@ class _Turn:
     async def attempt(self, number: int) -> ModelResponse:
         ctx, name = self.ctx, self.model.name
         meter = ctx.scope.usage
-        refused = meter.admit(name, ctx.subagent, self.limits)
-        if refused is not None:
+        admitted = await meter.admit(
+            name, ctx.subagent, self.limits, self.request, deadline=ctx.deadline
+        )
+        if isinstance(admitted, str):
+            refused = admitted
             self.log.info("usage_limit_refused", attempt=number, reason=refused)
             raise CallFailed(
                 usage_limit_envelope(refused, source=f"{ctx.subagent}/model", model=name)
@@ -132,7 +135,7 @@ class _Turn:
         finally:
             # Counted whatever happened: a failed or cut call was a call, and its
             # tokens (when an answer came) were spent.
-            line = meter.settle(name, ctx.subagent, **_tokens(response))
+            line = meter.settle(name, ctx.subagent, reserved=admitted, **_tokens(response))
             if line.unknown_token_calls:
                 assert response is not None  # only an answer reports counts
                 self.log.warning("model_usage_unusable", counts=list(response.usage.unusable))

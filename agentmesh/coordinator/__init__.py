@@ -26,6 +26,7 @@ from agentmesh.report import (
     Step,
     TaskRecord,
     TryAlternative,
+    UsageStop,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "Synthesizer",
     "TaskRecord",
     "TryAlternative",
+    "UsageStop",
 ]
 
 

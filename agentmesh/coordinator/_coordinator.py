@@ -28,10 +28,11 @@ from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
 from agentmesh.events import DEFAULT_BUFFER, RunStream
 from agentmesh.executors import Executor, LocalExecutor
+from agentmesh.models import FallbackModel
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import Report
 from agentmesh.retry import RetryBudget
-from agentmesh.subagents import Subagent
+from agentmesh.subagents import LLMSubagent, Subagent
 from agentmesh.task import Task
 from agentmesh.usage import ModelPrice, PriceTable, UsageLimits
 
@@ -130,6 +131,7 @@ class Coordinator:
         self.executor: Executor = executor or LocalExecutor()
         self.store = store
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
+        _check_hard_cap(self.limits.usage, self.prices, [*spokes, *(alternatives or {}).values()])
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
         self._alternative_names = frozenset(self._alternative_subagents)
@@ -297,6 +299,32 @@ def _checked_subagents(
     if duplicates:
         raise UsageError(f"subagent names must be unique; repeated: {duplicates}")
     return spokes
+
+
+def _check_hard_cap(
+    limits: UsageLimits | None, prices: PriceTable, subagents: Sequence[Subagent]
+) -> None:
+    """Refuse at once an LLM subagent's model with no price under a hard cost cap.
+
+    Its calls could only be refused, task after task: the run could never do what it
+    was built for. A model called another way is refused at its call, as it would be
+    under a soft cap.
+    """
+    for sub in subagents:
+        if not isinstance(sub, LLMSubagent):
+            continue
+        hard = [bound for bound in (limits, sub.usage_limits) if bound is not None and bound.hard]
+        if not hard:
+            continue
+        chain = sub.model.models if isinstance(sub.model, FallbackModel) else (sub.model,)
+        for model in chain:
+            if prices.price_of(model.name) is None:
+                raise UsageError(
+                    f"LLMSubagent {sub.name}: model {model.name!r} has no known price, and "
+                    f"a hard cost cap (max_cost_usd={hard[0].max_cost_usd:g}, hard=True) "
+                    "must reserve what each call may cost; give its price in "
+                    "Coordinator(prices=...)"
+                )
 
 
 def _check_router(router: object) -> None:

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from agentmesh._engine._attempts import propagates
 from agentmesh._engine._human import DecisionBook
+from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._tracing import span, tracing
 from agentmesh.classify import default_classifier
@@ -23,8 +24,9 @@ from agentmesh.coordinator._plan import Job
 from agentmesh.coordinator._resume import Redo, save_plan, settle, stored
 from agentmesh.coordinator._state import Hub, RunState
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer
+from agentmesh.envelope import Outcome, Success
 from agentmesh.events import EventSink, RunFinished, RunStarted
-from agentmesh.report import Report, TaskRecord
+from agentmesh.report import CoverageStatus, Report, TaskRecord, UsageStop
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
 from agentmesh.usage import UsageMeter
@@ -112,6 +114,7 @@ class Run:
         if run.book is not None:
             report = report.model_copy(update={"pending_approvals": run.book.unanswered()})
         report = self._with_helper_usage(report)
+        report = self._with_usage_stop(report)
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -250,5 +253,43 @@ class Run:
         usage = self.state.helpers.usage()
         return report.model_copy(update={"helper_usage": usage}) if usage else report
 
+    def _with_usage_stop(self, report: Report) -> Report:
+        """The report saying how far the run got, when a run-wide usage limit stopped it."""
+        meter = self.state.scope.usage
+        if meter.stop is None:
+            return report
+        limit, reason = meter.stop
+        covered = not_started = stopped = 0
+        for record in report.records:
+            if record.status in (CoverageStatus.COVERED, CoverageStatus.EMPTY):
+                covered += 1
+            elif is_usage_refusal(record.final):
+                if any(_did_work(step.outcome) for step in record.steps):
+                    stopped += 1
+                else:
+                    not_started += 1
+        limits = meter.limits
+        cap = None if limits is None else limits.max_cost_usd
+        stop = UsageStop(
+            limit=limit,
+            reason=reason,
+            tasks=len(report.records),
+            covered=covered,
+            not_started=not_started,
+            stopped=stopped,
+            spent_usd=meter.total().cost_usd,
+            cap_usd=cap,
+            hard=limits is not None and limits.hard,
+        )
+        self.state.log.info("usage_stopped_run", how_far=stop.headline())
+        return report.model_copy(update={"usage_stop": stop})
+
     def __repr__(self) -> str:
         return f"<Run {self.run_id}>"
+
+
+def _did_work(outcome: Outcome) -> bool:
+    """Whether an attempt got anywhere: an answer, a model call counted, partial results."""
+    if isinstance(outcome, Success):
+        return True
+    return outcome.usage is not None or outcome.partial_results is not None

@@ -10,7 +10,14 @@ both can use them. `agentmesh.coordinator` re-exports every name here.
 """
 
 from agentmesh._signatures import kept_for_one_release
-from agentmesh.report._records import CoverageEntry, CoverageStatus, Finding, Step, TaskRecord
+from agentmesh.report._records import (
+    CoverageEntry,
+    CoverageStatus,
+    Finding,
+    Step,
+    TaskRecord,
+    UsageStop,
+)
 from agentmesh.report._report import Report
 from agentmesh.report._routes import (
     Accept,
@@ -36,6 +43,7 @@ __all__ = [
     "Step",
     "TaskRecord",
     "TryAlternative",
+    "UsageStop",
 ]
 
 

@@ -13,7 +13,15 @@ from agentmesh.approvals import AnsweredApproval
 from agentmesh.envelope import CarriedRuling, Outcome, PartialResults, RetryCount
 from agentmesh.task import Task
 
-__all__ = ["CAMEL", "CoverageEntry", "CoverageStatus", "Finding", "Step", "TaskRecord"]
+__all__ = [
+    "CAMEL",
+    "CoverageEntry",
+    "CoverageStatus",
+    "Finding",
+    "Step",
+    "TaskRecord",
+    "UsageStop",
+]
 
 
 class CoverageStatus(enum.StrEnum):
@@ -145,3 +153,40 @@ def _optional_keys(cls: type[BaseModel]) -> frozenset[str]:
         )
         _OPTIONAL_KEYS[cls] = keys
         return keys
+
+
+@dataclass(frozen=True, slots=True)
+class UsageStop:
+    """How far a run got when a run-wide usage limit stopped it (`Report.usage_stop`).
+
+    Every task is in the report: the ones the limit stopped keep their partial results,
+    and the ones it kept from starting say so. `not_started` counts tasks the limit ended
+    before they did any work (no model call made, nothing recorded); `stopped` those it
+    ended part-way, with what they had found.
+    """
+
+    __pydantic_config__: ClassVar[ConfigDict] = CAMEL
+
+    limit: str  # the limit that stopped the run: "max_cost_usd", "max_model_calls", ...
+    reason: str  # the limit's refusal, as the tasks' envelopes say it
+    tasks: int
+    covered: int  # answered: covered or empty
+    not_started: int
+    stopped: int
+    spent_usd: float | None = None  # what the run's model calls cost; None: unknown
+    cap_usd: float | None = None  # the run's max_cost_usd, when it was set
+    hard: bool = False  # whether that cap was hard (never passed)
+
+    def headline(self) -> str:
+        """One sentence: the limit, and how far the run got under it."""
+        if self.limit == "max_cost_usd" and self.cap_usd is not None:
+            cap = "hard cost cap" if self.hard else "cost cap"
+            spent = "an unknown cost" if self.spent_usd is None else f"${self.spent_usd:.4f}"
+            what = f"the {cap} at {spent} of ${self.cap_usd:g}"
+        else:
+            what = f"the usage limit {self.limit}"
+        parts = [f"{self.covered} of {self.tasks} tasks covered"]
+        if self.stopped:
+            parts.append(f"{self.stopped} stopped with their partial results")
+        parts.append(f"{self.not_started} not started")
+        return f"Stopped by {what}: {', '.join(parts)}."

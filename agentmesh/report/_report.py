@@ -14,7 +14,14 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from agentmesh._redaction import redact, redact_text
 from agentmesh.approvals import AnsweredApproval, ApprovalKind, PendingApproval
-from agentmesh.report._records import CAMEL, CoverageEntry, CoverageStatus, Finding, TaskRecord
+from agentmesh.report._records import (
+    CAMEL,
+    CoverageEntry,
+    CoverageStatus,
+    Finding,
+    TaskRecord,
+    UsageStop,
+)
 from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = ["Report"]
@@ -48,6 +55,8 @@ class Report(_Value):
     )
     # What the coordinator's own model helpers used, by helper ("rewriter", "synthesizer").
     helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
+    # How far the run got when a run-wide usage limit stopped it; None when none did.
+    usage_stop: UsageStop | None = None
 
     @property
     def answered_approvals(self) -> tuple[AnsweredApproval, ...]:
@@ -151,6 +160,8 @@ class Report(_Value):
             del data["pendingApprovals"]
         if not self.helper_usage:
             del data["helperUsage"]  # the same for a run whose helpers called no model
+        if self.usage_stop is None:
+            del data["usageStop"]  # and for a run no usage limit stopped
         answered = [record.pop("answers") for record in data["records"]]
         for record, answers in zip(data["records"], answered, strict=True):
             if answers:  # a task nobody answered for keeps the shape its JSON always had
@@ -185,6 +196,8 @@ class Report(_Value):
             lines += [self.summary, ""]
         if self.synthesis_note:
             lines += [f"*{self.synthesis_note}*", ""]
+        if self.usage_stop is not None:
+            lines += [f"**{self.usage_stop.headline()}**", "", f"*{self.usage_stop.reason}*", ""]
         if not self.sufficient:
             lines += [
                 f"**Insufficient coverage: {self.coverage_ratio:.0%} answered, "

@@ -3,16 +3,28 @@
 Like the retry budget, the meter belongs to the run (`RunScope.usage`): every model call
 of every task asks it first (`admit`), and no call starts once a limit is reached. A
 call already in flight is let finish and counted (`settle`), so the run overshoots a
-token or cost limit by at most what the calls in flight used; a `max_model_calls` limit
-is never overshot, since a call is counted when it starts.
+token or a soft cost limit by at most what the calls in flight used; a `max_model_calls`
+limit is never overshot, since a call is counted when it starts.
+
+A hard cost cap (`UsageLimits(max_cost_usd=..., hard=True)`) is never passed: `admit`
+reserves the call's worst-case cost (`agentmesh.usage._estimate`) beside what was spent
+and what the calls in flight reserved, in one step with no `await` between the check and
+the reservation, and `settle` replaces the reservation with the actual cost. A call that
+fits once the calls in flight have settled waits for them; one that cannot fit
+beside what was spent is refused, and from then on the cap is reached for the run.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from agentmesh._logging import get_logger
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
+from agentmesh.usage._estimate import worst_case_cost
 from agentmesh.usage._prices import PriceTable
 from agentmesh.usage._records import ModelUsage, UsageSummary
 
@@ -33,6 +45,11 @@ class UsageLimits:
         max_cost_usd: US dollars, at the run's prices; a model with no known price may
             not be called under this limit (its cost could not be counted).
         max_model_calls: model requests started, failed ones included.
+        hard: whether `max_cost_usd` is a hard cap, never passed however many calls are
+            in flight: each call reserves its worst-case cost before it starts (its input
+            estimated from the request, deliberately high, and `max_tokens` of output)
+            and settles to its actual cost after. False (the default): the cap is soft,
+            calls start while the spend is under it and those in flight may pass it.
     """
 
     max_input_tokens: int | None = None
@@ -40,6 +57,7 @@ class UsageLimits:
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
     max_model_calls: int | None = None
+    hard: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -53,9 +71,15 @@ class UsageLimits:
                 whole(f"UsageLimits({name}=)", value, at_least=0)
         if self.max_cost_usd is not None:
             number("UsageLimits(max_cost_usd=)", self.max_cost_usd)
+        if not isinstance(self.hard, bool):
+            raise UsageError(f"UsageLimits(hard=) takes True or False, got {self.hard!r}")
+        if self.hard and self.max_cost_usd is None:
+            raise UsageError("UsageLimits(hard=True) makes max_cost_usd a hard cap: set it too")
 
-    def _refusal(self, used: _Counts, *, starting: bool, priced: bool = True) -> str | None:
-        """Why no new call may start with `used` so far, or None when one may."""
+    def _refusal(
+        self, used: _Counts, *, starting: bool, priced: bool = True
+    ) -> tuple[str, str] | None:
+        """The limit no new call may start past with `used` so far, and why; None: one may."""
         calls = used.calls + 1 if starting else used.calls
         checks = (
             ("max_model_calls", self.max_model_calls, calls, used.calls),
@@ -69,13 +93,41 @@ class UsageLimits:
             # A call limit holds the next call; a token limit stops calls once it is reached.
             over = measured > limit if name == "max_model_calls" else measured >= limit
             if over:
-                return f"{name}={limit} reached ({shown} used)"
+                return name, f"{name}={limit} reached ({shown} used)"
         if self.max_cost_usd is not None:
             if not priced:
-                return "max_cost_usd is set and this model has no known price"
+                return "max_cost_usd", "max_cost_usd is set and this model has no known price"
+            if used.capped is not None:
+                return "max_cost_usd", used.capped
             if used.cost >= self.max_cost_usd:
-                return f"max_cost_usd={self.max_cost_usd:g} reached (${used.cost:.6f} used)"
+                return "max_cost_usd", (
+                    f"max_cost_usd={self.max_cost_usd:g} reached (${used.cost:.6f} used)"
+                )
         return None
+
+    def _reservation(self, used: _Counts, cost: float) -> tuple[bool, str] | None:
+        """Whether a call whose worst case is `cost` cannot fit under the hard cap beside
+        `used` (True) or must wait for the calls in flight (False), and why; None: it fits."""
+        cap = self.max_cost_usd
+        assert cap is not None  # hard=True requires it
+        if used.cost + used.reserved + cost <= cap:
+            return None
+        never = used.cost + cost > cap
+        why = (
+            f"max_cost_usd={cap:g} (hard) reached: this call reserves up to ${cost:.6f}, "
+            f"${used.cost:.6f} is spent and ${used.reserved:.6f} reserved by calls in flight"
+        )
+        return never, why
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A call a hard cost cap holds until calls in flight settle: it fits once they have."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}; held until the deadline"
 
 
 @dataclass(slots=True)
@@ -86,6 +138,18 @@ class _Counts:
     cache_read: int = 0
     calls: int = 0  # started, those in flight included
     cost: float = 0.0
+    reserved: float = 0.0  # the worst cases of the calls in flight under a hard cap
+    holding: int = 0  # calls in flight with a reservation
+    capped: str | None = None  # why a hard cap refused a call for good: it is reached
+
+    def reserve(self, cost: float) -> None:
+        self.reserved += cost
+        self.holding += 1
+
+    def release(self, cost: float) -> None:
+        self.holding -= 1
+        # Back to exactly zero when nothing is held: no float drift over a long run.
+        self.reserved = self.reserved - cost if self.holding else 0.0
 
     @property
     def input_total(self) -> int:
@@ -111,7 +175,7 @@ class UsageMeter:
         prices: the run's prices; `DEFAULT_PRICES` by default.
     """
 
-    __slots__ = ("_by_model", "_by_subagent", "_run", "limits", "prices")
+    __slots__ = ("_by_model", "_by_subagent", "_released", "_run", "limits", "prices", "stop")
 
     def __init__(self, limits: UsageLimits | None = None, prices: PriceTable | None = None) -> None:
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -121,6 +185,10 @@ class UsageMeter:
         self._run = _Counts()
         self._by_subagent: dict[str, _Counts] = {}
         self._by_model: dict[str, ModelUsage] = {}
+        self._released: asyncio.Event | None = None
+        # The first run-wide limit that refused a call or a task, and why: the report's
+        # "stopped by" line. None while no run-wide limit has refused anything.
+        self.stop: tuple[str, str] | None = None
 
     def _of(self, subagent: str) -> _Counts:
         counts = self._by_subagent.get(subagent)
@@ -128,23 +196,93 @@ class UsageMeter:
             counts = self._by_subagent[subagent] = _Counts()
         return counts
 
-    def admit(self, model: str, subagent: str, limits: UsageLimits | None = None) -> str | None:
-        """Count a call of `model` as started, or say why it may not start.
+    async def admit(
+        self,
+        model: str,
+        subagent: str,
+        limits: UsageLimits | None = None,
+        request: Mapping[str, Any] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> float | str:
+        """Count a call of `model` as started and reserve its worst-case cost under a hard
+        cap (the amount reserved, 0.0 without one), or say why it may not start (a str).
+
+        A call a hard cap holds (it fits once the calls in flight have settled) waits for
+        them here, never past `deadline` (the event loop's clock): still held then, it is
+        refused. See `_admit_now` for the limits and the request.
+        """
+        admitted = self._admit_now(model, subagent, limits, request)
+        while isinstance(admitted, _Held):
+            if not await self._settled_by(deadline):
+                return str(admitted)
+            admitted = self._admit_now(model, subagent, limits, request)
+        return admitted
+
+    def _admit_now(
+        self,
+        model: str,
+        subagent: str,
+        limits: UsageLimits | None,
+        request: Mapping[str, Any] | None,
+    ) -> float | str | _Held:
+        """`admit` as it stands now: reserved, refused, or held for calls in flight.
 
         `limits` are the subagent's own (`LLMSubagent(usage_limits=...)`), on what that
-        subagent used in the run; the run's own limits apply to every call.
+        subagent used in the run; the run's own limits apply to every call. `request`
+        (the keywords of `Model.create`) is what a hard cap estimates the cost of.
+        Checked and reserved in one step: no `await` between them.
         """
-        priced = self.prices.price_of(model) is not None
+        price = self.prices.price_of(model)
+        counts = self._of(subagent)
+        held: _Held | None = None
+        cost = 0.0
         for bound, used, whose in (
             (self.limits, self._run, "the run's"),
-            (limits, self._of(subagent), f"subagent {subagent}'s"),
+            (limits, counts, f"subagent {subagent}'s"),
         ):
-            reason = None if bound is None else bound._refusal(used, starting=True, priced=priced)
-            if reason is not None:
-                return f"{whose} usage limit: {reason}"
-        self._run.calls += 1
-        self._of(subagent).calls += 1
-        return None
+            if bound is None:
+                continue
+            refused = bound._refusal(used, starting=True, priced=price is not None)
+            if refused is None and bound.hard:
+                assert price is not None  # refused above when unpriced
+                if request is None:
+                    raise UsageError("a hard cost cap needs the request to reserve its cost")
+                cost = cost or worst_case_cost(price, request)
+                reservation = bound._reservation(used, cost)
+                if reservation is not None:
+                    never, why = reservation
+                    if not never:
+                        held = held or _Held(f"{whose} usage limit: {why}")
+                        continue
+                    used.capped = why
+                    refused = "max_cost_usd", why
+            if refused is not None:
+                return self._refused(used, f"{whose} usage limit: ", refused)
+        if held is not None:
+            return held
+        for used in (self._run, counts):
+            used.calls += 1
+            if cost:
+                used.reserve(cost)
+        return cost
+
+    def _refused(self, used: _Counts, whose: str, refused: tuple[str, str]) -> str:
+        reason = whose + refused[1]
+        if used is self._run and self.stop is None:
+            self.stop = refused[0], reason
+        return reason
+
+    async def _settled_by(self, deadline: float | None) -> bool:
+        """Wait until a call in flight settles its reservation; False at `deadline`."""
+        if self._released is None:
+            self._released = asyncio.Event()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._released.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def settle(
         self,
@@ -156,11 +294,13 @@ class UsageMeter:
         cache_creation_tokens: int = 0,
         cache_read_tokens: int = 0,
         unknown_tokens: bool = False,
+        reserved: float = 0.0,
     ) -> ModelUsage:
         """Count what an admitted call used (nothing for a failed one); its usage line.
 
         `unknown_tokens`: the answer's counts were unusable; the call counts, its
-        unknown tokens do not, and its cost is unknown.
+        unknown tokens do not, and its cost is unknown. `reserved`: what `admit`
+        reserved for it, released now that its actual cost is counted instead.
         """
         price = self.prices.price_of(model)
         tokens = input_tokens + output_tokens + cache_creation_tokens + cache_read_tokens
@@ -182,10 +322,30 @@ class UsageMeter:
             unknown_token_calls=int(unknown_tokens),
         )
         self._run.add(line)
-        self._of(subagent).add(line)
+        counts = self._of(subagent)
+        counts.add(line)
         known = self._by_model.get(model)
         self._by_model[model] = line if known is None else known + line
+        if reserved:
+            self._release(line, counts, reserved)
         return line
+
+    def _release(self, line: ModelUsage, counts: _Counts, reserved: float) -> None:
+        self._run.release(reserved)
+        counts.release(reserved)
+        if line.cost_usd is None or line.cost_usd > reserved:
+            # The estimate fell short (or the answer's counts were unusable): the cap
+            # holds only as far as the reservations were right. Said, never hidden.
+            get_logger().warning(  # made here: a logger at import would load structlog
+                "usage_reservation_exceeded",
+                model=line.model,
+                reserved_usd=reserved,
+                cost_usd=line.cost_usd,
+            )
+        if self._released is not None:
+            # Every waiting call looks again; those that still do not fit wait anew.
+            self._released.set()
+            self._released = None
 
     def total(self) -> UsageSummary:
         """What the run's settled model calls used so far, by model (fail-overs not listed)."""
@@ -195,8 +355,12 @@ class UsageMeter:
         """Why the run's limits let no new task start, or None (for tasks not started)."""
         if self.limits is None:
             return None
-        reason = self.limits._refusal(self._run, starting=True)
-        return None if reason is None else f"the run's usage limit: {reason}"
+        refused = self.limits._refusal(self._run, starting=True)
+        return (
+            None
+            if refused is None
+            else self._refused(self._run, "the run's usage limit: ", refused)
+        )
 
     @property
     def model_calls(self) -> int:

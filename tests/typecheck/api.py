@@ -96,6 +96,7 @@ def develop() -> bool:
 
 async def spend() -> None:
     from agentmesh import Coordinator
+    from agentmesh.coordinator import UsageStop
     from agentmesh.models import (
         FallbackModel,
         Model,
@@ -121,6 +122,12 @@ async def spend() -> None:
     # Both breakdowns are read-only mappings, by subagent name and by model name.
     for model, line in report.usage_by_model.items():
         print(model, line.model_calls)
+    # A hard cost cap, and how far a run a usage limit stopped got.
+    capped = Coordinator([lead], usage_limits=UsageLimits(max_cost_usd=0.05, hard=True))
+    stop: UsageStop | None = (await capped.run(["q"])).usage_stop
+    if stop is not None:
+        spent: float | None = stop.spent_usd
+        print(stop.headline(), stop.covered, stop.not_started, stop.stopped, spent)
     # A person's answers the run used: what was asked, the answer, the arguments after.
     for answered in report.answered_approvals:
         print(answered.id, answered.answer, answered.tool, answered.edited_arguments)
