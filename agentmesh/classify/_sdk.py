@@ -229,13 +229,14 @@ def _limit_reached(
     (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the first of the
     next month at 00:00 UTC when no header says otherwise.
     """
+    now = time.time()
     wait = _retry_after(headers)
     spend_limit = error_code in _SPEND_LIMIT_CODES
     # The rate-limit headers tell when the per-minute limits return, not a spent quota.
     if wait is None and not spend_limit:
-        wait = _rate_limit_reset(headers)
+        wait = _rate_limit_reset(headers, now)
     if wait is None and error_code == "enforced_spend_limit_reached":
-        wait = _until_next_month()
+        wait = _until_next_month(now)
     if not spend_limit and (wait is None or wait <= QUOTA_RESET_AFTER):
         should_retry = headers.get("x-should-retry", "").strip().lower()
         error = AgentError(
@@ -248,8 +249,8 @@ def _limit_reached(
         return _with_request_id(error, headers, facts)
     user_message = "The model's usage limit is reached"
     if wait is not None:
-        # Whole seconds, rounded up: never before the server's own reset.
-        resume_at = datetime.fromtimestamp(math.ceil(time.time() + wait), UTC)
+        # Whole seconds, rounded up (past float noise): never before the server's reset.
+        resume_at = datetime.fromtimestamp(math.ceil(round(now + wait, 3)), UTC)
         facts = [*facts, f"resumeAt: {resume_at:%Y-%m-%dT%H:%M:%SZ}"]
         user_message += f"; it resets at {resume_at:%Y-%m-%d %H:%M} UTC"
     quota = BusinessError(
@@ -262,13 +263,12 @@ def _limit_reached(
     return _with_request_id(quota, headers, facts)
 
 
-def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
+def _rate_limit_reset(headers: Mapping[str, str], now: float) -> float | None:
     """Seconds until every rate limit the headers say is used up is replenished.
 
     The latest of their resets: a call needs all of them back. None when no limit is
     reported as used up (the 429 then says nothing certain about when).
     """
-    now = time.time()
     waits = []
     for family in _RATE_LIMIT_FAMILIES:
         prefix = f"anthropic-ratelimit-{family}"
@@ -282,10 +282,10 @@ def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     return max(waits) if waits else None
 
 
-def _until_next_month() -> float:
-    now = datetime.now(UTC)
-    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    return (datetime(year, month, 1, tzinfo=UTC) - now).total_seconds()
+def _until_next_month(now: float) -> float:
+    today = datetime.fromtimestamp(now, UTC)
+    year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC).timestamp() - now
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
