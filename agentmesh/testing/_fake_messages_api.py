@@ -506,9 +506,8 @@ def _output_tokens(reply: Reply) -> int:
     message = reply.reply if isinstance(reply, StreamErrorReply) else reply
     if not isinstance(message, MessageReply):
         return 0
-    counted = message.usage.get("output_tokens") if message.usage is not None else None
-    if message.usage is None:
-        counted = message.output_tokens
+    # A raw usage block may say anything: only a count is charged.
+    counted = message.output_tokens if message.usage is None else message.usage.get("output_tokens")
     return counted if isinstance(counted, int) and counted >= 0 else 0
 
 

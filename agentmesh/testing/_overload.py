@@ -89,8 +89,11 @@ class _Burst:
     retry_after: float | None
     seen: int = 0
 
+    def over(self, now: float) -> bool:
+        return (self.until is not None and now >= self.until) or self.requests == 0
+
     def hits(self, now: float) -> bool:
-        if (self.until is not None and now >= self.until) or self.requests == 0:
+        if self.over(now):
             return False
         self.seen += 1
         # Evenly spread, never random: a share of 0.25 is every fourth request.
@@ -191,15 +194,20 @@ class Load:
         with self._lock:
             now = self.now()
             buckets = self._buckets_of(model, now)
-            quota = self._quotas.get(model) or self._quotas.get(None)
-            if quota is not None and now < quota.until:
+            # A model's own quota or burst first; once it is over, the one of every model.
+            quotas = (self._quotas.get(model), self._quotas.get(None))
+            quota = next((q for q in quotas if q is not None and now < q.until), None)
+            if quota is not None:
                 return _quota_refusal(quota, now, self._headers(model, buckets))
-            burst = self._bursts.get(model) or self._bursts.get(None)
+            bursts = (self._bursts.get(model), self._bursts.get(None))
+            burst = next((b for b in bursts if b is not None and not b.over(now)), None)
             if burst is not None and burst.hits(now):
                 headers = self._headers(model, buckets)
                 if burst.retry_after is not None:
                     headers["retry-after"] = _seconds(burst.retry_after, whole=False)
                 return Refusal(529, "overloaded_error", "Overloaded", headers)
+            if not buckets:
+                return Ticket(model)
             wanted = _wanted(body)
             waits = {family: bucket.wait_for(wanted[family]) for family, bucket in buckets.items()}
             waits = {family: wait for family, wait in waits.items() if wait > 0}
