@@ -16,7 +16,7 @@ none of them: the anthropic SDK alone takes about a second to import.
     anthropic.CredentialsError          permission  authentication_failed
     httpx2.TimeoutException             transient   timeout
     httpx2.TransportError               transient   unavailable
-    httpx2.HTTPStatusError              by HTTP status
+    httpx2.HTTPStatusError              by HTTP status (a 429 as above)
     mcp.MCPError                        by JSON-RPC code (see `agentmesh.mcp._errors`)
 """
 

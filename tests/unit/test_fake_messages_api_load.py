@@ -67,8 +67,9 @@ class TestRateLimits:
             assert 0 <= seconds_until(headers[f"anthropic-ratelimit-{family}-reset"]) <= 61
         assert headers["anthropic-ratelimit-requests-limit"] == "50"
         assert headers["anthropic-ratelimit-requests-remaining"] == "49"
-        # max_tokens was only reserved: the reply's 30 output tokens are what is charged.
-        assert headers["anthropic-ratelimit-output-tokens-remaining"] == "1970"
+        # max_tokens was only reserved: the reply's 30 output tokens are what is charged
+        # (and a few came back, at 2,000 a minute, while the request was served).
+        assert 1970 <= int(headers["anthropic-ratelimit-output-tokens-remaining"]) < 1980
         input_left = int(headers["anthropic-ratelimit-input-tokens-remaining"])
         assert 9_980 < input_left < 10_000
         # `tokens` is the more restrictive of input and output: output, at 98.5%.
@@ -87,7 +88,8 @@ class TestRateLimits:
         status, headers, body = await answer(fake_messages_api)
 
         assert status == 429
-        assert headers["retry-after"] == "30"
+        # 30 s, less the time since the first request (whole seconds, rounded up).
+        assert headers["retry-after"] in ("30", "29")
         assert headers["anthropic-ratelimit-requests-remaining"] == "0"
         assert 55 < seconds_until(headers["anthropic-ratelimit-requests-reset"]) <= 61
         assert body["error"]["type"] == "rate_limit_error"
@@ -143,7 +145,7 @@ class TestRateLimits:
         await answer(fake_messages_api)
         status, headers, _ = await answer(fake_messages_api)
         assert status == 429
-        assert 0.4 < float(headers["retry-after"]) <= 0.6
+        assert 0 < float(headers["retry-after"]) <= 0.6  # less the time the first took
         assert "." in headers["anthropic-ratelimit-requests-reset"]
 
     async def test_scripted_errors_carry_the_headers_too(
