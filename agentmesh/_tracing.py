@@ -23,7 +23,7 @@ from agentmesh.envelope import ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 
 if TYPE_CHECKING:
-    from agentmesh.models._base import ModelResponse
+    from agentmesh.models import ModelResponse
 
 __all__ = [
     "agent_span",

@@ -22,6 +22,7 @@ This module was `agentmesh.decisions` until 0.2 (`PendingDecision`, `HumanDecisi
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -118,7 +119,8 @@ class AnsweredApproval:
     person was asked) are the `PendingApproval`'s; `arguments` the call's as asked and
     `edited_arguments` the ones it was made with after an `Edit` (secrets masked in
     both); `query` the task's query and `edited_query` an escalation's new one;
-    `answer_reason` the reason the person gave to `Reject`.
+    `answer_reason` the reason the person gave to `Reject`. `call_text()` and `note()`
+    say it in words, as the report does.
     """
 
     __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
@@ -137,3 +139,43 @@ class AnsweredApproval:
     edited_arguments: dict[str, Any] | None = None
     edited_query: str | None = None
     answer_reason: str | None = None
+
+    def call_text(self, *, as_made: bool = False) -> str:
+        """The call asked about as a reader writes it: `refund(order="B-2", amount=100)`.
+
+        `as_made=True`: with the arguments it was made with (after an `Edit`, the edited ones).
+        """
+        arguments = (self.edited_arguments or self.arguments) if as_made else self.arguments
+        shown = ", ".join(f"{key}={_json(value)}" for key, value in (arguments or {}).items())
+        return f"{self.tool}({shown})"
+
+    def note(self) -> str | None:
+        """What this answer let its task do, in words, for the task's coverage reason.
+
+        None for a rejection and an approved escalation: they end the task, and its
+        reason says so already.
+        """
+        where = f"by a person (approval {self.id})"
+        if self.answer == "reject":
+            return None
+        if self.kind is ApprovalKind.ESCALATION:
+            if self.answer != "edit":
+                return None
+            return f"edited {where}: query {_json(self.edited_query)} (was {_json(self.query)})"
+        if self.answer == "approve":
+            return f"approved {where}: {self.call_text()}"
+        return f"edited {where}: {self.tool} with {self._changes()}"
+
+    def _changes(self) -> str:
+        before, after = self.arguments or {}, self.edited_arguments or {}
+        changed = [
+            f"{key}={_json(value)}" + (f" (was {_json(before[key])})" if key in before else "")
+            for key, value in after.items()
+            if key not in before or before[key] != value
+        ]
+        return ", ".join(changed) or "the arguments asked about"
+
+
+def _json(value: Any) -> str:
+    """A value as JSON, as a reader of a call or a query sees it."""
+    return json.dumps(value, default=str, ensure_ascii=False)

@@ -39,6 +39,8 @@ from agentmesh._signatures import kept_for_one_release
 from agentmesh.envelope import ErrorCategory
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agentmesh.envelope import ErrorEnvelope
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "AgentmeshError",
     "BusinessError",
     "CallFailed",
+    "CheckpointError",
     "InvalidInput",
     "PermissionDenied",
     "ToolCallFailed",
@@ -162,6 +165,35 @@ class UsageError(AgentmeshError, ValueError):
 
     Also a `ValueError`, as it was before `AgentmeshError` existed.
     """
+
+
+class CheckpointError(AgentmeshError):
+    """A checkpoint store or record cannot be used: a foreign or corrupt file, a schema
+    version this agentmesh does not read, a record that no longer fits its type, or a
+    failed read or write.
+
+    A runtime failure, not misuse of the API (that is `UsageError`): the code may be
+    right and the file on disk wrong. `path` names the file when there is one; it is
+    never overwritten. For one damaged record, `store` (its repr), `run_id`, `stage`
+    and `key` say which. Also importable from `agentmesh.checkpoints`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        store: str | None = None,
+        run_id: str | None = None,
+        stage: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.store = store
+        self.run_id = run_id
+        self.stage = stage
+        self.key = key
 
 
 __getattr__ = kept_for_one_release(

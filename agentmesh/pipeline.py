@@ -15,11 +15,11 @@ from typing import Any, TypeAlias
 
 import pydantic_core
 
+from agentmesh._codec import declared_output_type, decode, encode, read_as, revive
 from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._logging import get_logger
 from agentmesh._signatures import kept_for_one_release
 from agentmesh.checkpoints import CheckpointStore, SQLiteStore
-from agentmesh.checkpoints._codec import declared_output_type, decode, encode, read_as, revive
 from agentmesh.classify import Classifier, default_classifier
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import CallFailed, UsageError

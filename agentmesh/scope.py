@@ -34,13 +34,13 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from agentmesh.checkpoints._store import CheckpointStore, MemoryStore
-from agentmesh.usage._meter import UsageMeter
+from agentmesh.checkpoints import CheckpointStore, MemoryStore
+from agentmesh.usage import UsageMeter
 
 if TYPE_CHECKING:
     from agentmesh._engine._human import DecisionBook
     from agentmesh.envelope import PolicyVerdict
-    from agentmesh.events._channel import EventSink
+    from agentmesh.events import EventSink
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
 

@@ -2,6 +2,10 @@
 
     python scripts/house.py [--json]
 
+`--json` gives the figures with their lists: the circles, the long functions and each
+import of another package's private module (`crossing`, as "source -> target"). The task
+engine (`agentmesh._engine`) and the root's own helpers may be imported from anywhere.
+
 Every `import` in the package counts, also those inside functions and under
 `TYPE_CHECKING`: a lazy import that breaks a circle at run time is still a circle in
 the design. Reads the source with `ast`; imports nothing of agentmesh.
@@ -21,6 +25,8 @@ PACKAGE = ROOT / "agentmesh"
 EXEMPT_FROM_SIZE = {"agentmesh.testing._fake_messages_api"}
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
+# The task engine: the one private package any room may import.
+ENGINE = "agentmesh._engine"
 
 
 def module_name(path: Path) -> str:
@@ -182,6 +188,29 @@ def package_of(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
+def crosses(source: str, source_path: Path, target: str) -> bool:
+    """Whether `source` importing `target` reaches into another package's private module.
+
+    A root private module (`agentmesh._redaction`) is the package's own helper, and the
+    task engine (`agentmesh._engine`) is the one private package every room may use: an
+    import of either never crosses. The engine importing another package's private
+    module (`agentmesh.checkpoints._store`) does."""
+    if not is_private(target) or target == ENGINE or target.startswith(f"{ENGINE}."):
+        return False
+    owner = private_owner(target)
+    return owner != "agentmesh" and package_of(source, source_path) != owner
+
+
+def crossing_imports(found: dict[str, Path], written: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """`(source, target)` for each import, as written, of another package's private module."""
+    return sorted(
+        (source, target)
+        for source, targets in written.items()
+        for target in targets
+        if crosses(source, found[source], target)
+    )
+
+
 def public_names(found: dict[str, Path]) -> tuple[int, int]:
     names: set[str] = set()
     spaces = 0
@@ -227,16 +256,7 @@ def measure() -> dict[str, object]:
         name: set() if path.name == "__init__.py" else imports_of(name, path, known, {})
         for name, path in found.items()
     }
-    crossing = sorted(
-        (source, target)
-        for source, targets in written.items()
-        for target in targets
-        if is_private(target)
-        # A root private module is the package's own helper; the issue counts imports of
-        # another package's private modules (`agentmesh.coordinator._x` from outside it).
-        and private_owner(target) != "agentmesh"
-        and package_of(source, found[source]) != private_owner(target)
-    )
+    crossing = crossing_imports(found, written)
     names, spaces = public_names(found)
     long_functions = sorted(
         f"{name}.{node.name} ({node.end_lineno - node.lineno + 1})"
@@ -258,6 +278,7 @@ def measure() -> dict[str, object]:
         "floors": floors(graph, circles),
         "private_root_modules": len(root_private),
         "cross_package_private_imports": len(crossing),
+        "crossing": [f"{source} -> {target}" for source, target in crossing],
         "public_names": names,
         "public_namespaces": spaces,
     }
@@ -269,9 +290,13 @@ if __name__ == "__main__":
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
-            if key not in ("circles", "long_functions"):
+            if key not in ("circles", "long_functions", "crossing"):
                 print(f"{key:32} {value}")
         circles = figures["circles"]
         assert isinstance(circles, list)
         for circle in circles:
             print("circle:", ", ".join(circle))
+        crossing = figures["crossing"]
+        assert isinstance(crossing, list)
+        for line in crossing:
+            print("crossing:", line)

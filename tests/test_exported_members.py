@@ -130,6 +130,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "AgentmeshError",
         "BusinessError",
         "CallFailed",
+        "CheckpointError",
         "InvalidInput",
         "PermissionDenied",
         "ToolCallFailed",
@@ -142,6 +143,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "ApprovalApplied",
         "EscalationPending",
         "Event",
+        "EventSink",
         "PartialRecorded",
         "PolicyRuling",
         "Routed",
@@ -252,6 +254,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "ModelUsage",
         "PriceTable",
         "UsageLimits",
+        "UsageMeter",
         "UsageSummary",
     },
 }
@@ -328,12 +331,18 @@ class TestReExports:
         assert not PUBLIC_API["agentmesh.executors"] & PUBLIC_API["agentmesh.coordinator"]
 
     @pytest.mark.parametrize(
-        ("upper", "lower"),
-        [("agentmesh.models", "agentmesh.usage"), ("agentmesh.coordinator", "agentmesh.report")],
+        ("upper", "lower", "kept_apart"),
+        [
+            # The run's meter belongs to the run scope, not to a model.
+            ("agentmesh.models", "agentmesh.usage", {"UsageMeter"}),
+            ("agentmesh.coordinator", "agentmesh.report", set()),
+        ],
     )
-    def test_a_re_export_is_the_same_object(self, upper: str, lower: str) -> None:
+    def test_a_re_export_is_the_same_object(
+        self, upper: str, lower: str, kept_apart: set[str]
+    ) -> None:
         """A name a package re-exports from another is that package's object, not a copy."""
-        for name in PUBLIC_API[lower]:
+        for name in PUBLIC_API[lower] - kept_apart:
             assert getattr(module(upper), name) is getattr(module(lower), name), name
 
 

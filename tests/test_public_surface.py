@@ -54,8 +54,8 @@ KNOWN = {
     "agentmesh.mcp.MCPServer.http": {"_Default"},
     # Built by the coordinator only, from its run (`Runnable` is the protocol the
     # coordinator's `Run` meets, so that the events never import the hub).
-    "agentmesh.events.RunStream.__init__": {"Runnable", "Start"},
-    "agentmesh.scope.RunScope.__init__": {"DecisionBook", "EventSink", "UsageMeter"},
+    "agentmesh.events.RunStream.__init__": {"Runnable"},
+    "agentmesh.scope.RunScope.__init__": {"DecisionBook"},
 }
 
 

@@ -26,7 +26,7 @@ from agentmesh.errors import CallFailed
 from agentmesh.retry import RetryBudget, RetryPolicy, RetryResult
 
 if TYPE_CHECKING:
-    from agentmesh.events._channel import TaskEvents
+    from agentmesh._engine._events import TaskEvents
 
 __all__ = ["AttemptRules", "AttemptScope", "RetryTally", "attempt_call", "propagates"]
 

@@ -14,17 +14,16 @@ finished. (A store written before answers had their own stage keeps them under
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
 
 import pydantic
-import pydantic_core
 from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 
+from agentmesh._codec import read_as
+from agentmesh._engine._ledger import claim_in, digest
 from agentmesh._limits import recorded
 from agentmesh._redaction import redact
 from agentmesh.approvals import (
@@ -35,8 +34,7 @@ from agentmesh.approvals import (
     PendingApproval,
     Reject,
 )
-from agentmesh.checkpoints._codec import read_as
-from agentmesh.checkpoints._store import CheckpointStore, claim_in
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict
 from agentmesh.errors import UsageError
 
@@ -54,6 +52,7 @@ __all__ = [
     "Go",
     "RuleAgain",
     "ask_person",
+    "refuse_asks_without_store",
 ]
 
 STAGE: Final = "agentmesh.decisions"
@@ -69,6 +68,19 @@ _PENDING: Final[TypeAdapter[PendingApproval]] = TypeAdapter(PendingApproval)
 
 class AskWithoutStore(UsageError):
     """`Decision.ask` in a run without a checkpoint store: nobody could ever answer it."""
+
+
+def refuse_asks_without_store(policies: Iterable[Any], missing: str) -> None:
+    """Refuse, where a run without a store is set up, tool policies that may ask a person.
+
+    (`ToolPolicy` objects, not named: the policies' events carry the scope, which names
+    this module's `DecisionBook`.)"""
+    asking = sorted({getattr(p, "name", type(p).__name__) for p in policies if p.asks})
+    if asking:
+        raise UsageError(
+            f"policies {asking} may ask a person (Decision.ask), but {missing}: a pending "
+            "approval must be kept in a checkpoint store to be answered"
+        )
 
 
 @dataclass(slots=True)
@@ -123,12 +135,6 @@ class _ClaimedAnswer:
     """An answer as `give` claims it under its own key (stage `ANSWERS`), read back typed."""
 
     answer: _StoredAnswer
-
-
-def digest(value: Any) -> str:
-    jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
-    canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class DecisionBook:

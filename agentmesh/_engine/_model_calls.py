@@ -22,8 +22,7 @@ from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._engine._task import TaskEngine
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import CallFailed, UsageError
-from agentmesh.models._base import Model, ModelResponse
-from agentmesh.models._fallback import FallbackModel
+from agentmesh.models import FallbackModel, Model, ModelResponse
 from agentmesh.retry import RetryPolicy
 from agentmesh.usage import ModelFailover, UsageLimits
 

@@ -9,14 +9,16 @@ went without) is collected here, and `annotate` puts it on the outcome.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentmesh._engine._attempts import RetryTally
+from agentmesh._engine._events import TaskEvents
+from agentmesh._engine._ledger import ToolLedger
 from agentmesh._engine._partials import PartialRecorder
 from agentmesh._engine._rulings import TaskRulings
 from agentmesh._engine._task_checkpoints import open_ledger, open_progress, restore_partials
-from agentmesh.checkpoints._ledger import ToolLedger
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh._engine._usage import UsageTally
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorEnvelope, PolicyVerdict, Success, ToolsLeftOut
 from agentmesh.errors import UsageError
@@ -24,10 +26,6 @@ from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryBudget, RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
-from agentmesh.usage._records import UsageTally
-
-if TYPE_CHECKING:
-    from agentmesh.events._channel import TaskEvents
 
 __all__ = ["TaskEngine", "engine_of"]
 
@@ -114,7 +112,7 @@ class TaskEngine:
         self._left_out: list[ToolsLeftOut] | None = None
         # The run's events as this task emits them; None when nobody streams the run.
         self.events: TaskEvents | None = (
-            None if scope.events is None else scope.events.for_task(task_id, subagent)
+            None if scope.events is None else TaskEvents(scope.events, task_id, subagent)
         )
         self.store = store
         # Made at its first use: most tasks call no non-idempotent tool, and a ledger per

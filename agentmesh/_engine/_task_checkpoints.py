@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh._engine._ledger import ProgressSaver, ToolLedger
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.checkpoints._ledger import ProgressSaver, ToolLedger
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore
 
 __all__ = ["open_ledger", "open_progress", "restore_partials"]
 

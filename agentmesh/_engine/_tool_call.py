@@ -18,13 +18,13 @@ from typing import Any, Generic, TypeVar
 import pydantic
 import pydantic_core
 
+from agentmesh._codec import declared_output_type
 from agentmesh._engine._attempts import AttemptRules, attempt_call
 from agentmesh._engine._human import MAY_HAVE_RUN, AskWithoutStore, Go, RuleAgain, ask_person
+from agentmesh._engine._ledger import InFlight, Replay, ToolLedger
 from agentmesh._engine._rulings import apply_verdict, blocked
 from agentmesh._engine._task import TaskEngine
 from agentmesh._limits import recorded
-from agentmesh.checkpoints._codec import declared_output_type
-from agentmesh.checkpoints._ledger import InFlight, Replay, ToolLedger
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, PolicyVerdict, Success
 from agentmesh.errors import ToolCallFailed, UsageError
 from agentmesh.policies import ToolCallEvent, ToolResultEvent

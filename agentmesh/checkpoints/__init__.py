@@ -12,12 +12,13 @@ with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`
 partial results) so that a resumed run neither repeats a side effect nor starts over.
 """
 
+from agentmesh import _codec
 from agentmesh._signatures import kept_for_one_release
-from agentmesh.checkpoints import _codec, _sqlite
-from agentmesh.checkpoints._errors import CheckpointError
+from agentmesh.checkpoints import _sqlite
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import SQLiteStore
 from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore
+from agentmesh.errors import CheckpointError
 
 __all__ = [
     "Checkpoint",

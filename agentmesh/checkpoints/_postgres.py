@@ -22,11 +22,10 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
-from agentmesh.checkpoints._codec import SCHEMA_VERSION
-from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._store import Row, StoreBase
-from agentmesh.errors import UsageError
+from agentmesh.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -19,11 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
+from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
-from agentmesh.checkpoints._codec import SCHEMA_VERSION
-from agentmesh.checkpoints._errors import CheckpointError
 from agentmesh.checkpoints._store import Row, StoreBase
-from agentmesh.errors import UsageError
+from agentmesh.errors import CheckpointError, UsageError
 
 __all__ = ["DEFAULT_PATH", "SQLiteStore"]
 

@@ -19,11 +19,10 @@ from typing import Any, Protocol, Self, TypeAlias, TypeVar, overload, runtime_ch
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from agentmesh.checkpoints._codec import SCHEMA_VERSION, decode, encode, read_as, revive
-from agentmesh.checkpoints._errors import damaged
+from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
 from agentmesh.errors import UsageError
 
-__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase", "claim_in"]
+__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
 
 T = TypeVar("T")
 
@@ -253,24 +252,6 @@ class StoreBase(abc.ABC):
     async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]: ...
     @abc.abstractmethod
     async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int: ...
-
-
-async def claim_in(
-    store: CheckpointStore, run_id: str, stage: str, key: str, value: object, *, purpose: str
-) -> Checkpoint | None:
-    """`store.claim(...)`, or a `UsageError` for a store written without `claim`.
-
-    `purpose` says what needed the claim, for the message.
-    """
-    claim = getattr(store, "claim", None)
-    if claim is None:
-        raise UsageError(
-            f"{purpose} must be claimed in the checkpoint store, but {store!r} has no "
-            "claim() method (CheckpointStore.claim: save a value only where there is "
-            "none, atomically); add one, or use SQLiteStore, PostgresStore or MemoryStore"
-        )
-    winner: Checkpoint | None = await claim(run_id, stage, key, value)
-    return winner
 
 
 def _check_names(**names: Any) -> None:

@@ -40,15 +40,9 @@ traceback instead of becoming an `other` envelope.
 """
 
 from agentmesh._signatures import kept_for_one_release
-from agentmesh.classify import _classifier
-from agentmesh.classify._classifier import (
-    Classifier,
-    classify,
-    default_classifier,
-    is_strict,
-    set_strict,
-    strict,
-)
+from agentmesh.classify import _strict
+from agentmesh.classify._classifier import Classifier, classify, default_classifier
+from agentmesh.classify._strict import is_strict, set_strict, strict
 
 __all__ = [
     "Classifier",
@@ -62,6 +56,6 @@ __all__ = [
 __getattr__ = kept_for_one_release(
     __name__,
     {
-        "PROGRAMMING_ERRORS": ("is internal to agentmesh", lambda: _classifier.PROGRAMMING_ERRORS),
+        "PROGRAMMING_ERRORS": ("is internal to agentmesh", lambda: _strict.PROGRAMMING_ERRORS),
     },
 )

@@ -1,135 +1,44 @@
-"""The `Classifier`: exception -> `AgentError` -> `ErrorEnvelope` (see `agentmesh.classify`)."""
+"""The `Classifier`: exception -> `AgentError` -> `ErrorEnvelope` (see `agentmesh.classify`).
+
+The registry and its lookup along the MRO, a group made one failure, and the envelope:
+its retry-after hint checked and the credentials an exception's text may echo removed.
+The mappings it starts with are in `_builtin` (the SDKs' are loaded here, on first
+use), the group rule in `_groups`; strict mode (`_strict`) asks `is_programming_error`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import copy as _copy
-import errno
 import math
-import os
 import re
-import socket
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
-
-import pydantic
 
 from agentmesh._redaction import REDACTED, redact_text
 from agentmesh.classify import _sdk as _classify_sdk
-from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
-from agentmesh.envelope import (
-    ErrorCategory,
-    ErrorEnvelope,
-    ErrorType,
-    PartialResults,
-    PolicyVerdict,
+from agentmesh.classify._builtin import _BUILTIN_MAPPERS, _unexpected
+from agentmesh.classify._groups import (
+    _STRICTNESS,
+    _group_details,
+    _is_group_mapping,
+    _merged,
+    _ruling,
 )
-from agentmesh.errors import (
-    AgentError,
-    CallFailed,
-    InvalidInput,
-    PermissionDenied,
-    TransientError,
-    UsageError,
-)
+from agentmesh.classify._mappers import Mapper, describe
+from agentmesh.classify._strict import PROGRAMMING_ERRORS
+from agentmesh.envelope import ErrorEnvelope, ErrorType, PartialResults
+from agentmesh.errors import AgentError, CallFailed, UsageError
 
-__all__ = [
-    "Classifier",
-    "classify",
-    "default_classifier",
-    "is_strict",
-    "set_strict",
-    "strict",
-]
+__all__ = ["Classifier", "classify", "default_classifier"]
 
 E = TypeVar("E", bound=BaseException)
 
 
-# Plain OSErrors (no ConnectionError subclass exists for them) that mean "no network path".
-_NETWORK_ERRNOS = frozenset(
-    getattr(errno, name)
-    for name in ("ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTDOWN", "EHOSTUNREACH")
-    if hasattr(errno, name)
-)
-
 # The same marker and key shape as the log redaction, so a secret reads the same everywhere.
 _API_KEY = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 _SECRET_HEADERS = ("x-api-key", "authorization")
-
-# Which leaf of an exception group decides when not all of them are retryable.
-_STRICTNESS: dict[ErrorCategory, int] = {
-    ErrorCategory.PERMISSION: 4,
-    ErrorCategory.BUSINESS: 3,
-    ErrorCategory.VALIDATION: 2,
-    ErrorCategory.OTHER: 1,
-    ErrorCategory.TRANSIENT: 0,
-}
-# A group's details list its leaves; a group of thousands must not make a huge envelope.
-_MAX_LEAVES_LISTED = 50
-_MAX_LEAF_TEXT = 300
-
-PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
-    AttributeError,
-    NameError,
-    TypeError,
-    AssertionError,
-)
-"""What strict mode re-raises: bugs in the code itself. `KeyError`, `IndexError` and
-`ValueError` are left out: they as often describe the data (a response without the
-expected key) as the code."""
-
-_STRICT_VARIABLE = "AGENTMESH_STRICT"
-
-
-class _StrictSetting:
-    """The process-wide strict switch; None follows `AGENTMESH_STRICT`.
-
-    One attribute, assigned whole: no lock is needed, and it is read only on the
-    failure path, so the environment is looked up then, not at import.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: bool | None = None
-
-
-_STRICT = _StrictSetting()
-
-
-def is_strict() -> bool:
-    """Whether strict mode is on: the last `set_strict`, else `AGENTMESH_STRICT=1`."""
-    if _STRICT.value is not None:
-        return _STRICT.value
-    return os.environ.get(_STRICT_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def set_strict(on: bool | None) -> None:
-    """Turn strict mode on or off for the process; None follows `AGENTMESH_STRICT` again.
-
-    In strict mode a programming error (`AttributeError`, `NameError`, `TypeError`,
-    `AssertionError`) that escapes a subagent's body or a tool's function, and that the
-    classifier has no mapping for, propagates out of `Subagent.run` and `Coordinator.run`
-    with its original traceback, instead of becoming an `other` envelope. Meant for
-    development and tests, not production.
-    """
-    if on is not None and not isinstance(on, bool):
-        raise UsageError(f"set_strict(on=) takes True, False or None, got {on!r}")
-    _STRICT.value = on
-
-
-@contextlib.contextmanager
-def strict(on: bool = True) -> Iterator[None]:
-    """`set_strict(on)` for a block; the previous setting is restored afterwards."""
-    previous = _STRICT.value
-    set_strict(on)
-    try:
-        yield
-    finally:
-        _STRICT.value = previous
 
 
 class Classifier:
@@ -346,12 +255,7 @@ def classify(
     )
 
 
-# --- built-in mappers -------------------------------------------------------------------
-
-
-def _is_group_mapping(found: tuple[type[BaseException], Mapper] | None) -> bool:
-    """Whether a lookup found a mapper registered for an exception-group class itself."""
-    return found is not None and issubclass(found[0], BaseExceptionGroup)
+# --- what an envelope copies from an error ------------------------------------------
 
 
 def _hint(value: object) -> tuple[float | None, str | None]:
@@ -371,100 +275,6 @@ def _hint(value: object) -> tuple[float | None, str | None]:
         return float(value), None
     shown = repr(value)[:50]
     return None, f"retry_after {shown} ignored: not a finite number of seconds >= 0"
-
-
-def _group_details(
-    group: BaseExceptionGroup[BaseException],
-    leaves: list[BaseException],
-    errors: list[AgentError],
-) -> str:
-    listed = [
-        f"[{number}] {error.category.value}/{error.error_type}: {_leaf_text(leaf)}"
-        for number, (leaf, error) in enumerate(zip(leaves, errors, strict=True), start=1)
-    ][:_MAX_LEAVES_LISTED]
-    if len(leaves) > _MAX_LEAVES_LISTED:
-        listed.append(f"and {len(leaves) - _MAX_LEAVES_LISTED} more")
-    head = f"{type(group).__qualname__} {group.message!r} with {len(leaves)} failure(s)"
-    return f"{head}: {'; '.join(listed)}"
-
-
-def _leaf_text(leaf: BaseException) -> str:
-    described = describe(leaf)
-    if isinstance(leaf, CallFailed):
-        described = f"{described} (at {leaf.envelope.source})"
-    return described[:_MAX_LEAF_TEXT]
-
-
-def _ruling(envelopes: list[ErrorEnvelope]) -> PolicyVerdict | None:
-    """The policy ruling a group keeps from its leaves: an escalation first."""
-    verdicts = [e.policy for e in envelopes if e.policy is not None]
-    escalations = [v for v in verdicts if v.action == "escalate"]
-    chosen = escalations or verdicts
-    return chosen[0] if chosen else None
-
-
-def _merged(*blocks: PartialResults | None) -> PartialResults | None:
-    """The leaves' partial results and the caller's, in order, as one block."""
-    present = [block for block in blocks if block is not None]
-    if not present:
-        return None
-    return PartialResults(
-        completed=tuple(dict.fromkeys(n for b in present for n in b.completed)),
-        pending=tuple(dict.fromkeys(n for b in present for n in b.pending)),
-        findings=tuple(item for b in present for item in b.findings),
-    )
-
-
-def _unexpected(exc: BaseException) -> AgentError:
-    return AgentError(text(exc), error_type="unexpected_error", details=describe(exc))
-
-
-def _itself(exc: AgentError) -> AgentError:
-    return exc
-
-
-def _stray_cancel(exc: asyncio.CancelledError) -> AgentError:
-    # A cancellation of the task itself propagates before it gets here (see _attempts):
-    # this one was raised by the body without the task being cancelled.
-    said = str(exc)
-    message = f"cancelled: {said}" if said else "the work raised CancelledError"
-    return TransientError(message, error_type="cancelled", details=describe(exc))
-
-
-def _final(exc: CallFailed) -> AgentError:
-    envelope = exc.envelope
-    return AgentError(
-        envelope.message,
-        category=envelope.error_category,
-        error_type=envelope.error_type,
-        retryable=False,  # retried where it happened: retries never multiply across layers
-        alternative_approaches=envelope.alternative_approaches or (),
-        user_message=envelope.user_message,
-        retry_after=envelope.retry_after,
-        details="; ".join(filter(None, [f"from {envelope.source}", envelope.details])),
-    )
-
-
-def _os_error(exc: OSError) -> AgentError:
-    if isinstance(exc, socket.gaierror | socket.herror) or exc.errno in _NETWORK_ERRNOS:
-        return unavailable(exc)
-    return _unexpected(exc)
-
-
-def _permission(exc: PermissionError) -> AgentError:
-    return PermissionDenied(text(exc), error_type="permission_denied", details=describe(exc))
-
-
-def _pydantic(exc: pydantic.ValidationError) -> AgentError:
-    problems: list[str] = []
-    for error in exc.errors(include_url=False, include_input=False):
-        field = ".".join(str(part) for part in error["loc"])
-        problems.append(f"{field}: {error['msg']}" if field else error["msg"])
-    return InvalidInput(
-        f"invalid input: {'; '.join(problems)}",
-        error_type="invalid_input",
-        details=f"{exc.title}: {exc.error_count()} validation error(s)",
-    )
 
 
 def _redactor(exc: BaseException) -> Callable[[str], str]:
@@ -503,18 +313,6 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
 
     return redact
 
-
-_BUILTIN_MAPPERS: dict[type[BaseException], Mapper] = {
-    AgentError: _itself,
-    asyncio.CancelledError: _stray_cancel,
-    CallFailed: _final,
-    # asyncio.TimeoutError and socket.timeout are aliases of TimeoutError.
-    TimeoutError: timeout,
-    ConnectionError: unavailable,
-    OSError: _os_error,
-    PermissionError: _permission,
-    pydantic.ValidationError: _pydantic,
-}
 
 # The SDKs' mappings, loaded the first time an exception is classified after the SDK was
 # imported: an exception of an SDK cannot exist before, and importing agentmesh must not

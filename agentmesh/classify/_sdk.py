@@ -1,4 +1,4 @@
-"""What the HTTP SDKs' exceptions mean: `httpx2` and the `anthropic` SDK.
+"""What the SDKs' exceptions mean: `httpx2`, the `anthropic` SDK and the MCP SDK.
 
 `agentmesh.classify` loads these mappings only once the SDK itself has been imported by
 someone (an exception of the SDK cannot exist before), so importing agentmesh costs
@@ -17,11 +17,19 @@ none of them: the anthropic SDK alone takes about a second to import.
     httpx2.TimeoutException             transient   timeout
     httpx2.TransportError               transient   unavailable
     httpx2.HTTPStatusError              by HTTP status (a 429 as above)
-    mcp.MCPError                        by JSON-RPC code (see `agentmesh.mcp._errors`)
+    mcp.MCPError by its JSON-RPC code:
+      -32000 connection closed          transient   unavailable
+      -32001 request timeout            transient   timeout
+      -32602 invalid params             validation  invalid_params
+      any other code                    other       mcp_error (the code in details)
+
+The tool path of `agentmesh.mcp` raises its other failures itself (a lost connection,
+a result with `isError: true`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import sys
@@ -32,14 +40,24 @@ from typing import TYPE_CHECKING, Final
 
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorType
-from agentmesh.errors import AgentError, BusinessError, PermissionDenied, TransientError
+from agentmesh.errors import (
+    AgentError,
+    BusinessError,
+    InvalidInput,
+    PermissionDenied,
+    TransientError,
+)
 
 if TYPE_CHECKING:
     import anthropic
     import httpx2
+    import mcp
 
 __all__ = ["QUOTA_RESET_AFTER", "SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
 
+
+# An MCP error's data can be large; its details keep the start.
+_MAX_DATA: Final = 2000
 
 _TRANSIENT = ErrorCategory.TRANSIENT
 _VALIDATION = ErrorCategory.VALIDATION
@@ -174,10 +192,30 @@ def _anthropic_mappers() -> dict[type[BaseException], Mapper]:
     }
 
 
-def _mcp_mappers() -> dict[type[BaseException], Mapper]:
-    from agentmesh.mcp._errors import mappers
+def _mcp_error(exc: mcp.MCPError) -> AgentError:
+    # The SDK is imported by now (an exception of it exists): its codes, fixed by JSON-RPC.
+    from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-    return mappers()
+    details = f"JSON-RPC error {exc.code}"
+    if exc.data is not None:
+        data = json.dumps(exc.data, separators=(",", ":"), default=repr)
+        details += f"; data: {data[:_MAX_DATA]}"
+    message = exc.message or f"JSON-RPC error {exc.code}"
+    if exc.code == CONNECTION_CLOSED:
+        return TransientError(message, error_type="unavailable", details=details)
+    if exc.code == REQUEST_TIMEOUT:
+        return TransientError(message, error_type="timeout", details=details)
+    if exc.code == INVALID_PARAMS:
+        return InvalidInput(message, error_type="invalid_params", details=details)
+    return AgentError(
+        message, category=ErrorCategory.OTHER, error_type="mcp_error", details=details
+    )
+
+
+def _mcp_mappers() -> dict[type[BaseException], Mapper]:
+    import mcp
+
+    return {mcp.MCPError: _mcp_error}
 
 
 SDK_MAPPINGS: Final[dict[str, Callable[[], dict[type[BaseException], Mapper]]]] = {

@@ -18,7 +18,6 @@ from agentmesh.approvals import (
 )
 from agentmesh.envelope import PolicyVerdict
 from agentmesh.errors import UsageError
-from agentmesh.report._report import call_text, value_text
 
 __all__ = ["answer_notes", "answered", "asked_and_answered", "given_approvals"]
 
@@ -74,24 +73,8 @@ def answered(pending: PendingApproval, answer: Approval) -> AnsweredApproval:
 
 
 def answer_notes(answers: Sequence[AnsweredApproval]) -> list[str]:
-    """What the answers that let a task go on did, for its coverage reason.
-
-    A rejection, and an approved escalation, end the task: its reason says so already.
-    """
-    notes = []
-    for item in answers:
-        if item.answer == "reject":
-            continue
-        where = f"by a person (approval {item.id})"
-        if item.kind is ApprovalKind.ESCALATION:
-            if item.answer == "edit":
-                query, was = value_text(item.edited_query), value_text(item.query)
-                notes.append(f"edited {where}: query {query} (was {was})")
-        elif item.answer == "approve":
-            notes.append(f"approved {where}: {call_text(item.tool, item.arguments)}")
-        else:
-            notes.append(f"edited {where}: {item.tool} with {_changes(item)}")
-    return notes
+    """What the answers that let a task go on did, for its coverage reason."""
+    return [note for item in answers if (note := item.note()) is not None]
 
 
 def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredApproval]) -> bool:
@@ -101,14 +84,3 @@ def asked_and_answered(ruling: PolicyVerdict, answers: Sequence[AnsweredApproval
         for item in answers
         if item.kind is ApprovalKind.TOOL_CALL
     )
-
-
-def _changes(item: AnsweredApproval) -> str:
-    before, after = item.arguments or {}, item.edited_arguments or {}
-    changed = [
-        f"{key}={value_text(value)}"
-        + (f" (was {value_text(before[key])})" if key in before else "")
-        for key, value in after.items()
-        if key not in before or before[key] != value
-    ]
-    return ", ".join(changed) or "the arguments asked about"

@@ -13,20 +13,20 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias
 
+from agentmesh._engine._human import refuse_asks_without_store
 from agentmesh._numbers import whole
 from agentmesh.approvals import Approval
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._answers import given_approvals
 from agentmesh.coordinator._limits import RunLimits
 from agentmesh.coordinator._plan import plan
-from agentmesh.coordinator._resume import check_asks, opening
+from agentmesh.coordinator._resume import opening
 from agentmesh.coordinator._router import Rewriter, Router, RouterLike
 from agentmesh.coordinator._run import Run
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
 from agentmesh.events import DEFAULT_BUFFER, RunStream
-from agentmesh.events._stream import Start
 from agentmesh.executors import Executor, LocalExecutor
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import Report
@@ -113,7 +113,12 @@ class Coordinator:
         for policy in policies:
             if not isinstance(policy, ToolPolicy):
                 raise UsageError(f"{policy!r} is not a policy; use @pre_tool_use / @post_tool_use")
-        check_asks(policies, [*spokes, *(alternatives or {}).values()], store)
+        if store is None:
+            everyone = [*spokes, *(alternatives or {}).values()]
+            refuse_asks_without_store(
+                [*policies, *(p for sub in everyone for p in sub.policies)],
+                "the Coordinator has no store=",
+            )
         self.subagents = {sub.name: sub for sub in spokes}
         self.rewriter = rewriter
         self.synthesizer: Synthesizer = synthesizer or DeterministicSynthesizer()
@@ -214,7 +219,7 @@ class Coordinator:
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         buffer = whole("Coordinator.stream(buffer=)", buffer, at_least=1)
         run = Run(self, run_id or uuid.uuid4().hex[:12])
-        return RunStream(run, Start(plan(tasks, self.subagents)), buffer)
+        return RunStream(run, plan(tasks, self.subagents), buffer)
 
     async def resume(
         self,

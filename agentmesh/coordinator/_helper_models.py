@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh._engine._events import TaskEvents
 from agentmesh._engine._task import TaskEngine
+from agentmesh._engine._usage import UsageTally
 from agentmesh._logging import get_logger
 from agentmesh.classify import Classifier
 from agentmesh.policies import PolicyChain
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
 from agentmesh.task import Task
-from agentmesh.usage._records import UsageSummary, UsageTally, summed
+from agentmesh.usage import UsageSummary
 
 __all__ = ["REWRITER", "SYNTHESIZER", "HelperModels", "helper_context"]
 
@@ -56,7 +58,7 @@ def helper_context(
         log=log if log is not None else get_logger(run_id=scope.run_id, helper=helper),
     )
     if task_id is None and scope.events is not None:
-        ctx.events = scope.events.for_task(None, helper)
+        ctx.events = TaskEvents(scope.events, None, helper)
     if scope.budget is not None:
         # A subagent's run deposits its first attempt; nothing runs a helper, so here.
         scope.budget.record_first_attempt()
@@ -99,8 +101,13 @@ class HelperModels:
 
     def usage(self) -> dict[str, UsageSummary]:
         """Each helper's model usage in the run; helpers that called no model are left out."""
-        by_helper = {
-            helper: summed(tally.summary() for tally in tallies)
-            for helper, tallies in self._tallies.items()
-        }
+        by_helper = {helper: _total(tallies) for helper, tallies in self._tallies.items()}
         return {helper: usage for helper, usage in by_helper.items() if usage is not None}
+
+
+def _total(tallies: list[UsageTally]) -> UsageSummary | None:
+    """What the calls of one helper used together; None when none called a model."""
+    total = UsageTally()
+    for tally in tallies:
+        total.merge(tally.summary())
+    return total.summary()

@@ -12,7 +12,7 @@ approvals: task ids repeat from run to run (task-0, task-1, ...).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, ClassVar, Final
 
@@ -20,19 +20,16 @@ import pydantic_core
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
 
+from agentmesh._codec import read_as
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
 from agentmesh._redaction import redact
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
-from agentmesh.checkpoints._codec import read_as
 from agentmesh.coordinator._answers import answered
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
-from agentmesh.events import ApprovalApplied
-from agentmesh.events._channel import EventSink
-from agentmesh.events._stream import Start
-from agentmesh.policies import ToolPolicy
+from agentmesh.events import ApprovalApplied, EventSink
 from agentmesh.report import CoverageStatus, Escalate, Route, Step, TaskRecord
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
@@ -40,7 +37,6 @@ from agentmesh.task import Task
 __all__ = [
     "Plan",
     "Redo",
-    "check_asks",
     "load_plan",
     "load_records",
     "opening",
@@ -64,26 +60,6 @@ class Redo:
 
     task: Task
     steps: tuple[Step, ...]
-
-
-def check_asks(
-    policies: Sequence[ToolPolicy],
-    subagents: Iterable[Subagent],
-    store: object,
-    *,
-    missing: str = "the Coordinator has no store=",
-) -> None:
-    """Refuse, when the coordinator is built, policies that may ask while no store is set."""
-    if store is not None:
-        return
-    asking = [p for p in policies if p.asks]
-    asking += [p for sub in subagents for p in sub.policies if p.asks]
-    if asking:
-        names = sorted({getattr(p, "name", type(p).__name__) for p in asking})
-        raise UsageError(
-            f"policies {names} may ask a person (Decision.ask), but {missing}: a pending "
-            "approval must be kept in a checkpoint store to be answered"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +293,7 @@ async def opening(
     run_id: str,
     decisions: dict[str, Approval],
     given: Sequence[Job] | None,
-) -> Start:
+) -> tuple[list[Job], DecisionBook, dict[str, TaskRecord]]:
     """What a resume starts from: the plan, the decisions given (saved) and the records."""
     plan = await load_plan(store, run_id, subagents)
     jobs = list(plan.jobs) if given is None else originals(plan, given, run_id)
@@ -326,4 +302,4 @@ async def opening(
     saved = await load_records(store, run_id)
     if given is None:
         refuse_masked(plan, saved, book, run_id)
-    return Start(jobs, book, saved)
+    return jobs, book, saved

@@ -23,12 +23,11 @@ from agentmesh.coordinator._plan import Job
 from agentmesh.coordinator._resume import Redo, save_plan, settle, stored
 from agentmesh.coordinator._state import Hub, RunState
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer
-from agentmesh.events import RunFinished, RunStarted
-from agentmesh.events._channel import EventSink
+from agentmesh.events import EventSink, RunFinished, RunStarted
 from agentmesh.report import Report, TaskRecord
 from agentmesh.retry import RetryBudget
 from agentmesh.scope import RunScope
-from agentmesh.usage._meter import UsageMeter
+from agentmesh.usage import UsageMeter
 
 __all__ = ["Run"]
 

@@ -14,7 +14,7 @@ from agentmesh.coordinator._limits import RunLimits
 from agentmesh.coordinator._resume import Redo
 from agentmesh.coordinator._router import Rewriter, RouterLike
 from agentmesh.coordinator._synthesis import Synthesizer
-from agentmesh.events._channel import EventSink
+from agentmesh.events import EventSink
 from agentmesh.executors import Executor
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import TaskRecord

@@ -13,14 +13,15 @@
 
 Every event carries `run_id`, `task_id` (None for the run's own), `seq` (1, 2, ... in
 the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSON form
-(secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself.
+(secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself;
+`EventSink` is where a run's events go (`RunScope.events`).
 
 `ApprovalApplied` was called `DecisionApplied` until 0.2; the old name still imports,
 with a `DeprecationWarning`, for one release, and `parse_event` reads its old JSON.
 """
 
 from agentmesh._signatures import kept_for_one_release
-from agentmesh.events._channel import DEFAULT_BUFFER
+from agentmesh.events._channel import DEFAULT_BUFFER, EventSink
 from agentmesh.events._stream import RunStream, StreamState
 from agentmesh.events._types import (
     ApprovalApplied,
@@ -45,6 +46,7 @@ __all__ = [
     "AttemptFailed",
     "EscalationPending",
     "Event",
+    "EventSink",
     "PartialRecorded",
     "PolicyRuling",
     "Routed",

@@ -1,4 +1,4 @@
-"""Where a run's events go: the channel a stream reads, and a task's view of it.
+"""Where a run's events go: `EventSink`, and the channel a stream reads.
 
 The run scope carries the run's sink (`RunScope.events`); without a consumer it is None
 and nothing is built. Emission is synchronous (a policy ruling, `ctx.record_partial`
@@ -13,21 +13,13 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.envelope import ErrorEnvelope, PartialResults, PolicyVerdict
-from agentmesh.events._types import (
-    AttemptFailed,
-    PartialRecorded,
-    PolicyRuling,
-    RunEvent,
-    UsageUpdated,
-)
-from agentmesh.usage import ModelUsage, UsageSummary
+from agentmesh.envelope import PartialResults
+from agentmesh.events._types import PartialRecorded, RunEvent
 
-__all__ = ["DEFAULT_BUFFER", "EventChannel", "EventCollector", "EventSink", "TaskEvents"]
+__all__ = ["DEFAULT_BUFFER", "EventChannel", "EventSink"]
 
 E = TypeVar("E", bound=RunEvent)
 
@@ -36,7 +28,12 @@ DEFAULT_BUFFER = 1024
 
 
 class EventSink:
-    """Numbers a run's events and hands each to `_put`; subclasses decide where it goes."""
+    """Where a run's events go (`RunScope.events`): numbers each event of the run, in order.
+
+    `emit` builds the run's next event, `forward` numbers one built elsewhere (a remote
+    task's); a subclass decides where an event goes (`_put`), and may make the run wait
+    at its next `room()` for a consumer that is behind. A `RunStream` reads its own sink.
+    """
 
     __slots__ = ("_seq", "run_id")
 
@@ -57,9 +54,6 @@ class EventSink:
         """Pass on an event built elsewhere (a remote task's), numbered in this run."""
         self._seq += 1
         self._put(dataclasses.replace(event, run_id=self.run_id, seq=self._seq))
-
-    def for_task(self, task_id: str | None, subagent: str) -> TaskEvents:
-        return TaskEvents(self, task_id, subagent)
 
     async def room(self) -> None:
         """Return once the consumer has room for more events (at once, by default)."""
@@ -133,101 +127,3 @@ class EventChannel(EventSink):
         """The progress task `task_id` recorded so far, merged over its attempts."""
         recorder = self.partials.get(task_id)
         return None if recorder is None else recorder.snapshot()
-
-
-class EventCollector(EventSink):
-    """Keeps a task's events in a list: a Ray worker's, handed back with the outcome."""
-
-    __slots__ = ("events",)
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
-        self.events: list[RunEvent] = []
-
-    def _put(self, event: RunEvent) -> None:
-        self.events.append(event)
-
-
-class TaskEvents:
-    """The run's sink as one task's `Context` uses it: the task and subagent filled in.
-
-    `task_id` is None for the run's own model calls (the synthesizer's).
-    """
-
-    __slots__ = ("sink", "subagent", "task_id")
-
-    def __init__(self, sink: EventSink, task_id: str | None, subagent: str) -> None:
-        self.sink = sink
-        self.task_id = task_id
-        self.subagent = subagent
-
-    def attempt_failed(
-        self, source: str, envelope: ErrorEnvelope, attempt: int, retry_in: float | None
-    ) -> None:
-        self.sink.emit(
-            AttemptFailed,
-            self.task_id,
-            source=source,
-            attempt=attempt,
-            envelope=envelope,
-            retry_in=retry_in,
-        )
-
-    def usage_updated(self, line: ModelUsage, total: UsageSummary) -> None:
-        self.sink.emit(
-            UsageUpdated,
-            self.task_id,
-            subagent=self.subagent,
-            model=line.model,
-            usage=line,
-            total=total,
-        )
-
-    def ruling(self, verdict: PolicyVerdict) -> None:
-        self.sink.emit(PolicyRuling, self.task_id, subagent=self.subagent, verdict=verdict)
-
-    def record(
-        self,
-        recorder: PartialRecorder,
-        findings: Iterable[Any] | Any,
-        completed: str | Iterable[str] | None,
-        pending: str | Iterable[str] | None,
-    ) -> None:
-        """`recorder.record(...)` (for `ctx.record_partial`), then its event.
-
-        Read once, here: a generator given to `record_partial` is not iterated twice.
-        """
-        # As `PartialRecorder` reads them: a dict or a string is one finding.
-        if isinstance(findings, dict | str | bytes) or not isinstance(findings, Iterable):
-            findings = (findings,)
-        items, done, todo = tuple(findings), _names(completed), _names(pending)
-        recorder.record(items, completed=done, pending=todo)
-        self.sink.emit(
-            PartialRecorded,
-            self.task_id,
-            subagent=self.subagent,
-            findings=items,
-            completed=done,
-            pending=todo,
-        )
-
-    def restored(self, recorder: PartialRecorder) -> None:
-        """The progress a previous run saved, now in `recorder`, read back."""
-        self.sink.emit(
-            PartialRecorded,
-            self.task_id,
-            subagent=self.subagent,
-            findings=recorder.findings,
-            completed=recorder.completed,
-            pending=recorder.pending,
-            restored=True,
-        )
-
-    def room(self) -> Any:
-        return self.sink.room()
-
-
-def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)

@@ -21,28 +21,30 @@ from agentmesh.errors import UsageError
 from agentmesh.events._channel import EventChannel
 from agentmesh.events._types import Event
 from agentmesh.report import Report, TaskRecord
-from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
     from agentmesh._engine._human import DecisionBook
+    from agentmesh.subagents import Subagent
 
-__all__ = ["RunStream", "Runnable", "Start", "StreamState"]
+__all__ = ["RunStream", "Runnable", "StreamState"]
 
-Jobs = Sequence[tuple[str, Task, Subagent]]
+# `Subagent` for type checking only: the subagents import the task engine, which imports
+# these events at run time.
+Jobs = Sequence[tuple[str, Task, "Subagent"]]
+
+Opening = Callable[[], Awaitable[tuple[Jobs, "DecisionBook | None", dict[str, TaskRecord] | None]]]
+"""A resume's start, taken at its first iteration: it reads the run's plan and gives its
+approvals, and returns the jobs, the run's approvals and the records of finished tasks."""
 
 
 @dataclass(frozen=True, slots=True)
-class Start:
+class _Start:
     """What a run starts from: its jobs; for a resume, its approvals and saved records."""
 
     jobs: Jobs
     book: DecisionBook | None = None
     saved: dict[str, TaskRecord] | None = None
-
-
-# A resume reads its plan and gives its approvals only when it is started.
-Opening = Callable[[], Awaitable[Start]]
 
 
 class Runnable(Protocol):
@@ -97,13 +99,13 @@ class RunStream:
     that, it has resumed nothing and has no report.
     """
 
-    def __init__(self, run: Runnable, start: Start | Opening, buffer: int) -> None:
+    def __init__(self, run: Runnable, start: Jobs | Opening, buffer: int) -> None:
         self.run_id = run.run_id
         self.buffer = buffer
         self.report: Report | None = None
         self.state = StreamState.NEW
         self._run = run
-        self._start_from: Start | Opening | None = start
+        self._start_from: Jobs | Opening | None = start
         self._jobs: Jobs | None = None
         self._channel: EventChannel | None = None
         self._task: asyncio.Task[Report] | None = None
@@ -141,7 +143,7 @@ class RunStream:
             self._settle(task)
         raise StopAsyncIteration
 
-    def _begin(self, start: Start) -> None:
+    def _begin(self, start: _Start) -> None:
         self._jobs = start.jobs  # kept for the partial report
         self._channel = EventChannel(self.run_id, self.buffer)
         self._run.begin(self._channel, start.book)
@@ -149,20 +151,21 @@ class RunStream:
         # collected at once, and cancels its run (see `__del__`).
         self._task = asyncio.create_task(_produce(self._run, start, self._channel))
 
-    async def _open(self) -> Start:
+    async def _open(self) -> _Start:
         """What the run starts from, taken once: the stream is running from here on."""
         start_from = self._start_from
         if self.state is not StreamState.NEW or start_from is None:
             raise UsageError(f"this stream of run {self.run_id} is {self.state.value}")
         self._start_from = None
         self.state = StreamState.RUNNING
-        if isinstance(start_from, Start):
-            return start_from
+        if not callable(start_from):
+            return _Start(start_from)
         try:
-            return await start_from()
+            jobs, book, saved = await start_from()
         except BaseException:
             self.state = StreamState.FAILED
             raise
+        return _Start(jobs, book, saved)
 
     def _settle(self, task: asyncio.Task[Report]) -> None:
         """The run's task ended: its report, or its exception raised here."""
@@ -183,9 +186,9 @@ class RunStream:
         if self.state is StreamState.NEW:
             start_from, self._start_from = self._start_from, None
             self.state = StreamState.STOPPED
-            if isinstance(start_from, Start):
+            if start_from is not None and not callable(start_from):
                 self._run.begin(None)
-                self.report = await self._run.stopped_report(start_from.jobs, STOPPED)
+                self.report = await self._run.stopped_report(start_from, STOPPED)
             return
         if task is None or self.state is not StreamState.RUNNING:
             return
@@ -237,7 +240,7 @@ class RunStream:
         return f"<RunStream {self.run_id} {self.state.value}>"
 
 
-async def _produce(run: Runnable, start: Start, channel: EventChannel) -> Report:
+async def _produce(run: Runnable, start: _Start, channel: EventChannel) -> Report:
     try:
         return await run.execute(start.jobs, start.saved)
     finally:

@@ -31,17 +31,18 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
   calls and policy memory, the in-run ledger and the rate-limit starts; the user's
   state is shared there too.
+
+This module is the executor's face: its options, its lifecycle and one dispatch. What
+may be shipped is decided in `_ray_shipping`, what a lost or cut task becomes in
+`_ray_failures`, the shared dicts in `_ray_shared`; `_ray_worker` is the worker's side.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import sysconfig
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
@@ -50,14 +51,30 @@ from pydantic import ConfigDict, TypeAdapter
 from agentmesh._engine._model_calls import marked_usage_refusal
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number, whole
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults
+from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
+from agentmesh.executors._ray_failures import (
+    _as_defaults,
+    _cause,
+    _cut,
+    _lost,
+    _settled,
+    _unavailable,
+)
+from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
+from agentmesh.executors._ray_shipping import (
+    _by_value,
+    _check_shared,
+    _module,
+    _modules_of,
+    _unshippable,
+)
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from agentmesh.executors._ray_worker import Shipment
+    from agentmesh.executors._ray_worker import Shipment, Spec
 
 __all__ = ["RayExecutor"]
 
@@ -227,36 +244,10 @@ class RayExecutor:
 
     async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome:
         """Run `subagent` on `task` as a Ray task and return its outcome."""
-        from agentmesh.executors._ray_worker import Spec, apply_ops, merge_scope, scope_wire
-
         deadline_at = None if dispatch.timeout is None else time.time() + dispatch.timeout
         self.connect()
         scope = dispatch.scope
-        subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
-        policies_box = None
-        if scope.policies:
-            policies_box = self._ship(scope.policies, "the coordinator's policies")
-        store_box = None
-        if scope.store is not None:
-            store_box = self._ship(scope.store, f"store {scope.store!r}", check=_check_shared)
-        budget = scope.budget
-        spec = Spec(
-            subagent=subagent_box,
-            policies=policies_box,
-            store=store_box,
-            task=task,
-            run_id=dispatch.run_id,
-            task_id=dispatch.task_id,
-            call=uuid.uuid4().hex,
-            deadline_at=deadline_at,
-            budget=None if budget is None else (budget.ratio, budget.reserve),
-            budget_batch=self.budget_batch,
-            state=dict(scope.state),
-            shared=scope_wire(scope),
-            state_refresh=self.state_refresh,
-            actor=(self._actor_name, _NAMESPACE),
-            events=scope.events is not None,
-        )
+        spec = self._spec(subagent, task, dispatch, deadline_at)
         remote = self._remote.options(**self.task_options) if self.task_options else self._remote
         ref = remote.remote(spec)
         wait = None if dispatch.timeout is None else dispatch.timeout + _DEADLINE_GRACE
@@ -276,19 +267,8 @@ class RayExecutor:
         except Exception as exc:
             if not _lost(exc):
                 raise _cause(exc) from None
-            partials, state, shared = await self._take(spec)
-            # What the lost task wrote reached the actor, not this process: merge it in.
-            apply_ops(scope.state, _as_defaults(state))
-            merge_scope(scope, _as_defaults(shared))
-            self._log.warning(
-                "ray_task_lost",
-                run_id=spec.run_id,
-                task_id=spec.task_id,
-                subagent=subagent.name,
-                error=type(exc).__name__,
-                partial=partials is not None,
-            )
-            return _unavailable(subagent, task, exc, partials)
+            return await self._lost_outcome(subagent, task, dispatch, spec, exc)
+        budget = scope.budget
         if budget is not None and result["budget"] is not None:
             first_attempts, retries, denied, deposits, unused = result["budget"]
             # The driver's budget object counts what the workers did, for the run's log.
@@ -308,6 +288,58 @@ class RayExecutor:
         if result["usage_refusal"] and isinstance(outcome, ErrorEnvelope):
             return marked_usage_refusal(outcome)  # the worker's usage limit refused it
         return outcome
+
+    def _spec(
+        self, subagent: Subagent, task: Task, dispatch: Dispatch, deadline_at: float | None
+    ) -> Spec:
+        """The dispatch as a worker takes it, what it shares shipped once (see `_ship`)."""
+        from agentmesh.executors._ray_worker import Spec
+
+        scope = dispatch.scope
+        subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
+        policies_box = None
+        if scope.policies:
+            policies_box = self._ship(scope.policies, "the coordinator's policies")
+        store_box = None
+        if scope.store is not None:
+            store_box = self._ship(scope.store, f"store {scope.store!r}", check=_check_shared)
+        budget = scope.budget
+        return Spec(
+            subagent=subagent_box,
+            policies=policies_box,
+            store=store_box,
+            task=task,
+            run_id=dispatch.run_id,
+            task_id=dispatch.task_id,
+            call=uuid.uuid4().hex,
+            deadline_at=deadline_at,
+            budget=None if budget is None else (budget.ratio, budget.reserve),
+            budget_batch=self.budget_batch,
+            state=dict(scope.state),
+            shared=scope_wire(scope),
+            state_refresh=self.state_refresh,
+            actor=(self._actor_name, _NAMESPACE),
+            events=scope.events is not None,
+        )
+
+    async def _lost_outcome(
+        self, subagent: Subagent, task: Task, dispatch: Dispatch, spec: Spec, exc: Exception
+    ) -> ErrorEnvelope:
+        """The envelope of a task whose worker was lost, with the progress it recorded."""
+        scope = dispatch.scope
+        partials, state, shared = await self._take(spec)
+        # What the lost task wrote reached the actor, not this process: merge it in.
+        apply_ops(scope.state, _as_defaults(state))
+        merge_scope(scope, _as_defaults(shared))
+        self._log.warning(
+            "ray_task_lost",
+            run_id=spec.run_id,
+            task_id=spec.task_id,
+            subagent=subagent.name,
+            error=type(exc).__name__,
+            partial=partials is not None,
+        )
+        return _unavailable(subagent, task, exc, partials)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -401,215 +433,3 @@ class RayExecutor:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "connected" if self._actor is not None else "new"
         return f"<RayExecutor address={self.address!r} {state}>"
-
-
-def _as_defaults(state: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Writes that add what `state` has to a copy of it, keeping what the copy has."""
-    ops: list[tuple[Any, ...]] = []
-    for key, value in state.items():
-        if isinstance(value, dict):
-            ops += [("default_in", key, item, inner) for item, inner in value.items()]
-        else:
-            ops.append(("default", key, value))
-    return ops
-
-
-async def _settled(ref: Any, seconds: float) -> bool:
-    """Whether the task behind `ref` ended (in any way) within `seconds`."""
-    future = asyncio.ensure_future(_wait(ref))
-    done, _ = await asyncio.wait({future}, timeout=seconds)
-    if not done:
-        future.cancel()
-    return bool(done)
-
-
-async def _wait(ref: Any) -> None:
-    try:
-        await ref
-    except Exception:
-        return  # cancelled, crashed or failed: ended all the same
-
-
-def _lost(exc: BaseException) -> bool:
-    """True for a Ray failure of the task's worker or node, not of the task's code."""
-    from ray import exceptions as rx
-
-    if isinstance(exc, rx.TaskCancelledError):
-        return True  # not by us (we were not cancelled): e.g. a node drained
-    if isinstance(exc, rx.RayTaskError | rx.RuntimeEnvSetupError):
-        return False
-    return isinstance(exc, rx.RayError)
-
-
-def _cause(exc: Exception) -> Exception:
-    """The exception the remote code raised, without Ray's wrapper."""
-    from ray.exceptions import RayTaskError
-
-    if isinstance(exc, RayTaskError) and isinstance(exc.cause, Exception):
-        return exc.cause
-    return exc
-
-
-def _unavailable(
-    subagent: Subagent, task: Task, exc: BaseException, partials: PartialResults | None
-) -> ErrorEnvelope:
-    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-    return ErrorEnvelope(
-        error_category=ErrorCategory.TRANSIENT,
-        error_type="unavailable",
-        is_retryable=True,
-        message=(
-            f"the Ray worker running {subagent.name} was lost mid-task "
-            f"({type(exc).__name__}); the progress it had recorded is kept"
-        ),
-        attempted_query=task.query,
-        source=subagent.name,
-        attempts=1,
-        partial_results=partials,
-        alternative_approaches=subagent.alternatives or None,
-        details=f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__,
-    )
-
-
-def _cut(
-    subagent: Subagent, task: Task, deadline: float | None, partials: PartialResults | None
-) -> ErrorEnvelope:
-    return ErrorEnvelope(
-        error_category=ErrorCategory.TRANSIENT,
-        error_type="timeout",
-        is_retryable=True,
-        message=(
-            f"cut at the deadline ({deadline:g}s): the Ray task did not hand back its "
-            "outcome in time and was cancelled"
-        ),
-        attempted_query=task.query,
-        source=subagent.name,
-        attempts=1,
-        partial_results=partials,
-        alternative_approaches=subagent.alternatives or None,
-    )
-
-
-def _check_shared(store: object) -> None:
-    """Refuse a store that each worker would get a private copy of."""
-    from agentmesh.checkpoints import MemoryStore, SQLiteStore
-
-    if isinstance(store, MemoryStore):
-        where = "this process's memory"
-    elif isinstance(store, SQLiteStore) and len(_cluster_hosts()) > 1:
-        where = f"a SQLite file ({store.path}) of one host, on a cluster of several"
-    else:
-        return
-    raise UsageError(
-        f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in "
-        f"{where}, which is not storage the workers share (each would read and write a "
-        "copy of its own, and a resumed run would not find them). Give the coordinator a "
-        "PostgresStore(dsn), sent to the workers as its connection string, or, when every "
-        "worker runs on this machine, a SQLiteStore(path)."
-    )
-
-
-def _cluster_hosts() -> set[str]:
-    """The addresses of the live nodes of the connected cluster."""
-    import ray
-
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
-    return {node["NodeManagerAddress"] for node in nodes if node.get("Alive")}
-
-
-def _unshippable(obj: object, what: str, exc: Exception) -> UsageError:
-    from ray import cloudpickle
-
-    # Ray's own message carries a page of serializability diagnostics; pickling again
-    # gives the one line that says what failed.
-    try:
-        cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]  # unannotated upstream
-    except Exception as plain:
-        exc = plain
-    reason = (str(exc).strip().splitlines() or [""])[0]
-    culprit = _culprit(obj)
-    where = f" ({culprit})" if culprit else ""
-    return UsageError(
-        f"{what} cannot be sent to Ray workers: {type(exc).__name__}: {reason}{where}. "
-        "What a subagent (or a policy, or the store) holds is pickled and sent to each "
-        "worker, so it must not hold what only lives in this process (a lock, a socket, an "
-        "open client or connection): create those inside the subagent's code, or once per "
-        "worker."
-    )
-
-
-def _culprit(obj: object) -> str | None:
-    """Name the first part of `obj` that cannot be pickled, one level deep."""
-    from ray import cloudpickle
-
-    def bad(value: object) -> bool:
-        try:
-            cloudpickle.dumps(value)  # type: ignore[no-untyped-call]  # unannotated upstream
-        except Exception:
-            return True
-        return False
-
-    fn = getattr(obj, "fn", None)
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):  # type: ignore[union-attr]  # fn has __code__, so it is a function
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if bad(value):
-                return f"its function closes over {name!r}: {type(value).__name__}"
-        global_names = getattr(fn, "__globals__", {})
-        for name in code.co_names:
-            if name in global_names and bad(global_names[name]):
-                return f"its function uses the global {name!r}: {type(global_names[name]).__name__}"
-    for name, value in getattr(obj, "__dict__", {}).items():
-        if bad(value):
-            return f"its attribute {name!r}: {type(value).__name__}"
-    return None
-
-
-def _module(module: ModuleType | str) -> ModuleType:
-    if isinstance(module, ModuleType):
-        return module
-    if module not in sys.modules:
-        raise UsageError(f"RayExecutor(ship_modules=): module {module!r} is not imported")
-    return sys.modules[module]
-
-
-def _modules_of(obj: object) -> list[ModuleType]:
-    """The user modules that define `obj` (its class, its function, its parts')."""
-    names: set[str] = set()
-    items = list(obj) if isinstance(obj, tuple | list) else [obj]
-    for item in items:
-        names.add(type(item).__module__)
-        fn = getattr(item, "fn", None)
-        if fn is not None:
-            names.add(getattr(fn, "__module__", "") or "")
-    modules = [sys.modules.get(name) for name in names]
-    return [m for m in modules if m is not None and not _importable_everywhere(m)]
-
-
-def _importable_everywhere(module: ModuleType) -> bool:
-    """Installed code (the standard library, site-packages, agentmesh) is imported by
-    the workers; anything else (a script, a test file, a notebook) goes by value."""
-    name = module.__name__
-    if name == "__main__" or name == "agentmesh" or name.startswith("agentmesh."):
-        return True  # cloudpickle ships __main__ by value by itself
-    file = getattr(module, "__file__", None)
-    if file is None:
-        return True  # built-in
-    path = Path(file).resolve()
-    roots = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return any(path.is_relative_to(Path(root).resolve()) for root in roots)
-
-
-_REGISTERED: set[str] = set()
-
-
-def _by_value(module: ModuleType) -> None:
-    from ray import cloudpickle
-
-    if module.__name__ not in _REGISTERED:
-        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # unannotated upstream
-        _REGISTERED.add(module.__name__)

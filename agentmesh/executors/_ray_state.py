@@ -182,7 +182,7 @@ class StateActor:
             return run.version, None, None
         return run.version, run.state, run.shared
 
-    # -- the in-run ledger (rows as `StoreBase` keeps them) ----------------------------
+    # -- the in-run ledger (rows: a checkpoint's address, then the checkpoint) ----------
 
     def row_put(self, row: tuple[Any, ...]) -> None:
         self._run(row[0]).rows[(row[0], row[1], row[2])] = row

@@ -18,34 +18,32 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeVar, overload
 
+import pydantic_core
 import ray
 
+from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger
-from agentmesh.checkpoints import CheckpointStore
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
-from agentmesh.envelope import Outcome, PartialResults, PolicyVerdict
-from agentmesh.events._channel import EventCollector
-from agentmesh.executors._ray_state import Op, apply_op
+from agentmesh.envelope import Outcome, PartialResults
+from agentmesh.events import EventSink, RunEvent
+from agentmesh.executors._ray_shared import SharedState, _WorkerScope
+from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
-from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Shipment", "Spec", "merge_scope", "run_task", "scope_wire", "wire"]
+__all__ = ["Shipment", "Spec", "run_task", "wire"]
+
+T = TypeVar("T")
 
 Space = Literal["state", "scope"]
 """Which of a run's shared dicts a write goes to: the user's state or the scope's."""
-
-# The scope's parts on the wire (the actor's "scope" space): one flat dict whose writes
-# one level deep are shared, the forbidden calls under one key, each policy's memory
-# under `policy:<name>`.
-_FORBIDDEN: Final = "forbidden_calls"
-_POLICY: Final = "policy:"
 
 # How long a worker waits for the actor to acknowledge a partial result or a lease.
 _ACTOR_TIMEOUT: Final = 30.0
@@ -352,192 +350,72 @@ class LeasedBudget(RetryBudget):
         return granted
 
 
-class SharedState(dict[str, Any]):
-    """A run's shared dict in a worker: writes go to the actor and back to the driver.
-
-    Used for the user's state and for the run scope's forbidden calls and policy memory.
-    Covers what stateful policies do with `event.state` or their memory: set or delete a
-    key, and set or delete an item of a dict stored under a key
-    (`state.setdefault(k, {})[item] = v`). Other workers' writes arrive every
-    `state_refresh` seconds while the task runs.
-    """
-
-    def __init__(self, snapshot: dict[str, Any], link: _Link | _Writes) -> None:
-        super().__init__()
-        self._link = link
-        self.ops: list[Op] = []
-        self.merge(snapshot)
-
-    def _wrap(self, key: str, value: Any) -> Any:
-        return _SharedMap(self, key, value) if type(value) is dict else value
-
-    def emit(self, op: Op) -> None:
-        self.ops.append(op)
-        self._link.write(op)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, self._wrap(key, value))
-        self.emit(("set", key, dict(value) if isinstance(value, dict) else value))
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            super().__setitem__(key, self._wrap(key, default))
-            # An empty default needs no write: an item set in it creates it everywhere.
-            if not (type(default) is dict and not default):
-                # Not a "set": another worker may have filled the key meanwhile.
-                self.emit(("default", key, dict(default) if isinstance(default, dict) else default))
-        return self[key]
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self.emit(("del", key))
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key in self:
-            value = self[key]
-            del self[key]
-            return value
-        return super().pop(key, *default)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def merge(self, snapshot: dict[str, Any]) -> None:
-        """Take in another copy's keys and items (those of dicts under a key are added)."""
-        for key, value in snapshot.items():
-            current = self.get(key)
-            if isinstance(current, _SharedMap) and isinstance(value, dict):
-                dict.update(current, value)
-            else:
-                dict.__setitem__(self, key, self._wrap(key, value))
-
-
-class _SharedMap(dict[Any, Any]):
-    """A dict stored under a key of `SharedState`: its item writes are shared too."""
-
-    def __init__(self, owner: SharedState, key: str, items: dict[Any, Any]) -> None:
-        super().__init__(items)
-        self._owner = owner
-        self._key = key
-
-    def __setitem__(self, item: Any, value: Any) -> None:
-        super().__setitem__(item, value)
-        self._owner.emit(("set_in", self._key, item, value))
-
-    def setdefault(self, item: Any, default: Any = None) -> Any:
-        if item not in self:
-            super().__setitem__(item, default)
-            self._owner.emit(("default_in", self._key, item, default))
-        return self[item]
-
-    def __delitem__(self, item: Any) -> None:
-        super().__delitem__(item)
-        self._owner.emit(("del_in", self._key, item))
-
-    def pop(self, item: Any, *default: Any) -> Any:
-        if item in self:
-            value = self[item]
-            del self[item]
-            return value
-        return super().pop(item, *default)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for item, value in dict(*args, **kwargs).items():
-            self[item] = value
-
-    def __reduce__(self) -> Any:
-        return (dict, (dict(self),))
-
-
-class _ActorStore(StoreBase):
+class _ActorStore:
     """The in-run ledger, kept in the run-state actor so every worker of the run sees it.
 
-    A completed non-idempotent call is then not made again by a coordinator's second
-    round of the task, whichever worker runs it.
+    A `CheckpointStore` whose checkpoints live in the actor: a completed non-idempotent
+    call is then not made again by a coordinator's second round of the task, whichever
+    worker runs it.
     """
 
     def __init__(self, link: _Link) -> None:
-        super().__init__()
         self._actor = link.actor
 
-    async def _open(self) -> None:
-        pass
+    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
+        await self._actor.row_put.remote(_row(run_id, stage, key, value))
 
-    async def _close(self) -> None:
-        pass
+    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
+        existing: _Row | None = await self._actor.row_claim.remote(_row(run_id, stage, key, value))
+        return None if existing is None else existing[3]
 
-    async def _put(self, row: Row) -> None:
-        await self._actor.row_put.remote(row)
+    @overload
+    async def get(self, run_id: str, stage: str, key: str) -> Checkpoint | None: ...
+    @overload
+    async def get(self, run_id: str, stage: str, key: str, *, model: type[T]) -> T | None: ...
+    async def get(
+        self, run_id: str, stage: str, key: str, *, model: type[T] | None = None
+    ) -> Checkpoint | T | None:
+        row: _Row | None = await self._actor.row_get.remote(run_id, stage, key)
+        if row is None:
+            return None
+        return row[3] if model is None else row[3].value_as(model)
 
-    async def _claim(self, row: Row) -> Row | None:
-        existing: Row | None = await self._actor.row_claim.remote(row)
-        return existing
+    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
+        rows: list[_Row] = await self._actor.row_list.remote(run_id, stage)
+        return tuple(row[3] for row in rows)
 
-    async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
-        row: Row | None = await self._actor.row_get.remote(run_id, stage, key)
-        return row
-
-    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
-        rows: list[Row] = await self._actor.row_list.remote(run_id, stage)
-        return rows
-
-    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int:
+    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
         count: int = await self._actor.row_delete.remote(run_id, stage, key)
         return count
 
-
-def apply_ops(state: dict[str, Any], ops: Iterable[Op]) -> None:
-    """Merge a worker's state writes into the driver's copy of the run's state."""
-    for op in ops:
-        apply_op(state, op)
+    async def close(self) -> None:
+        """Nothing to release: the checkpoints live in the actor, as long as the run."""
 
 
-def scope_wire(scope: RunScope) -> dict[str, Any]:
-    """The scope's forbidden calls and policy memory, as a worker's `SharedState` holds them."""
-    shared: dict[str, Any] = {_POLICY + name: dict(m) for name, m in scope.policy_memory.items()}
-    if scope.forbidden_calls:
-        shared[_FORBIDDEN] = dict(scope.forbidden_calls)
-    return shared
+_Row = tuple[str, str, str, Checkpoint]
+"""A checkpoint as the run-state actor keeps it: its address first, which is all it reads."""
 
 
-def merge_scope(scope: RunScope, ops: Iterable[Op]) -> None:
-    """Merge a worker's writes to the scope's wire form into the driver's scope."""
-    shared: dict[str, Any] = {_POLICY + name: m for name, m in scope.policy_memory.items()}
-    shared[_FORBIDDEN] = scope.forbidden_calls
-    apply_ops(shared, ops)
-    # A write of a whole key replaced its dict: the scope keeps what the key holds now.
-    forbidden = shared.pop(_FORBIDDEN, {})
-    if forbidden is not scope.forbidden_calls:
-        scope.forbidden_calls.clear()
-        scope.forbidden_calls.update(forbidden)
-    for key, memory in shared.items():
-        name = key[len(_POLICY) :]
-        if scope.policy_memory.get(name) is not memory:
-            scope.policy_memory[name] = memory
+def _row(run_id: str, stage: str, key: str, value: object) -> _Row:
+    checkpoint = Checkpoint(
+        run_id=run_id,
+        stage=stage,
+        key=key,
+        value=pydantic_core.to_jsonable_python(value, by_alias=True),
+        schema_version=SCHEMA_VERSION,
+        saved_at=datetime.now(UTC),
+    )
+    return (run_id, stage, key, checkpoint)
 
 
-class _WorkerScope(RunScope):
-    """A worker's scope: forbidden calls and policy memory read and written on the wire.
+class EventCollector(EventSink):
+    """Keeps a task's events in a list, handed back to the driver with its outcome."""
 
-    Every write reaches the actor (and the driver); other workers' writes arrive with
-    the refreshes of `shared`.
-    """
+    __slots__ = ("events",)
 
-    __slots__ = ("_shared",)
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.events: list[RunEvent] = []
 
-    def __init__(self, shared: SharedState, run_id: str, **parts: Any) -> None:
-        super().__init__(run_id, **parts)
-        self._shared = shared
-
-    def forbidden(self, call_id: str) -> PolicyVerdict | None:
-        calls: dict[str, PolicyVerdict] | None = self._shared.get(_FORBIDDEN)
-        return None if calls is None else calls.get(call_id)
-
-    def forbid(self, call_id: str, verdict: PolicyVerdict) -> None:
-        self._shared.setdefault(_FORBIDDEN, {})[call_id] = verdict
-
-    def memory_for(self, policy: object) -> dict[str, Any]:
-        name = getattr(policy, "name", None) or type(policy).__name__
-        memory: dict[str, Any] = self._shared.setdefault(_POLICY + name, {})
-        return memory
+    def _put(self, event: RunEvent) -> None:
+        self.events.append(event)

@@ -1,49 +1,28 @@
-"""What the MCP SDK's failures mean, and the exceptions raised where they enter.
+"""The failures the tool path of `agentmesh.mcp` raises itself, where they enter.
 
-    mcp.MCPError by its JSON-RPC code:
-      -32000 connection closed          transient   unavailable
-      -32001 request timeout            transient   timeout
-      -32602 invalid params             validation  invalid_params
-      any other code                    other       mcp_error (the code in details)
     ServerConnectionLost (a ConnectionError)  transient unavailable; may have acted
     a result with isError: true         other  tool_error (an agentmesh server's
                                         envelope is kept whole: `remote_outcome`)
 
-`MCPError` is mapped by `agentmesh.classify` once the SDK has been imported (see
-`agentmesh.classify._sdk`); the tool path of `agentmesh.mcp` raises the rest itself.
+The SDK's own `MCPError` is mapped by `agentmesh.classify`, with the other SDKs' errors.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+import mcp.types
 import pydantic
 
-from agentmesh.classify._mappers import Mapper
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
-from agentmesh.errors import AgentError, InvalidInput, TransientError
+from agentmesh.errors import AgentError
 
-if TYPE_CHECKING:
-    import mcp
-    import mcp.types
+__all__ = ["CONNECTION_CLOSED", "ServerConnectionLost", "remote_outcome", "tool_error"]
 
-__all__ = [
-    "CONNECTION_CLOSED",
-    "INVALID_PARAMS",
-    "REQUEST_TIMEOUT",
-    "ServerConnectionLost",
-    "mappers",
-    "remote_outcome",
-    "tool_error",
-]
-
-# The SDK's own codes (mcp_types): fixed by the protocol, repeated here so that mapping
-# an error needs no import of the SDK's internals.
-CONNECTION_CLOSED: Final = -32000
-REQUEST_TIMEOUT: Final = -32001
-INVALID_PARAMS: Final = -32602
+# The connection-closed code, as the SDK names it (a lost connection is retried).
+CONNECTION_CLOSED: Final = mcp.types.CONNECTION_CLOSED
 
 # An isError text can be a whole traceback; the envelope keeps its start.
 _MAX_TEXT: Final = 2000
@@ -55,29 +34,6 @@ class ServerConnectionLost(ConnectionError):
     A `ConnectionError`, so the classifier treats it as transient `unavailable` that may
     have taken effect: a non-idempotent tool is not re-invoked after it.
     """
-
-
-def _mcp_error(exc: mcp.MCPError) -> AgentError:
-    details = f"JSON-RPC error {exc.code}"
-    if exc.data is not None:
-        details += f"; data: {_compact(exc.data)}"
-    message = exc.message or f"JSON-RPC error {exc.code}"
-    if exc.code == CONNECTION_CLOSED:
-        return TransientError(message, error_type="unavailable", details=details)
-    if exc.code == REQUEST_TIMEOUT:
-        return TransientError(message, error_type="timeout", details=details)
-    if exc.code == INVALID_PARAMS:
-        return InvalidInput(message, error_type="invalid_params", details=details)
-    return AgentError(
-        message, category=ErrorCategory.OTHER, error_type="mcp_error", details=details
-    )
-
-
-def mappers() -> dict[type[BaseException], Mapper]:
-    """The classifier's mappings for the SDK's exceptions (the SDK is imported by then)."""
-    import mcp
-
-    return {mcp.MCPError: _mcp_error}
 
 
 def remote_outcome(

@@ -21,8 +21,8 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from agentmesh._engine._human import refuse_asks_without_store
 from agentmesh._logging import get_logger
-from agentmesh.coordinator._resume import check_asks
 from agentmesh.errors import UsageError
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
@@ -92,7 +92,10 @@ def serve(
         if not isinstance(policy, ToolPolicy):
             raise UsageError(f"serve(policies=): {policy!r} is not a policy")
     # An MCP call has no store to keep a question in: refused here, not in a client's call.
-    check_asks(policies, agents, None, missing="serve() keeps no checkpoint store")
+    refuse_asks_without_store(
+        [*policies, *(p for agent in agents for p in agent.policies)],
+        "serve() keeps no checkpoint store",
+    )
     served = {
         agent.name: _ServedSubagent(agent, timeout, retry_budget, tuple(policies))
         for agent in agents

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 from urllib.parse import urlsplit
@@ -28,12 +26,12 @@ from agentmesh._numbers import number
 from agentmesh._tool_options import MCPToolKwargs
 from agentmesh.breaker import CircuitBreaker
 from agentmesh.classify import default_classifier
-from agentmesh.classify._mappers import describe
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, TransientError, UsageError
 from agentmesh.mcp._connection import Connection, Session
 from agentmesh.mcp._errors import CONNECTION_CLOSED, ServerConnectionLost
 from agentmesh.mcp._tool import MCPTool
+from agentmesh.mcp._transports import _Http, _Stdio
 from agentmesh.tools import Tool
 
 if TYPE_CHECKING:
@@ -51,75 +49,6 @@ class _Default:
 
 
 _DEFAULT: Final = _Default()
-
-# What an MCP HTTP client waits by default (the SDK's own figures): a server may hold a
-# response stream open for minutes.
-_HTTP_TIMEOUT: Final = 30.0
-_HTTP_READ_TIMEOUT: Final = 300.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Stdio:
-    command: str
-    args: tuple[str, ...]
-    env: Mapping[str, str] | None
-    cwd: str | None
-
-    async def open(
-        self,
-        stack: contextlib.AsyncExitStack,
-        request_timeout: float | None,
-        refused: Callable[[int], None],
-    ) -> mcp.Client:
-        import mcp
-        from mcp.client.stdio import stdio_client
-
-        params = mcp.StdioServerParameters(
-            command=self.command, args=list(self.args), env=dict(self.env or {}), cwd=self.cwd
-        )
-        # Looked up now, not at import: the server's stderr goes where ours goes today.
-        transport = stdio_client(params, errlog=sys.stderr)
-        client = mcp.Client(transport, read_timeout_seconds=request_timeout, cache=None)
-        return await stack.enter_async_context(client)
-
-    def facts(self) -> str:
-        return f"command: {' '.join([self.command, *self.args])}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Http:
-    url: str
-    headers: Mapping[str, str]
-
-    async def open(
-        self,
-        stack: contextlib.AsyncExitStack,
-        request_timeout: float | None,
-        refused: Callable[[int], None],
-    ) -> mcp.Client:
-        import httpx2
-        import mcp
-        from mcp.client.streamable_http import streamable_http_client
-
-        async def note_refusal(response: httpx2.Response) -> None:
-            # The SDK reports any HTTP error as "Server returned an error response".
-            if response.status_code in (401, 403):
-                refused(response.status_code)
-
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers=dict(self.headers),
-                timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
-                event_hooks={"response": [note_refusal]},
-            )
-        )
-        transport = streamable_http_client(self.url, http_client=http)
-        client = mcp.Client(transport, read_timeout_seconds=request_timeout, cache=None)
-        return await stack.enter_async_context(client)
-
-    def facts(self) -> str:
-        # The query string may hold a token.
-        return f"url: {self.url.split('?', 1)[0]}"
 
 
 class MCPServer:
@@ -411,10 +340,11 @@ class MCPServer:
     def _start_failure(self, exc: BaseException) -> Exception:
         """Why the server could not be started or reached, as an agentmesh error."""
         leaf = _first_leaf(exc)
+        named = f"{type(leaf).__qualname__}: {leaf}"  # as the classifier's details name one
         facts = self._transport.facts()
         # The message says it all; the exception's own line is logged, not reported.
         if isinstance(self._transport, _Stdio) and isinstance(leaf, FileNotFoundError):
-            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
+            self._log.warning("mcp_cannot_start", to=facts, error=named)
             return AgentError(
                 f"MCP server {self.name} cannot be started: command not found: "
                 f"{self._transport.command}",
@@ -422,7 +352,7 @@ class MCPServer:
                 error_type="command_not_found",
             )
         if isinstance(self._transport, _Stdio) and isinstance(leaf, PermissionError):
-            self._log.warning("mcp_cannot_start", to=facts, error=describe(leaf))
+            self._log.warning("mcp_cannot_start", to=facts, error=named)
             return AgentError(
                 f"MCP server {self.name} cannot be started: {self._transport.command} "
                 "is not executable",
@@ -443,7 +373,7 @@ class MCPServer:
         return TransientError(
             f"MCP server {self.name} could not be started or reached: {error.message}",
             error_type="unavailable",
-            details=f"{facts}; {describe(leaf)}",
+            details=f"{facts}; {named}",
         )
 
     def __repr__(self) -> str:

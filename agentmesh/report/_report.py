@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -15,9 +15,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from agentmesh._redaction import redact, redact_text
 from agentmesh.approvals import AnsweredApproval, ApprovalKind, PendingApproval
 from agentmesh.report._records import CAMEL, CoverageEntry, CoverageStatus, Finding, TaskRecord
-from agentmesh.usage._records import ModelUsage, UsageSummary, summed
+from agentmesh.usage import ModelUsage, UsageSummary
 
-__all__ = ["Report", "call_text", "value_text"]
+__all__ = ["Report"]
 
 
 class _Value(BaseModel):
@@ -89,7 +89,7 @@ class Report(_Value):
         None when no model was called.
         """
         steps = (step.outcome.usage for record in self.records for step in record.steps)
-        return summed((*steps, *self.helper_usage.values()))
+        return _summed((*steps, *self.helper_usage.values()))
 
     @property
     def usage_by_subagent(self) -> Mapping[str, UsageSummary]:
@@ -106,7 +106,7 @@ class Report(_Value):
         for helper, usage in self.helper_usage.items():
             by.setdefault(helper, []).append(usage)
         return MappingProxyType(
-            {name: summary for name, items in by.items() if (summary := summed(items))}
+            {name: summary for name, items in by.items() if (summary := _summed(items))}
         )
 
     @property
@@ -191,46 +191,8 @@ class Report(_Value):
                 f"{self.min_coverage:.0%} required.**",
                 "",
             ]
-        lines += ["## Findings", ""]
-        # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
-        # them: a summary's [n] names the finding shown as [n] here.
-        by_topic: dict[str, list[tuple[int, Finding]]] = {}
-        for number, finding in enumerate(self.findings, start=1):
-            by_topic.setdefault(finding.topic, []).append((number, finding))
-        if not by_topic:
-            lines += ["No findings.", ""]
-        for topic, numbered in by_topic.items():
-            lines += [f"### {topic}", ""]
-            for number, finding in numbered:
-                mark = " (preliminary)" if finding.preliminary else ""
-                lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
-            lines.append("")
-        lines += [
-            "## Coverage",
-            "",
-            f"{self.coverage_ratio:.0%} of {len(self.coverage)} entries answered.",
-            "",
-        ]
-        lines += [
-            "| topic | source | status | reason | retry could help |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        for entry in self.coverage:
-            helps = "yes" if entry.is_retryable else "no"
-            lines.append(
-                f"| {_cell(entry.topic)} | {_cell(entry.source)} | {entry.status.value} "
-                f"| {_cell(entry.reason or '')} | {helps} |"
-            )
-        lines.append("")
-        for entry in self.coverage:
-            if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
-                partial = entry.partial
-                lines += [f"### Partial: {entry.topic} ({entry.source})", ""]
-                lines.append(f"- completed: {', '.join(partial.completed) or 'none'}")
-                lines.append(f"- pending: {', '.join(partial.pending) or 'none'}")
-                lines.append("- preliminary findings:")
-                lines += [f"  - {_text(item)}" for item in partial.findings] or ["  - none"]
-                lines.append("")
+        lines += _findings_markdown(self.findings)
+        lines += _coverage_markdown(self)
         if self.escalations:
             lines += ["## Escalations", ""]
             for entry in self.escalations:
@@ -240,6 +202,56 @@ class Report(_Value):
         lines += _answered_markdown(self.answered_approvals)
         lines += _usage_lines(self)
         return redact_text("\n".join(lines))
+
+
+def _findings_markdown(findings: tuple[Finding, ...]) -> list[str]:
+    """The Findings section: by topic, each numbered as a summary cites it."""
+    lines = ["## Findings", ""]
+    # Numbered in `findings` order across topics, as LLMSynthesizer's prompt numbers
+    # them: a summary's [n] names the finding shown as [n] here.
+    by_topic: dict[str, list[tuple[int, Finding]]] = {}
+    for number, finding in enumerate(findings, start=1):
+        by_topic.setdefault(finding.topic, []).append((number, finding))
+    if not by_topic:
+        lines += ["No findings.", ""]
+    for topic, numbered in by_topic.items():
+        lines += [f"### {topic}", ""]
+        for number, finding in numbered:
+            mark = " (preliminary)" if finding.preliminary else ""
+            lines.append(f"- [{number}] {_text(finding.content)} — *{finding.source}*{mark}")
+        lines.append("")
+    return lines
+
+
+def _coverage_markdown(report: Report) -> list[str]:
+    """The Coverage section: every entry in a table, then each partial block."""
+    lines = [
+        "## Coverage",
+        "",
+        f"{report.coverage_ratio:.0%} of {len(report.coverage)} entries answered.",
+        "",
+    ]
+    lines += [
+        "| topic | source | status | reason | retry could help |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in report.coverage:
+        helps = "yes" if entry.is_retryable else "no"
+        lines.append(
+            f"| {_cell(entry.topic)} | {_cell(entry.source)} | {entry.status.value} "
+            f"| {_cell(entry.reason or '')} | {helps} |"
+        )
+    lines.append("")
+    for entry in report.coverage:
+        if entry.status is CoverageStatus.PARTIAL and entry.partial is not None:
+            partial = entry.partial
+            lines += [f"### Partial: {entry.topic} ({entry.source})", ""]
+            lines.append(f"- completed: {', '.join(partial.completed) or 'none'}")
+            lines.append(f"- pending: {', '.join(partial.pending) or 'none'}")
+            lines.append("- preliminary findings:")
+            lines += [f"  - {_text(item)}" for item in partial.findings] or ["  - none"]
+            lines.append("")
+    return lines
 
 
 def _usage_lines(report: Report) -> list[str]:
@@ -345,12 +357,8 @@ def _answered_markdown(answered: tuple[AnsweredApproval, ...]) -> list[str]:
     ]
     for item in answered:
         if item.kind is ApprovalKind.TOOL_CALL:
-            asked = call_text(item.tool, item.arguments)
-            made = (
-                ""
-                if item.answer == "reject"
-                else call_text(item.tool, item.edited_arguments or item.arguments)
-            )
+            asked = item.call_text()
+            made = "" if item.answer == "reject" else item.call_text(as_made=True)
         else:
             asked = f"escalation: {_text(item.query)}"
             made = "" if item.edited_query is None else f"query: {_text(item.edited_query)}"
@@ -371,12 +379,12 @@ def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
 
 
-def call_text(tool: str | None, arguments: dict[str, Any] | None) -> str:
-    """A call as a reader writes it: `refund(order="B-2", amount=100)`."""
-    shown = ", ".join(f"{key}={value_text(value)}" for key, value in (arguments or {}).items())
-    return f"{tool}({shown})"
-
-
-def value_text(value: Any) -> str:
-    """A value as JSON, as a reader of a call or a query sees it."""
-    return json.dumps(value, default=str, ensure_ascii=False)
+def _summed(summaries: Iterable[UsageSummary | None]) -> UsageSummary | None:
+    """The sum of the summaries given; None when none of them is a summary."""
+    present = [item for item in summaries if item is not None]
+    if not present:
+        return None
+    return UsageSummary.of(
+        (line for item in present for line in item.by_model),
+        (failover for item in present for failover in item.failovers),
+    )

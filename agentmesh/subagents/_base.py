@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Unpack
 
 from agentmesh._engine._attempts import AttemptRules, attempt_call
+from agentmesh._engine._ledger import task_key
 from agentmesh._engine._partials import merge_partials
 from agentmesh._engine._task import TaskEngine
 from agentmesh._limits import recorded
@@ -16,8 +17,7 @@ from agentmesh._logging import get_logger, logs_info
 from agentmesh._numbers import number
 from agentmesh._signatures import spell_out
 from agentmesh._tracing import agent_span, record_outcome
-from agentmesh.checkpoints._ledger import task_key
-from agentmesh.checkpoints._store import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorEnvelope, ErrorType, Outcome, Success
 from agentmesh.errors import UsageError

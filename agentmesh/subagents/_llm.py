@@ -21,7 +21,6 @@ from agentmesh._engine._task import engine_of
 from agentmesh._limits import recorded
 from agentmesh._numbers import whole
 from agentmesh._signatures import spell_out
-from agentmesh._tool_source import ToolSource
 from agentmesh._tracing import record_outcome, tool_span
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
@@ -35,6 +34,7 @@ from agentmesh.subagents._output import (
     Submissions,
     failure_tool,
 )
+from agentmesh.subagents._tool_source import ToolSource
 from agentmesh.task import Task
 from agentmesh.tools import Tool
 from agentmesh.usage import UsageLimits

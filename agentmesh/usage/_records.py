@@ -2,8 +2,7 @@
 
 `UsageSummary` is the wire value (`usage` in an outcome's JSON, absent when no model
 was called): tokens by kind, model calls, the cost where every price is known, one
-`ModelUsage` per model and the fail-overs of a `FallbackModel` on the way. `UsageTally`
-adds one task's calls up as they happen, as `RetryTally` does its retries.
+`ModelUsage` per model and the fail-overs of a `FallbackModel` on the way.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
-__all__ = ["ModelFailover", "ModelUsage", "UsageSummary", "UsageTally", "summed"]
+__all__ = ["ModelFailover", "ModelUsage", "UsageSummary"]
 
 # The envelope's wire convention (camelCase keys), without importing the envelope: it
 # imports this module for its `usage` field.
@@ -163,56 +162,3 @@ class UsageSummary(BaseModel):
         return UsageSummary.of(
             (*self.by_model, *other.by_model), (*self.failovers, *other.failovers)
         )
-
-
-def summed(summaries: Iterable[UsageSummary | None]) -> UsageSummary | None:
-    """The sum of the summaries given; None when none of them is a summary."""
-    present = [item for item in summaries if item is not None]
-    if not present:
-        return None
-    return UsageSummary.of(
-        (line for item in present for line in item.by_model),
-        (failover for item in present for failover in item.failovers),
-    )
-
-
-class UsageTally:
-    """The model usage of one task (its `Context`), added up call by call.
-
-    Nothing is kept until a model is called, so a task that calls none pays nothing.
-    """
-
-    __slots__ = ("_failovers", "_lines")
-
-    def __init__(self) -> None:
-        self._lines: list[ModelUsage] | None = None
-        self._failovers: list[ModelFailover] | None = None
-
-    def add(self, line: ModelUsage) -> None:
-        if self._lines is None:
-            self._lines = []
-        self._lines.append(line)
-
-    def failed_over(self, failover: ModelFailover) -> None:
-        if self._failovers is None:
-            self._failovers = []
-        self._failovers.append(failover)
-
-    def merge(self, summary: UsageSummary | None) -> None:
-        """Add usage already on an outcome (a nested subagent's)."""
-        if summary is None:
-            return
-        for line in summary.by_model:
-            self.add(line)
-        for failover in summary.failovers:
-            self.failed_over(failover)
-
-    def summary(self) -> UsageSummary | None:
-        """The task's usage so far; None when no model was called."""
-        if self._lines is None and self._failovers is None:
-            return None
-        return UsageSummary.of(self._lines or (), self._failovers or ())
-
-    def __repr__(self) -> str:
-        summary: Any = self.summary()
-        return f"<UsageTally {summary!r}>"

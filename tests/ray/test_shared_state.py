@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh.executors._ray_shared import SharedState, apply_ops
 from agentmesh.executors._ray_state import apply_op
-from agentmesh.executors._ray_worker import SharedState, apply_ops
 
 
 class FakeLink:
@@ -20,7 +20,7 @@ class FakeLink:
 
 def worker(snapshot: dict[str, Any]) -> tuple[SharedState, FakeLink]:
     link = FakeLink()
-    return SharedState(snapshot, link), link  # type: ignore[arg-type]  # a stand-in
+    return SharedState(snapshot, link), link
 
 
 class TestSharedState:

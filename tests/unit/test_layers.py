@@ -165,7 +165,7 @@ class TestRedactionLayer:
         assert reached_from("agentmesh._redaction") == set()
 
     @pytest.mark.parametrize(
-        "low", ["agentmesh.envelope", "agentmesh._limits", "agentmesh.checkpoints._ledger"]
+        "low", ["agentmesh.envelope", "agentmesh._limits", "agentmesh._engine._ledger"]
     )
     def test_low_layers_do_not_reach_the_logging_configuration(self, low: str) -> None:
         """Envelopes, size limits and the tool ledger redact without the logging setup."""
@@ -196,6 +196,35 @@ class TestTaskEngine:
         (as `scripts/house.py` counts them: a package's `__init__` re-exports)."""
         figures = _house().measure()
         assert figures["circles"] == []
+
+
+class TestPrivateImports:
+    """A package's private modules are its own: no room imports another's (issue 25)."""
+
+    def test_no_room_imports_another_package_s_private_module(self) -> None:
+        """Only the task engine (`agentmesh._engine`) and the root's own helpers
+        (`agentmesh._redaction`, ...) are private modules every room may import; a public
+        name comes from its public package (as `scripts/house.py` counts the imports)."""
+        assert _house().measure()["crossing"] == []
+
+    @pytest.mark.parametrize(
+        ("source", "target", "crosses"),
+        [
+            ("agentmesh.scope", "agentmesh.checkpoints._store", True),
+            ("agentmesh._engine._task", "agentmesh.events._channel", True),
+            ("agentmesh.mcp._serve", "agentmesh.coordinator._resume", True),
+            ("agentmesh.checkpoints._sqlite", "agentmesh.checkpoints._store", False),
+            ("agentmesh.coordinator._run", "agentmesh._engine._human", False),
+            ("agentmesh.checkpoints._store", "agentmesh._codec", False),
+            ("agentmesh.scope", "agentmesh.checkpoints", False),
+        ],
+    )
+    def test_the_rule_names_what_crosses(self, source: str, target: str, crosses: bool) -> None:
+        """Into another package's private module crosses, from the engine too; within a
+        package, into the engine, into a root helper or a public package does not."""
+        house = _house()
+        path = PACKAGE.parent.joinpath(*source.split(".")).with_suffix(".py")
+        assert house.crosses(source, path, target) is crosses
 
 
 class TestUsageLayer:

@@ -1,4 +1,9 @@
-"""How a checkpoint value is written (JSON) and read back (JSON, or a typed value)."""
+"""How a checkpoint value is written (JSON) and read back (JSON, or a typed value).
+
+The stores, the task engine's ledger, the pipeline and a coordinator's resume all read
+stored values through here, so a damaged record is the same `CheckpointError` naming
+the store, the run and the key wherever it is read.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,24 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, get_args, get_origin
 
 import pydantic
 import pydantic_core
 
-from agentmesh.checkpoints._errors import CheckpointError, damaged
 from agentmesh.envelope import ErrorEnvelope, Success
-from agentmesh.errors import UsageError
+from agentmesh.errors import CheckpointError, UsageError
 
-__all__ = ["SCHEMA_VERSION", "declared_output_type", "decode", "encode", "read_as", "revive"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "damaged",
+    "declared_output_type",
+    "decode",
+    "encode",
+    "read_as",
+    "revive",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +48,20 @@ class Stored(Protocol):
     def key(self) -> str: ...
     @property
     def value(self) -> Any: ...
+
+
+def damaged(store: object, run_id: str, stage: str, key: str, why: str) -> CheckpointError:
+    """The error for one stored record that cannot be read: which store, run and key, and why."""
+    where = repr(store)
+    path = getattr(store, "path", None)
+    return CheckpointError(
+        f"checkpoint {run_id}/{stage}/{key} in {where} cannot be read: {why}",
+        path=path if isinstance(path, Path) else None,
+        store=where,
+        run_id=run_id,
+        stage=stage,
+        key=key,
+    )
 
 
 def encode(value: object, *, what: str) -> str:

@@ -7,6 +7,7 @@ twice. Of two processes about to make the same call, only the one that claimed i
 does; a claim without a result (a call in flight elsewhere, or a process that died
 between the claim and the result) means the call may have run. `ProgressSaver`
 persists `ctx.record_partial` so a re-run continues from its pending sources.
+`claim_in` claims any other value (a person's answer) the same way.
 
 Both write with secrets masked, as in logs and envelopes (`redact`): a store is a file
 or a database that outlives the run. A call is found again by a digest of its clear
@@ -27,13 +28,22 @@ from typing import Any
 import pydantic_core
 from pydantic import StrictBool
 
+from agentmesh._codec import read_as
 from agentmesh._redaction import redact
-from agentmesh.checkpoints._codec import read_as
-from agentmesh.checkpoints._store import Checkpoint, CheckpointStore
+from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
+from agentmesh.errors import UsageError
 from agentmesh.task import Task
 
-__all__ = ["InFlight", "ProgressSaver", "Replay", "ToolLedger", "task_key"]
+__all__ = [
+    "InFlight",
+    "ProgressSaver",
+    "Replay",
+    "ToolLedger",
+    "claim_in",
+    "digest",
+    "task_key",
+]
 
 PARTIALS_KEY = "partials"
 
@@ -41,7 +51,7 @@ PARTIALS_KEY = "partials"
 def task_key(task: Task) -> str:
     """A task id that is the same in every process: for a task given without one."""
     content = {"query": task.query, "topic": task.topic, "metadata": task.metadata}
-    return "task-" + _digest(content)[:16]
+    return "task-" + digest(content)[:16]
 
 
 def _at_rest(value: Any) -> Any:
@@ -58,7 +68,8 @@ def _kept(arguments: Mapping[str, Any]) -> Any:
     return redact(pydantic_core.to_jsonable_python(dict(arguments), fallback=repr))
 
 
-def _digest(value: Any) -> str:
+def digest(value: Any) -> str:
+    """The same hex digest of `value` in every process (its canonical JSON's SHA-256)."""
     jsonable = pydantic_core.to_jsonable_python(value, fallback=repr)
     canonical = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -112,14 +123,14 @@ class ToolLedger:
         self._counts.clear()
 
     def call_key(self, tool: str, arguments: Mapping[str, Any]) -> str:
-        base = f"call/{tool}/{_digest(dict(arguments))[:16]}"
+        base = f"call/{tool}/{digest(dict(arguments))[:16]}"
         number = self._counts.get(base, 0) + 1
         self._counts[base] = number
         return f"{base}/{number}"
 
     def idempotency_key(self, call: str) -> str:
         """The same key for this call in every attempt and every resumed run."""
-        return _digest([self.run_id, self.stage, call])[:32]
+        return digest([self.run_id, self.stage, call])[:32]
 
     async def claim(
         self, call: str, tool: str, arguments: Mapping[str, Any], result_type: Any
@@ -192,6 +203,24 @@ class ToolLedger:
             self.log.warning("ledger_write_failed", call=call, error=f"{type(exc).__name__}: {exc}")
         else:
             self.log.debug("ledger_recorded", call=call)
+
+
+async def claim_in(
+    store: CheckpointStore, run_id: str, stage: str, key: str, value: object, *, purpose: str
+) -> Checkpoint | None:
+    """`store.claim(...)`, or a `UsageError` for a store written without `claim`.
+
+    `purpose` says what needed the claim, for the message.
+    """
+    claim = getattr(store, "claim", None)
+    if claim is None:
+        raise UsageError(
+            f"{purpose} must be claimed in the checkpoint store, but {store!r} has no "
+            "claim() method (CheckpointStore.claim: save a value only where there is "
+            "none, atomically); add one, or use SQLiteStore, PostgresStore or MemoryStore"
+        )
+    winner: Checkpoint | None = await claim(run_id, stage, key, value)
+    return winner
 
 
 class ProgressSaver:
