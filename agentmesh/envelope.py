@@ -101,6 +101,9 @@ class ErrorType(enum.StrEnum):
     DECISION_PENDING = "decision_pending"
     # A person answered `Reject(reason)`: the call was not made.
     REJECTED = "rejected"
+    # A quota or usage limit whose reset is far away (`business`, not retryable;
+    # `retryAfter` is the seconds until the reset, `details` says `resumeAt`).
+    QUOTA_EXHAUSTED = "quota_exhausted"
 
 
 class _Wire(BaseModel):

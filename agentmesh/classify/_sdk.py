@@ -4,7 +4,11 @@
 someone (an exception of the SDK cannot exist before), so importing agentmesh costs
 none of them: the anthropic SDK alone takes about a second to import.
 
-    anthropic.APIStatusError            by HTTP status, then by the body's error type
+    anthropic.APIStatusError            by HTTP status, then by the body's error type;
+                                          a 429 by how far its limit's reset is:
+      reset within QUOTA_RESET_AFTER    transient   rate_limited (retry_after: the reset)
+      reset later, or a spend limit     business    quota_exhausted, not retryable,
+                                          retry_after and `resumeAt` the reset
     anthropic.APIResponseValidationError transient  invalid_response
     anthropic.APITimeoutError           transient   timeout
     anthropic.APIConnectionError        transient   unavailable
@@ -12,7 +16,7 @@ none of them: the anthropic SDK alone takes about a second to import.
     anthropic.CredentialsError          permission  authentication_failed
     httpx2.TimeoutException             transient   timeout
     httpx2.TransportError               transient   unavailable
-    httpx2.HTTPStatusError              by HTTP status
+    httpx2.HTTPStatusError              by HTTP status (a 429 as above)
     mcp.MCPError by its JSON-RPC code:
       -32000 connection closed          transient   unavailable
       -32001 request timeout            transient   timeout
@@ -31,18 +35,25 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
-from agentmesh.envelope import ErrorCategory
-from agentmesh.errors import AgentError, InvalidInput, PermissionDenied, TransientError
+from agentmesh.envelope import ErrorCategory, ErrorType
+from agentmesh.errors import (
+    AgentError,
+    BusinessError,
+    InvalidInput,
+    PermissionDenied,
+    TransientError,
+)
 
 if TYPE_CHECKING:
     import anthropic
     import httpx2
     import mcp
 
-__all__ = ["SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
+__all__ = ["QUOTA_RESET_AFTER", "SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
 
 
 # An MCP error's data can be large; its details keep the start.
@@ -85,6 +96,19 @@ _BY_BODY_TYPE: Final[dict[str, tuple[ErrorCategory, str]]] = {
     "billing_error": (_PERMISSION, "billing_error"),
 }
 
+QUOTA_RESET_AFTER: Final = 15 * 60.0
+"""Seconds: a 429 whose limit resets further away than this is a spent quota, not a rate
+limit. A rate limit is replenished within a minute; waiting a quarter of an hour or more
+inside one task is never what a caller wants, and retrying sooner is refused anyway."""
+
+# Error codes (`error.details.error_code`) of a 429 that is a spent quota whatever the
+# headers say: the organisation's monthly tier limit, or its contract's.
+_SPEND_LIMIT_CODES: Final = frozenset(
+    {"enforced_spend_limit_reached", "contract_spend_limit_reached"}
+)
+# The Messages API's rate-limit header families (`anthropic-ratelimit-<family>-reset`).
+_RATE_LIMIT_FAMILIES: Final = ("requests", "tokens", "input-tokens", "output-tokens")
+
 # Statuses after which the server may already have acted on the request.
 _SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_BODY_MESSAGE: Final = 500
@@ -99,6 +123,8 @@ def _httpx_status(exc: httpx2.HTTPStatusError) -> AgentError:
     url = exc.request.url.copy_with(query=None)
     facts = [f"HTTP {response.status_code}", f"{exc.request.method} {url}"]
     message = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    if response.status_code == 429:
+        return _limit_reached(response.headers, None, message, facts)
     return _http_error(response.status_code, None, response.headers, message, facts)
 
 
@@ -123,6 +149,8 @@ def _anthropic_status(exc: anthropic.APIStatusError) -> AgentError:
     if exc.error_code:
         facts.append(f"error_code: {exc.error_code}")
     message = api_message or exc.message[:_MAX_BODY_MESSAGE]
+    if exc.status_code == 429:
+        return _limit_reached(exc.response.headers, exc.error_code, message, facts)
     return _http_error(exc.status_code, body_type, exc.response.headers, message, facts)
 
 
@@ -227,6 +255,75 @@ def _http_error(
         retry_after=_retry_after(headers),
     )
     return _with_request_id(error, headers, facts)
+
+
+def _limit_reached(
+    headers: Mapping[str, str], error_code: str | None, message: str, facts: list[str]
+) -> AgentError:
+    """A 429: a rate limit to wait out, or a quota spent until a reset far away.
+
+    The wait is the server's `retry-after`, else the reset of the rate limits its headers
+    say are used up. A spend-limit error code is a quota whatever the wait; the monthly one
+    (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the first of the
+    next month at 00:00 UTC when no header says otherwise.
+    """
+    now = time.time()
+    wait = _retry_after(headers)
+    spend_limit = error_code in _SPEND_LIMIT_CODES
+    # The rate-limit headers tell when the per-minute limits return, not a spent quota.
+    if wait is None and not spend_limit:
+        wait = _rate_limit_reset(headers, now)
+    if wait is None and error_code == "enforced_spend_limit_reached":
+        wait = _until_next_month(now)
+    if not spend_limit and (wait is None or wait <= QUOTA_RESET_AFTER):
+        should_retry = headers.get("x-should-retry", "").strip().lower()
+        error = AgentError(
+            message,
+            category=_TRANSIENT,
+            error_type="rate_limited",
+            retryable={"true": True, "false": False}.get(should_retry),
+            retry_after=wait,
+        )
+        return _with_request_id(error, headers, facts)
+    user_message = "The model's usage limit is reached"
+    if wait is not None:
+        # Whole seconds, rounded up (past float noise): never before the server's reset.
+        resume_at = datetime.fromtimestamp(math.ceil(round(now + wait, 3)), UTC)
+        facts = [*facts, f"resumeAt: {resume_at:%Y-%m-%dT%H:%M:%SZ}"]
+        user_message += f"; it resets at {resume_at:%Y-%m-%d %H:%M} UTC"
+    quota = BusinessError(
+        message,
+        error_type=ErrorType.QUOTA_EXHAUSTED,
+        retryable=False,
+        retry_after=wait,
+        user_message=user_message + ".",
+    )
+    return _with_request_id(quota, headers, facts)
+
+
+def _rate_limit_reset(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds until every rate limit the headers say is used up is replenished.
+
+    The latest of their resets: a call needs all of them back. None when no limit is
+    reported as used up (the 429 then says nothing certain about when).
+    """
+    waits = []
+    for family in _RATE_LIMIT_FAMILIES:
+        prefix = f"anthropic-ratelimit-{family}"
+        try:
+            remaining = float(headers.get(f"{prefix}-remaining", ""))
+            reset = datetime.fromisoformat(headers.get(f"{prefix}-reset", ""))
+        except ValueError:
+            continue
+        if remaining < 1 and reset.tzinfo is not None:
+            waits.append(max(0.0, reset.timestamp() - now))
+    return max(waits) if waits else None
+
+
+def _until_next_month(now: float) -> float:
+    today = datetime.fromtimestamp(now, UTC)
+    year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC).timestamp() - now
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
+from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
+from agentmesh.testing._overload import Load, Refusal
 
 try:
     from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
@@ -108,6 +110,8 @@ class ErrorReply:
     type: str
     message: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    error_code: str | None = None
+    """Sent as `error.details.error_code` (the SDK's `error_code`) when set."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,11 +353,14 @@ def _error(
     retry_after_ms: float | None = None,
     should_retry: bool | None = None,
     headers: Mapping[str, str] | None = None,
+    error_code: str | None = None,
 ) -> ErrorReply:
     """An API error; `type` and `message` default to what the real API says for `status`.
 
     `retry_after`, `retry_after_ms` and `should_retry` set the `retry-after`,
-    `retry-after-ms` and `x-should-retry` headers the SDK reads.
+    `retry-after-ms` and `x-should-retry` headers the SDK reads; `error_code` the body's
+    `error.details.error_code` (`error(429, error_code="enforced_spend_limit_reached")`
+    is a spent monthly quota).
     """
     if not 400 <= status <= 599:
         raise UsageError(f"status must be an HTTP error status (400-599), got {status}")
@@ -368,7 +375,7 @@ def _error(
     if should_retry is not None:
         all_headers["x-should-retry"] = "true" if should_retry else "false"
     text = message if message is not None else _ERROR_MESSAGES.get(error_type, error_type)
-    return ErrorReply(status, error_type, text, all_headers)
+    return ErrorReply(status, error_type, text, all_headers, error_code)
 
 
 def _garbage(
@@ -492,12 +499,27 @@ def _stream_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
+def _output_tokens(reply: Reply) -> int:
+    """The output tokens a reply charges to its model's rate limit."""
+    if isinstance(reply, SlowReply):
+        return _output_tokens(reply.reply)
+    message = reply.reply if isinstance(reply, StreamErrorReply) else reply
+    if not isinstance(message, MessageReply):
+        return 0
+    # A raw usage block may say anything: only a count is charged.
+    counted = message.output_tokens if message.usage is None else message.usage.get("output_tokens")
+    return counted if isinstance(counted, int) and counted >= 0 else 0
+
+
 def _sse(event: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": error_type, "message": message}}
+def _error_body(error_type: str, message: str, error_code: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    if error_code is not None:
+        error["details"] = {"error_code": error_code}
+    return {"type": "error", "error": error}
 
 
 # --- the server --------------------------------------------------------------------------
@@ -566,6 +588,13 @@ class FakeMessagesAPI:
 
     Requests are served concurrently, each in its own thread; the script and the records
     are guarded by one lock, so tests may enqueue and read while requests are in flight.
+
+    It can also play a crowded server, before the script answers: `rate_limit` (token
+    buckets per model, with the real rate-limit headers on every answer and 429 with
+    `retry-after` when a request does not fit), `overload` (529 bursts) and
+    `exhaust_quota` (429 with the spend-limit error code until a reset hours away);
+    `advance` moves the fake's clock so a recorded sleep "waits" without waiting. A
+    request refused this way takes no reply from the script.
     """
 
     text = staticmethod(_text)
@@ -597,6 +626,7 @@ class FakeMessagesAPI:
         self._state: Literal["new", "started", "closed"] = "new"
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._load = Load()
 
     # lifecycle
 
@@ -669,6 +699,94 @@ class FakeMessagesAPI:
         """How many queued replies no request has taken yet."""
         with self._lock:
             return len(self._queue)
+
+    # load: rate limits, overload bursts, a spent quota
+
+    def rate_limit(
+        self,
+        requests_per_minute: int | None = None,
+        input_tokens_per_minute: int | None = None,
+        output_tokens_per_minute: int | None = None,
+        *,
+        model: str | None = None,
+        minute: float = 60.0,
+    ) -> None:
+        """Limit `model` (every model when None, each with buckets of its own) per minute.
+
+        Token buckets replenished continuously, as the real API's: every answer for the
+        model carries `anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-`
+        `{limit,remaining,reset}` (reset: the RFC 3339 time the bucket is full again), and
+        a request that does not fit is answered 429 `rate_limit_error` with `retry-after`.
+        Input tokens are estimated as the JSON of `system`, `messages` and `tools` over
+        four; `max_tokens` is reserved from the output bucket, then the reply's own
+        output tokens are charged. `minute` is how many seconds a minute lasts, so a
+        benchmark can run one in half a second (`retry-after` and resets are fractional
+        then). Called again, it replaces the model's limits with full buckets; with no
+        limit, it lifts them.
+        """
+        per_minute = {
+            family: whole(f"FakeMessagesAPI.rate_limit({option}=)", value, at_least=1)
+            for family, option, value in (
+                ("requests", "requests_per_minute", requests_per_minute),
+                ("input-tokens", "input_tokens_per_minute", input_tokens_per_minute),
+                ("output-tokens", "output_tokens_per_minute", output_tokens_per_minute),
+            )
+            if value is not None
+        }
+        number("FakeMessagesAPI.rate_limit(minute=)", minute, above=True, unit="seconds")
+        self._load.set_limits(model, per_minute, minute)
+
+    def overload(
+        self,
+        requests: int | None = None,
+        *,
+        share: float = 1.0,
+        seconds: float | None = None,
+        model: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Answer 529 `overloaded_error` to `model`'s requests (any model's when None).
+
+        `overload(3)`: the next 3 requests. `overload(share=0.5, seconds=2)`: every
+        other request for the next 2 seconds (spread evenly, never at random). With
+        neither a count nor a window, until `overload(0)` ends it. `retry_after` adds
+        that header to the 529s. Called again, it replaces the model's burst.
+        """
+        if requests is not None:
+            whole("FakeMessagesAPI.overload(requests=)", requests, at_least=0)
+        number("FakeMessagesAPI.overload(share=)", share, at_most=1.0)
+        if seconds is not None:
+            number("FakeMessagesAPI.overload(seconds=)", seconds, unit="seconds")
+        if retry_after is not None:
+            number("FakeMessagesAPI.overload(retry_after=)", retry_after, unit="seconds")
+        self._load.set_burst(model, requests, share, seconds, retry_after)
+
+    def exhaust_quota(
+        self,
+        resets_in: float = 4 * 3600,
+        *,
+        model: str | None = None,
+        error_code: str | None = "enforced_spend_limit_reached",
+        retry_after: bool = True,
+    ) -> None:
+        """Answer every request for `model` (any model's when None) as a spent quota,
+        until it resets `resets_in` seconds from now (`resets_in=0` ends it at once).
+
+        The answer is the real one for a spent monthly quota: 429 `rate_limit_error` with
+        `error.details.error_code` (`enforced_spend_limit_reached`; None leaves the
+        details out, a bare 429 whose only sign is its far reset) and a message saying
+        when access returns. `retry-after` carries the seconds to the reset unless
+        `retry_after=False` (the real API sends none with a spend limit).
+        """
+        number("FakeMessagesAPI.exhaust_quota(resets_in=)", resets_in, unit="seconds")
+        self._load.set_quota(model, resets_in, error_code, retry_after)
+
+    def advance(self, seconds: float) -> None:
+        """Move the fake's clock forward: buckets refill and bursts and quotas end as if
+        `seconds` had passed. `RecordingSleep(advance=api.advance)` is a sleep the
+        server sees without the test waiting."""
+        number("FakeMessagesAPI.advance(seconds=)", seconds, unit="seconds")
+        self._load.advance(seconds)
 
     # records
 
@@ -753,7 +871,18 @@ class FakeMessagesAPI:
             )
         if not isinstance(request.body, dict):
             return self._error_response(request, _error(400, message="body must be JSON"))
-        return self._render(request, self._next_reply(request))
+        ticket = self._load.admit(request.model or self._model, request.body)
+        if isinstance(ticket, Refusal):
+            refusal = ErrorReply(
+                ticket.status, ticket.type, ticket.message, ticket.headers, ticket.error_code
+            )
+            return self._error_response(request, refusal)
+        reply = self._next_reply(request)
+        response = self._render(request, reply)
+        for name, value in self._load.settle(ticket, _output_tokens(reply)).items():
+            # A scripted reply's own headers win over the buckets'.
+            response.headers.setdefault(name, value)
+        return response
 
     def _next_reply(self, request: RecordedRequest) -> Reply:
         with self._lock:
@@ -817,7 +946,7 @@ class FakeMessagesAPI:
 
     def _error_response(self, request: RecordedRequest, reply: ErrorReply) -> Response:
         response = Response(
-            json.dumps(_error_body(reply.type, reply.message)),
+            json.dumps(_error_body(reply.type, reply.message, reply.error_code)),
             reply.status,
             content_type="application/json",
         )

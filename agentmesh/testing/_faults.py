@@ -9,13 +9,20 @@ __all__ = ["FailTimes", "RecordingSleep"]
 
 
 class RecordingSleep:
-    """An async sleep that records each delay and returns at once (after one loop turn)."""
+    """An async sleep that records each delay and returns at once (after one loop turn).
 
-    def __init__(self) -> None:
+    `advance`, when given, is called with each delay: pass a fake clock's, such as
+    `FakeMessagesAPI.advance`, and the time the test did not wait has passed for it.
+    """
+
+    def __init__(self, advance: Callable[[float], object] | None = None) -> None:
         self.delays: list[float] = []
+        self._advance = advance
 
     async def __call__(self, delay: float) -> None:
         self.delays.append(delay)
+        if self._advance is not None:
+            self._advance(delay)
         # Yield to the loop as a real sleep would, so concurrent tasks interleave.
         await asyncio.sleep(0)
 

@@ -129,8 +129,11 @@ class TestRetryAfterBeyondTheDeadline:
         captured: Captured,
         figure: Figure,
     ) -> None:
-        """One request, no sleep, back in milliseconds; retryAfter is kept for the caller."""
-        fake_messages_api.handler = lambda request: F.error(429, retry_after=3600)
+        """One request, no sleep, back in milliseconds; retryAfter is kept for the caller.
+
+        An overload (529): a 429 as far away is a spent quota, never retried at all.
+        """
+        fake_messages_api.handler = lambda request: F.error(529, retry_after=3600)
         sleep = RecordingSleep()
         # max_delay above the hint: it is the deadline, not max_delay, that says no.
         policy = fast_retry(sleep, attempts=5, max_delay=7200)

@@ -131,3 +131,23 @@ async def spend() -> None:
     # A person's answers the run used: what was asked, the answer, the arguments after.
     for answered in report.answered_approvals:
         print(answered.id, answered.answer, answered.tool, answered.edited_arguments)
+
+
+async def crowded_server() -> None:
+    from agentmesh.envelope import ErrorType
+    from agentmesh.models import AnthropicModel
+    from agentmesh.subagents import LLMSubagent
+    from agentmesh.testing import FakeMessagesAPI, RecordingSleep
+
+    with FakeMessagesAPI() as api:
+        api.rate_limit(requests_per_minute=60, input_tokens_per_minute=30_000, minute=0.5)
+        api.overload(3, model="claude-busy", retry_after=1.5)
+        api.overload(share=0.25, seconds=2.0)
+        api.exhaust_quota(resets_in=3600, error_code=None, retry_after=False)
+        sleep = RecordingSleep(advance=api.advance)
+        async with AnthropicModel("claude-test", base_url=api.base_url) as claude:
+            agent = LLMSubagent("a", claude, retry=RetryPolicy(sleep=sleep))
+            outcome = await agent.run("q")
+        if isinstance(outcome, ErrorEnvelope) and outcome.error_type == ErrorType.QUOTA_EXHAUSTED:
+            wait: float | None = outcome.retry_after
+            print(wait, outcome.details, sleep.delays)
