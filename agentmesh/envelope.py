@@ -101,6 +101,9 @@ class ErrorType(enum.StrEnum):
     DECISION_PENDING = "decision_pending"
     # A person answered `Reject(reason)`: the call was not made.
     REJECTED = "rejected"
+    # A quota or usage limit of a model that resets far away (business, not retried):
+    # the model is left out until then, and a `FallbackModel` goes on without it.
+    QUOTA_EXHAUSTED = "quota_exhausted"
 
 
 class _Wire(BaseModel):

@@ -163,6 +163,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "ContentBlock",
         "FallbackModel",
         "Model",
+        "ModelHealth",
         "ModelRequest",
         "ModelResponse",
         "OtherBlock",
