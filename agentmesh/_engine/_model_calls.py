@@ -69,18 +69,7 @@ async def call_model(
     for index, member in enumerate(chain):
         turn = _Turn(ctx, member, request, usage_limits)
         query = {"model": member.name, **(attempted_query or {})}
-        gate = ModelGate(
-            ctx, member, turn.attempt, source=source, attempted_query=query, log=turn.log
-        )
-        outcome = await attempt_call(
-            gate.attempt,
-            rules=rules,
-            source=source,
-            attempted_query=query,
-            log=turn.log,
-            scope=ctx,
-            deposit=ctx.deposit_for_call,
-        )
+        outcome, skipped = await _attempts(ctx, turn, rules, source, query)
         if isinstance(outcome, Success):
             if tried:
                 turn.log.info("model_answered", after_failover=[name for name, _ in tried])
@@ -90,8 +79,35 @@ async def call_model(
             isinstance(model, FallbackModel) and model.fails_over(outcome)
         ):
             raise CallFailed(_with_models_tried(outcome, tried))
-        _fail_over(ctx, turn, outcome, chain[index + 1].name, skipped=gate.skipped)
+        _fail_over(ctx, turn, outcome, chain[index + 1].name, skipped=skipped)
     raise AssertionError("unreachable: the last model returns or raises")
+
+
+async def _attempts(
+    ctx: TaskEngine, turn: _Turn, rules: AttemptRules, source: str, query: dict[str, Any]
+) -> tuple[Success[ModelResponse] | ErrorEnvelope, bool]:
+    """One model's attempts for the turn, behind the run's model health; its outcome, and
+    whether the model was skipped (out) rather than failed."""
+    gate = ModelGate(
+        ctx.scope.model_health,
+        turn.model,
+        turn.attempt,
+        classifier=ctx.classifier,
+        deadline=ctx.deadline,
+        source=source,
+        attempted_query=query,
+        log=turn.log,
+    )
+    outcome = await attempt_call(
+        gate.attempt,
+        rules=rules,
+        source=source,
+        attempted_query=query,
+        log=turn.log,
+        scope=ctx,
+        deposit=ctx.deposit_for_call,
+    )
+    return outcome, gate.skipped
 
 
 def _fail_over(

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentmesh._engine._task import TaskEngine
+from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed
 from agentmesh.models import Model, ModelHealth, ModelResponse
@@ -29,20 +29,33 @@ __all__ = ["ModelGate"]
 class ModelGate:
     """The attempts of one model in one turn, through the run's model health."""
 
-    __slots__ = ("attempted_query", "ctx", "health", "log", "model", "skipped", "source", "work")
+    __slots__ = (
+        "attempted_query",
+        "classifier",
+        "deadline",
+        "health",
+        "log",
+        "model",
+        "skipped",
+        "source",
+        "work",
+    )
 
     def __init__(
         self,
-        ctx: TaskEngine,
+        health: ModelHealth,
         model: Model,
         work: Callable[[int], Awaitable[ModelResponse]],
         *,
+        classifier: Classifier,
+        deadline: float | None,
         source: str,
         attempted_query: dict[str, Any],
         log: Any,
     ) -> None:
-        self.ctx, self.model, self.work, self.log = ctx, model, work, log
-        self.health: ModelHealth = ctx.scope.model_health
+        # The task's parts, given one by one: the gate sits below the task engine.
+        self.health, self.model, self.work, self.log = health, model, work, log
+        self.classifier, self.deadline = classifier, deadline
         self.source, self.attempted_query = source, attempted_query
         self.skipped = False  # an attempt found the model out and did not call it
 
@@ -54,7 +67,7 @@ class ModelGate:
             self.health.cancel(self.model, ticket)  # refused before any call was made
             raise
         except Exception as exc:
-            verdict = self.ctx.classifier.classify(
+            verdict = self.classifier.classify(
                 exc, source=self.source, attempted_query=self.attempted_query, attempts=number
             )
             self.health.release(self.model, ticket, verdict)
@@ -77,10 +90,10 @@ class ModelGate:
                 self.log.debug("model_skipped", attempt=number, reason=claim)
                 raise CallFailed(self._out(claim, number - 1))
             self.log.debug("model_window_full", attempt=number)
-            if self.ctx.deadline is None:
+            if self.deadline is None:
                 await health.wait(model, first=first)
             else:
-                async with asyncio.timeout_at(self.ctx.deadline):
+                async with asyncio.timeout_at(self.deadline):
                     await health.wait(model, first=first)
             first = True  # woken for a slot: first in line if a newcomer took it
 
