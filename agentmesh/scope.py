@@ -20,7 +20,7 @@ memory out of the user's `state` dict:
   its `UsageMeter` (in this process: the Ray executor's workers count their own);
 * model health (`model_health`): each model's breaker, quota and window of calls in
   flight, so that one task's 529 keeps the others away from an overloaded model (in
-  this process: the Ray executor's workers keep their own);
+  this process: on the Ray executor each task of a worker has its own, for now);
 * pending decisions: the questions for a person and their answers, kept in the run's
   checkpoint store (None without a store: nobody could answer them).
 * the event sink: where the run's events go when someone streams them (None when

@@ -8,6 +8,9 @@ Each attempt of a model turn claims its model first, in one step:
                  no local retry is spent on it, and a `FallbackModel` goes on with its
                  next model (`skipped` tells the turn it was a skip, not a failure)
 
+A call that fails once its model is out (its own failure opened the breaker, or another
+task's did meanwhile) is final too: its retry would only be refused after the backoff.
+
 The verdict is the envelope the attempt's exception classifies to (the classifier is
 the task's, as for the envelope the retry loop makes of it).
 """
@@ -18,6 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentmesh.breaker import BreakerState
 from agentmesh.classify import Classifier
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed
@@ -71,6 +75,11 @@ class ModelGate:
                 exc, source=self.source, attempted_query=self.attempted_query, attempts=number
             )
             self.health.release(self.model, ticket, verdict)
+            if self.health.state(self.model) is not BreakerState.CLOSED:
+                # The model is out now (this failure, or another task's, opened its
+                # breaker): a retry would be refused after its backoff. Final here, so
+                # the chain goes on with its next model at once.
+                raise CallFailed(verdict) from exc
             raise
         except BaseException:
             self.health.cancel(self.model, ticket)

@@ -118,8 +118,8 @@ class TestBreaker:
         scope = RunScope(model_health=health)
         first, second = RecordingSleep(), RecordingSleep()
         await LLMSubagent("a", chain, retry=fast_retry(first, attempts=4)).run("q1", scope=scope)
-        assert primary.calls == 3  # 3 opened it; the 4th attempt was refused, not made
-        assert first.delays == [0.1, 0.2, 0.4]
+        assert primary.calls == 3  # 3 opened it: no 4th attempt, and no wait for one
+        assert first.delays == [0.1, 0.2]
         outcome = await LLMSubagent("a", chain, retry=fast_retry(second, attempts=4)).run(
             "q2", scope=scope
         )
