@@ -17,6 +17,7 @@ import pytest
 from agentmesh import BusinessError, Coordinator, Success, Task, TransientError, tool
 from agentmesh.breaker import BreakerState
 from agentmesh.classify import default_classifier
+from agentmesh.events import AttemptFailed
 from agentmesh.models import (
     AnthropicModel,
     FallbackModel,
@@ -195,6 +196,27 @@ async def lookup(query: str) -> str:
     return f"found {query}"
 
 
+class TestEvents:
+    async def test_a_streamed_run_says_each_skip_and_why(self) -> None:
+        """Each skip is an AttemptFailed whose envelope says the model is out and why."""
+        primary, _backup, chain = down_and_up()
+        agent = LLMSubagent("a", chain, retry=fast_retry(attempts=1))
+        coordinator = Coordinator(
+            [agent], max_concurrency=1, model_health=ModelHealth(failure_threshold=1)
+        )
+        async with coordinator.stream(tasks(3)) as events:
+            seen = [event async for event in events]
+        skips = [
+            event.envelope
+            for event in seen
+            if isinstance(event, AttemptFailed) and "is out" in event.envelope.message
+        ]
+        assert len(skips) == 2
+        assert all(envelope.error_type == "overloaded" for envelope in skips)
+        assert all("model sonnet is out (overloaded since" in e.message for e in skips)
+        assert primary.calls == 1
+
+
 class TestStickyFailover:
     async def test_turn_two_goes_straight_to_the_fallback(self) -> None:
         """A tool loop whose turn 1 failed over does not ask the primary again in turn 2."""
@@ -294,6 +316,41 @@ class TestWindow:
             sizes.append(health.concurrency()["sonnet"])
         assert sizes[-1] == 10  # back up, and no further than the bound
         assert sizes == sorted(sizes)
+
+    async def test_a_waiter_gets_the_freed_slot(self) -> None:
+        """A full window parks the next call until one in flight ends."""
+        health = ModelHealth(initial_concurrency=1)
+        model = Model("sonnet", answer)
+        first = health.claim(model)
+        assert isinstance(first, int)
+        assert health.claim(model) is None
+        waiting = asyncio.create_task(health.wait(model))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        health.release(model, first, None)
+        await asyncio.wait_for(waiting, 1)
+        assert isinstance(health.claim(model), int)
+
+    async def test_a_cancelled_probe_lets_another_task_probe(self) -> None:
+        """A probe that ends without a verdict (cancelled) gives the probe back."""
+        clock = Clock()
+        health = ModelHealth(failure_threshold=1, reset_after=5, clock=clock)
+        model = Model("sonnet", answer)
+        ticket = health.claim(model)
+        assert isinstance(ticket, int)
+        down = default_classifier.classify(
+            TransientError("Overloaded", error_type="overloaded"),
+            source="m",
+            attempted_query="q",
+            attempts=1,
+        )
+        health.release(model, ticket, down)
+        clock.now += 6
+        probe = health.claim(model)
+        assert isinstance(probe, int)
+        assert health.claim(model) == "overloaded"
+        health.cancel(model, probe)
+        assert isinstance(health.claim(model), int)
 
     async def test_two_tasks_racing_for_the_probe_one_wins(self) -> None:
         """Half-open, 50 tasks past a barrier claim at once: one ticket, 49 told it is out."""
