@@ -131,7 +131,9 @@ def _fail_over(
     )
     if skipped:
         # Per call: the model going out was logged once, at info, where it happened.
-        turn.log.debug("model_skipped", reason=outcome.error_type, fallback=fallback)
+        turn.log.debug(
+            "model_failover", error_type=outcome.error_type, skipped=True, fallback=fallback
+        )
         return
     turn.log.info(
         "model_failover",
