@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentmesh import BusinessError, Coordinator, Success, Task, TransientError, tool
+from agentmesh import BusinessError, Coordinator, Report, Success, Task, TransientError, tool
 from agentmesh.breaker import BreakerState
 from agentmesh.classify import default_classifier
 from agentmesh.events import AttemptFailed
@@ -215,6 +215,24 @@ class TestEvents:
         assert all(envelope.error_type == "overloaded" for envelope in skips)
         assert all("model sonnet is out (overloaded since" in e.message for e in skips)
         assert primary.calls == 1
+
+
+class TestWireShape:
+    async def test_new_keys_only_where_there_is_something_to_say(self) -> None:
+        """A called model's fail-over keeps its JSON keys; a skip adds outSince; the report
+        adds modelConcurrency; and the JSON reads back into the same report."""
+        _primary, _backup, chain = down_and_up()
+        agent = LLMSubagent("a", chain, retry=fast_retry(attempts=1))
+        coordinator = Coordinator(
+            [agent], max_concurrency=1, model_health=ModelHealth(failure_threshold=1)
+        )
+        report = await coordinator.run(tasks(2))
+        data = report.to_dict()
+        failed, skipped = data["usage"]["failovers"]
+        assert set(failed) == {"model", "errorType", "attempts", "fallback"}
+        assert set(skipped) == {"model", "errorType", "attempts", "fallback", "outSince"}
+        assert data["modelConcurrency"] == {"sonnet": 2, "haiku": 4}
+        assert Report.model_validate(data).usage == report.usage
 
 
 class TestStickyFailover:
