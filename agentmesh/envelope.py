@@ -102,7 +102,8 @@ class ErrorType(enum.StrEnum):
     # A person answered `Reject(reason)`: the call was not made.
     REJECTED = "rejected"
     # A quota or usage limit whose reset is far away (`business`, not retryable;
-    # `retryAfter` is the seconds until the reset, `details` says `resumeAt`).
+    # `retryAfter` is the seconds until the reset, `details` says `resumeAt`): the model
+    # is left out until then, and a `FallbackModel` goes on without it.
     QUOTA_EXHAUSTED = "quota_exhausted"
 
 

@@ -18,6 +18,9 @@ memory out of the user's `state` dict:
   (this process, unless an executor counts them for a whole cluster);
 * model usage and its limits: every model call of the run is admitted and counted by
   its `UsageMeter` (in this process: the Ray executor's workers count their own);
+* model health (`model_health`): each model's breaker, quota and window of calls in
+  flight, so that one task's 529 keeps the others away from an overloaded model (in
+  this process: on the Ray executor each task of a worker has its own, for now);
 * pending decisions: the questions for a person and their answers, kept in the run's
   checkpoint store (None without a store: nobody could answer them).
 * the event sink: where the run's events go when someone streams them (None when
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from agentmesh._engine._human import DecisionBook
     from agentmesh.envelope import Ruling
     from agentmesh.events import EventSink
+    from agentmesh.models import ModelHealth
     from agentmesh.retry import RetryBudget
     from agentmesh.throttle import RateReservations
 
@@ -75,12 +79,15 @@ class RunScope:
             with a store); None: `Ruling.ask` is refused.
         events: the sink of the run's events (see `Coordinator.stream`); None when
             nobody reads them.
+        model_health: the models' health the run's tasks share (see `ModelHealth`); a
+            fresh one of this run by default (made at the first model call).
         shared: deprecated: the forbidden calls and policy memory under string keys;
             give `forbidden_calls=` and `policy_memory=`.
     """
 
     __slots__ = (
         "_ledger_store",
+        "_model_health",
         "budget",
         "decisions",
         "events",
@@ -109,6 +116,7 @@ class RunScope:
         usage: UsageMeter | None = None,
         decisions: DecisionBook | None = None,
         events: EventSink | None = None,
+        model_health: ModelHealth | None = None,
         shared: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -116,6 +124,7 @@ class RunScope:
         self.budget = budget
         self.rates = rates
         self._ledger_store = ledger_store
+        self._model_health = model_health
         self.usage = usage if usage is not None else UsageMeter()
         self.forbidden_calls: dict[str, Ruling] = {} if forbidden_calls is None else forbidden_calls
         self.policy_memory: dict[str, dict[str, Any]] = (
@@ -145,6 +154,16 @@ class RunScope:
             # Lazily: most runs call no non-idempotent tool and never need one.
             self._ledger_store = MemoryStore()
         return self._ledger_store
+
+    @property
+    def model_health(self) -> ModelHealth:
+        """The health of the models the run calls (created on first use)."""
+        if self._model_health is None:
+            # Lazily: most runs call no model, and the models package is not loaded then.
+            from agentmesh.models import ModelHealth
+
+            self._model_health = ModelHealth()
+        return self._model_health
 
     def forbidden(self, call_id: str) -> Ruling | None:
         """The ruling that forbids the call `call_id` for the rest of the run, or None."""

@@ -20,10 +20,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cost_cap, dispatch, lean, logging_cost, memory, rate, retry_storm
+from benchmarks import (
+    cost_cap,
+    dispatch,
+    lean,
+    logging_cost,
+    memory,
+    overload,
+    rate,
+    retry_storm,
+)
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
-SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging", "costcap")
+SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging", "overload", "costcap")
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
     "happy": (0.0, False),
@@ -279,6 +288,36 @@ def print_logging(rows: list[logging_cost.LoggingRow], micro: dict[str, float], 
     print()
 
 
+def run_overload(rounds: int) -> dict[str, Any]:
+    """The overload section: covered tasks and calls to the primary, for each contender."""
+    rows = overload.run(rounds)
+    lines = [
+        [
+            row.name,
+            f"{row.covered.median:.0f} of {overload.TASKS}",
+            f"{row.primary_calls.median:.0f}",
+            spread(row.seconds, "{:.2f}"),
+            ", ".join(f"{name} {size}" for name, size in row.concurrency.items()),
+        ]
+        for row in rows
+    ]
+    print(
+        table(
+            ["contender", "covered", "calls to the primary", "s", "settled in flight"],
+            lines,
+            f"Overload: {overload.TASKS} tasks, {overload.IN_FLIGHT} in flight, primary always "
+            f"529, fallback healthy, max_model_calls={overload.MAX_CALLS}",
+        )
+    )
+    print()
+    return {
+        "tasks": overload.TASKS,
+        "in_flight": overload.IN_FLIGHT,
+        "max_model_calls": overload.MAX_CALLS,
+        **{row.name: row.to_json() for row in rows},
+    }
+
+
 def targets(results: dict[str, Any], sizes: Sequence[int]) -> list[tuple[str, str, bool]]:
     """The issue's targets, each with the measured figure and whether it is met."""
     checks: list[tuple[str, str, bool]] = []
@@ -311,6 +350,9 @@ def targets(results: dict[str, Any], sizes: Sequence[int]) -> list[tuple[str, st
         share = limiter["achieved_rate_share"]["median"]
         checks.append(("≤ 50 µs CPU per acquisition", f"{cpu:.0f} µs", cpu <= 50))
         checks.append(("rate delivered within 5%", f"{100 * share:.1f}%", abs(share - 1) <= 0.05))
+    if "overload" in results:
+        covered = results["overload"][overload.NAMES["shared"]]["covered"]["median"]
+        checks.append(("overload: ≥ 48 of 50 covered", f"{covered:.0f} of 50", covered >= 48))
     return checks
 
 
@@ -399,6 +441,9 @@ def main(argv: list[str] | None = None) -> None:
         cap_rows = cost_cap.run(3 if quick else 5)
         results["cost_cap"] = {row.name: row.to_json() for row in cap_rows}
         cost_cap.print_table(cap_rows)
+    if "overload" in sections:
+        print("overload ", end="", flush=True)
+        results["overload"] = run_overload(1 if quick else 5)
 
     checks = targets(results, sizes)
     if checks:
@@ -406,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
             table(
                 ["target", "measured", "met"],
                 [[name, value, "yes" if ok else "NO"] for name, value, ok in checks],
-                "Targets (issues 7 and 18)",
+                "Targets (issues 7, 18 and 26)",
             )
         )
         results["targets"] = [

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh import Coordinator, Task
-from agentmesh.models import ModelResponse, UsageLimits
+from agentmesh.models import ModelHealth, ModelResponse, UsageLimits
 from agentmesh.models._base import TextBlock, Usage
 from agentmesh.report import CoverageStatus, Report
 from agentmesh.subagents import LLMSubagent
@@ -110,6 +110,9 @@ async def _one(tasks: int, in_flight: int, hard: bool, seed: int) -> tuple[Repor
         [LLMSubagent("worker", model, max_tokens=MAX_TOKENS)],
         max_concurrency=in_flight,
         usage_limits=UsageLimits(max_cost_usd=CAP, hard=hard),
+        # A healthy model: its window of calls in flight starts open, so `in_flight`
+        # calls are really in flight at once (the cap, not the window, holds them).
+        model_health=ModelHealth(initial_concurrency=in_flight),
     )
     loop = asyncio.get_running_loop()
     started = loop.time()

@@ -167,6 +167,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "ContentBlock",
         "FallbackModel",
         "Model",
+        "ModelHealth",
         "ModelRequest",
         "ModelResponse",
         "OtherBlock",

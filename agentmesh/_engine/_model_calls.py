@@ -4,9 +4,10 @@
 `LLMSubagent` makes every turn this way. For each model of the chain (a `FallbackModel`'s,
 or the one model given):
 
-    admit (the run's and the subagent's usage limits) -> model.create -> count its usage
-    (a `UsageUpdated` event when the run is streamed)
-    -> retried locally while transient -> fail over on the chain's error types
+    claim the model (the run's `ModelHealth`: skipped at once while it is out, else a
+    slot of its window of calls in flight) -> admit (the run's and the subagent's usage
+    limits) -> model.create -> count its usage (a `UsageUpdated` event when the run is
+    streamed) -> retried locally while transient -> fail over on the chain's error types
 
 It returns the response, or raises `CallFailed` with the final envelope: that is final
 where it is raised (no layer above retries it again).
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from agentmesh._engine._attempts import AttemptRules, attempt_call
+from agentmesh._engine._model_gate import ModelGate
 from agentmesh._engine._task import TaskEngine
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import CallFailed, UsageError
@@ -62,17 +64,11 @@ async def call_model(
     chain = model.models if isinstance(model, FallbackModel) else (model,)
     tried: list[tuple[str, ErrorEnvelope]] = []
     rules = AttemptRules(retry or ctx.retry, ctx.classifier)
+    source = f"{ctx.subagent}/model"
     for index, member in enumerate(chain):
         turn = _Turn(ctx, member, request, usage_limits)
-        outcome = await attempt_call(
-            turn.attempt,
-            rules=rules,
-            source=f"{ctx.subagent}/model",
-            attempted_query={"model": member.name, **(attempted_query or {})},
-            log=turn.log,
-            scope=ctx,
-            deposit=ctx.deposit_for_call,
-        )
+        query = {"model": member.name, **(attempted_query or {})}
+        outcome, skipped = await _attempts(ctx, turn, rules, source, query)
         if isinstance(outcome, Success):
             if tried:
                 turn.log.info("model_answered", after_failover=[name for name, _ in tried])
@@ -82,20 +78,62 @@ async def call_model(
             isinstance(model, FallbackModel) and model.fails_over(outcome)
         ):
             raise CallFailed(_with_models_tried(outcome, tried))
-        _fail_over(ctx, turn, outcome, chain[index + 1].name)
+        _fail_over(ctx, turn, outcome, chain[index + 1].name, skipped=skipped)
     raise AssertionError("unreachable: the last model returns or raises")
 
 
-def _fail_over(ctx: TaskEngine, turn: _Turn, outcome: ErrorEnvelope, fallback: str) -> None:
-    """Count and log that the turn goes on with the chain's next model, `fallback`."""
+async def _attempts(
+    ctx: TaskEngine, turn: _Turn, rules: AttemptRules, source: str, query: dict[str, Any]
+) -> tuple[Success[ModelResponse] | ErrorEnvelope, bool]:
+    """One model's attempts for the turn, behind the run's model health; its outcome, and
+    whether the model was skipped (out) rather than failed."""
+    gate = ModelGate(
+        ctx.scope.model_health,
+        turn.model,
+        turn.attempt,
+        classifier=ctx.classifier,
+        deadline=ctx.deadline,
+        source=source,
+        attempted_query=query,
+        log=turn.log,
+    )
+    outcome = await attempt_call(
+        gate.attempt,
+        rules=rules,
+        source=source,
+        attempted_query=query,
+        log=turn.log,
+        scope=ctx,
+        deposit=ctx.deposit_for_call,
+    )
+    return outcome, gate.skipped
+
+
+def _fail_over(
+    ctx: TaskEngine, turn: _Turn, outcome: ErrorEnvelope, fallback: str, *, skipped: bool
+) -> None:
+    """Count and log that the turn goes on with the chain's next model, `fallback`.
+
+    `skipped`: the model was out (the run's `ModelHealth` said so) and not called.
+    """
+    outage = ctx.scope.model_health.outage(turn.model) if skipped else None
+    since, until = (None, None) if outage is None else outage
     ctx.usage.failed_over(
         ModelFailover(
             model=turn.model.name,
             error_type=outcome.error_type,
             attempts=outcome.attempts,
             fallback=fallback,
+            out_since=since,
+            out_until=until,
         )
     )
+    if skipped:
+        # Per call: the model going out was logged once, at info, where it happened.
+        turn.log.debug(
+            "model_failover", error_type=outcome.error_type, skipped=True, fallback=fallback
+        )
+        return
     turn.log.info(
         "model_failover",
         error_type=outcome.error_type,
@@ -199,7 +237,9 @@ def _with_models_tried(
     if len(tried) < 2:
         return envelope
     shown = ", ".join(
-        f"{name} ({failed.error_type} after {failed.attempts} attempt"
+        f"{name} ({failed.error_type}, not called: it was out)"
+        if failed.attempts == 0
+        else f"{name} ({failed.error_type} after {failed.attempts} attempt"
         f"{'' if failed.attempts == 1 else 's'})"
         for name, failed in tried
     )

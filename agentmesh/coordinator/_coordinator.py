@@ -28,7 +28,7 @@ from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
 from agentmesh.events import DEFAULT_BUFFER, RunStream
 from agentmesh.executors import Executor, LocalExecutor
-from agentmesh.models import FallbackModel
+from agentmesh.models import FallbackModel, ModelHealth
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import Report
 from agentmesh.retry import RetryBudget
@@ -79,6 +79,9 @@ class Coordinator:
             yet started end with a `usage_limit_exceeded` envelope (a gap that says so).
         prices: model name -> `ModelPrice`, overriding or extending `DEFAULT_PRICES`
             for the run's costs (or a `PriceTable`).
+        model_health: what the tasks learn of each model's health (breakers, quotas,
+            calls in flight), shared by every run given the same object; by default
+            each run has a fresh `ModelHealth()` of its own.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class Coordinator:
         store: CheckpointStore | None = None,
         usage_limits: UsageLimits | None = None,
         prices: PriceTable | Mapping[str, ModelPrice] | None = None,
+        model_health: ModelHealth | None = None,
     ) -> None:
         self.limits = RunLimits.of(
             limits,
@@ -132,6 +136,11 @@ class Coordinator:
         self.store = store
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
         _check_hard_cap(self.limits.usage, self.prices, [*spokes, *(alternatives or {}).values()])
+        if model_health is not None and not isinstance(model_health, ModelHealth):
+            raise UsageError(
+                f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}"
+            )
+        self.model_health = model_health
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
         self._alternative_names = frozenset(self._alternative_subagents)

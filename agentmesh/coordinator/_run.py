@@ -58,6 +58,7 @@ class Run:
             store=hub.store,
             decisions=book,
             events=events,
+            model_health=hub.model_health,
         )
         log = get_logger(run_id=self.run_id)
         self._state = RunState(
@@ -115,6 +116,7 @@ class Run:
             report = report.model_copy(update={"pending_approvals": run.book.unanswered()})
         report = self._with_helper_usage(report)
         report = self._with_usage_stop(report)
+        report = self._with_model_concurrency(report)
         log.info(
             "run_finished",
             entries=len(report.coverage),
@@ -247,6 +249,18 @@ class Run:
                 "deterministic synthesis used."
             )
             return report.model_copy(update={"synthesis_note": note})
+
+    def _with_model_concurrency(self, report: Report) -> Report:
+        """The report, with the calls in flight each model's window settled at."""
+        if report.usage is None:
+            return report  # no model called: none to show (and the health is not made)
+        used = report.usage_by_model
+        settled = {
+            name: size
+            for name, size in self.state.scope.model_health.concurrency().items()
+            if name in used  # a health shared with other runs knows their models too
+        }
+        return report.model_copy(update={"model_concurrency": settled}) if settled else report
 
     def _with_helper_usage(self, report: Report) -> Report:
         """The report with what the coordinator's own helpers' model calls used, if any."""

@@ -16,6 +16,7 @@ from agentmesh.coordinator._router import Rewriter, RouterLike
 from agentmesh.coordinator._synthesis import Synthesizer
 from agentmesh.events import EventSink
 from agentmesh.executors import Executor
+from agentmesh.models import ModelHealth
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import TaskRecord
 from agentmesh.retry import RetryBudget
@@ -39,6 +40,7 @@ class Hub(Protocol):
     retry_budget: RetryBudget | None
     policies: tuple[ToolPolicy, ...]
     prices: PriceTable
+    model_health: ModelHealth | None
 
     @property
     def alternative_names(self) -> frozenset[str]: ...

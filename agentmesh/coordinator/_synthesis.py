@@ -242,7 +242,10 @@ def _rulings_note(
 def _failover_note(usage: UsageSummary) -> str:
     """Which models of a fallback chain failed, why, and which answered (if one did)."""
     failed = ", ".join(
-        f"{item.model} {item.error_type} after {item.attempts} attempts" for item in usage.failovers
+        f"{item.model} skipped ({item.error_type} since {item.out_since:%H:%M:%S})"
+        if item.out_since is not None
+        else f"{item.model} {item.error_type} after {item.attempts} attempts"
+        for item in usage.failovers
     )
     answered = usage.answered_by
     return f"models failed over: {failed}" + (

@@ -1,6 +1,7 @@
 """Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline).
 
-Also what a run's model calls may use and did use: `FallbackModel` chains, `UsageLimits`,
+Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
+each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
 the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
 prices that give it a cost (`DEFAULT_PRICES`, `ModelPrice`, `PriceTable`). These live in
 `agentmesh.usage` and are re-exported here.
@@ -20,6 +21,7 @@ from agentmesh.models._base import (
     Usage,
 )
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
+from agentmesh.models._health import ModelHealth
 from agentmesh.models._scripted import ScriptedModel
 from agentmesh.usage import (
     DEFAULT_PRICES,
@@ -39,6 +41,7 @@ __all__ = [
     "FallbackModel",
     "Model",
     "ModelFailover",
+    "ModelHealth",
     "ModelPrice",
     "ModelRequest",
     "ModelResponse",

@@ -24,6 +24,8 @@ __all__ = ["MODEL_ENV", "AnthropicModel"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
 """The environment variable `AnthropicModel` reads its model name from when given none."""
+# Where the SDK sends requests when neither `base_url` nor ANTHROPIC_BASE_URL says.
+_DEFAULT_BASE_URL = "https://api.anthropic.com"
 _PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
 
 
@@ -73,6 +75,15 @@ class AnthropicModel:
         self._owns_client = client is None
         self._api_key = api_key
         self._base_url = base_url
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL this model calls: its client's, or the one its client will have."""
+        if self._client is not None:
+            return str(self._client.base_url).rstrip("/")
+        return (self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         # The SDK costs about a second to import: only a model that is used pays for it.

@@ -5,7 +5,13 @@ caller's local retries first; when they end in one of the `on` error types (over
 rate limited, unavailable, timed out, by default), the next model gets the same request
 at once. A retry-after longer than the deadline allows ends a model's retries at once
 too, so the chain fails over instead of waiting. A validation, permission or business
-error is the request's or the caller's problem, not the model's: never failed over.
+error is the request's or the caller's problem, not the model's: never failed over,
+except `quota_exhausted` (a business error too): one model's quota says nothing of
+another's.
+
+The run shares what it learns of each model (`ModelHealth`): a model whose breaker is
+open, or whose quota ended, is skipped at once (no local retries, no usage), and later
+turns and tasks go on with the next model until a probe finds it back.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from agentmesh.classify import Classifier, default_classifier
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import UsageError
 from agentmesh.models._base import Model, ModelResponse
 
 __all__ = ["DEFAULT_FAILOVER_ON", "FallbackModel"]
 
-DEFAULT_FAILOVER_ON: Final = frozenset({"overloaded", "rate_limited", "unavailable", "timeout"})
+DEFAULT_FAILOVER_ON: Final = frozenset(
+    {"overloaded", "rate_limited", "unavailable", "timeout", ErrorType.QUOTA_EXHAUSTED.value}
+)
 """The error types a `FallbackModel` fails over on by default."""
 
 # Whatever `on` says: another model would be refused, or given bad input, the same way.
@@ -68,7 +76,12 @@ class FallbackModel:
 
     def fails_over(self, envelope: ErrorEnvelope) -> bool:
         """Whether a model's final envelope sends the request to the next model."""
-        return envelope.error_type in self.on and envelope.error_category not in _NEVER
+        if envelope.error_type not in self.on:
+            return False
+        return (
+            envelope.error_type == ErrorType.QUOTA_EXHAUSTED
+            or envelope.error_category not in _NEVER
+        )
 
     async def create(
         self,

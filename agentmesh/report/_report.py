@@ -57,6 +57,9 @@ class Report(_Value):
     helper_usage: dict[str, UsageSummary] = Field(default_factory=dict)
     # How far the run got when a run-wide usage limit stopped it; None when none did.
     usage_stop: UsageStop | None = None
+    # The calls in flight each model's window settled at by the end of the run (see
+    # `ModelHealth`): what the run could ask of each model at once.
+    model_concurrency: dict[str, int] = Field(default_factory=dict)
 
     @property
     def answered_approvals(self) -> tuple[AnsweredApproval, ...]:
@@ -162,6 +165,8 @@ class Report(_Value):
             del data["helperUsage"]  # the same for a run whose helpers called no model
         if self.usage_stop is None:
             del data["usageStop"]  # and for a run no usage limit stopped
+        if not self.model_concurrency:
+            del data["modelConcurrency"]  # and for a run that called no model
         answered = [record.pop("answers") for record in data["records"]]
         for record, answers in zip(data["records"], answered, strict=True):
             if answers:  # a task nobody answered for keeps the shape its JSON always had
@@ -289,13 +294,35 @@ def _usage_lines(report: Report) -> list[str]:
         lines += [_unknown_tokens_note(usage.unknown_token_calls), ""]
     # One line per kind of fail-over, with its count: a chain down for a whole run fails
     # over the same way in every task, and 32 identical lines hide the one that differs.
-    for failover, count in Counter(usage.failovers).items():
+    for failover, count in Counter(item for item in usage.failovers if not item.skipped).items():
         lines.append(
             f"- failed over: {failover.model} ({failover.error_type} after "
             f"{failover.attempts} attempts) → {failover.fallback}{_times(count)}"
         )
+    lines += _skipped_lines(usage)
     if usage.failovers:
         lines.append("")
+    if report.model_concurrency:
+        shown = ", ".join(f"{name} {size}" for name, size in report.model_concurrency.items())
+        lines += [f"Calls in flight per model at the end (adapted to overload): {shown}.", ""]
+    return lines
+
+
+def _skipped_lines(usage: UsageSummary) -> list[str]:
+    """One line per outage of a model: since when, why, and where its calls went."""
+    outages = Counter(
+        (item.model, item.error_type, item.out_since, item.out_until, item.fallback)
+        for item in usage.failovers
+        if item.skipped
+    )
+    lines = []
+    for (model, why, since, until, fallback), count in outages.items():
+        assert since is not None  # only skips are counted here
+        back = f" (until {until:%H:%M:%S})" if until is not None else ""
+        calls = "1 call" if count == 1 else f"{count} calls"
+        lines.append(
+            f"- skipped: {model} {why} since {since:%H:%M:%S}{back}: {calls} went to {fallback}"
+        )
     return lines
 
 

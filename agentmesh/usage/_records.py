@@ -7,6 +7,7 @@ was called): tokens by kind, model calls, the cost where every price is known, o
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Any
 
@@ -88,7 +89,13 @@ class ModelUsage(BaseModel):
 
 
 class ModelFailover(BaseModel):
-    """A model of a fallback chain that failed for good, and the model asked next."""
+    """A model of a fallback chain that failed for good, and the model asked next.
+
+    A model the run knew to be out (its breaker open, its quota exhausted) is skipped,
+    not called: `attempts` is 0 and `out_since` says since when it has been out
+    (`out_until`: until when, where its quota's reset is known). Both are absent from
+    the JSON of a model that was called.
+    """
 
     model_config = _WIRE
 
@@ -96,6 +103,23 @@ class ModelFailover(BaseModel):
     error_type: str
     attempts: int = Field(ge=0)
     fallback: str
+    out_since: datetime.datetime | None = None
+    out_until: datetime.datetime | None = None
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A fail-over of a model that was called keeps the shape its JSON always had.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("outSince", "out_since", "outUntil", "out_until"):
+                if key in data and data[key] is None:
+                    del data[key]
+        return data
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the model was not called at all: the run knew it was out."""
+        return self.out_since is not None
 
 
 class UsageSummary(BaseModel):

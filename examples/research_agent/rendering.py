@@ -158,6 +158,12 @@ def failover_lines(usage: UsageSummary) -> list[str]:
     lines = []
     for f, count in Counter(usage.failovers).items():
         times = "" if count == 1 else f", {count} times"
+        if f.out_since is not None:  # the run knew the model was out: not called
+            lines.append(
+                f"{f.model} skipped ({f.error_type} since {f.out_since:%H:%M:%S}) "
+                f"for {f.fallback}{times}"
+            )
+            continue
         lines.append(
             f"{f.model} failed over ({f.error_type} after {f.attempts} attempts) "
             f"to {f.fallback}{times}"

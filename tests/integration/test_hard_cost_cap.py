@@ -15,6 +15,7 @@ from agentmesh.coordinator import CoverageStatus, Report
 from agentmesh.models import (
     AnthropicModel,
     FallbackModel,
+    ModelHealth,
     ModelPrice,
     ModelResponse,
     ScriptedModel,
@@ -88,7 +89,7 @@ class MeteredModel:
                 await self._barrier.wait()
             await asyncio.sleep(0.001)
             if self._fail:
-                raise ConnectionError("connection reset")
+                raise TimeoutError("read timed out")  # a failure that opens no breaker
             actual = tokens_of(request)
             self.estimates.append((actual, estimated_input_tokens(request)))
             return ModelResponse(
@@ -110,6 +111,8 @@ async def run_capped(model: MeteredModel, count: int, *, hard: bool) -> Report:
         max_concurrency=64,
         usage_limits=UsageLimits(max_cost_usd=CAP, hard=hard),
         prices=PRICES,
+        # The model's window of calls in flight starts open: the cap alone holds calls.
+        model_health=ModelHealth(initial_concurrency=64),
     )
     return await coordinator.run(tasks(count))
 
@@ -226,6 +229,7 @@ class TestHowFar:
             max_concurrency=64,
             usage_limits=UsageLimits(max_model_calls=10),
             prices=PRICES,
+            model_health=ModelHealth(initial_concurrency=64),
         )
         report = await coordinator.run(tasks(50))
         assert model.calls == 10

@@ -269,8 +269,12 @@ class TestLLMSynthesizer:
         assert report.coverage == baseline.coverage
         assert report.findings == baseline.findings
         assert report.escalations == baseline.escalations
-        # Besides the summary, the report counts the synthesizer's one model call.
-        assert report.model_copy(update={"summary": None, "helper_usage": {}}) == baseline
+        # Besides the summary, the report counts the synthesizer's one model call (and
+        # shows the calls in flight its model settled at).
+        assert (
+            report.model_copy(update={"summary": None, "helper_usage": {}, "model_concurrency": {}})
+            == baseline
+        )
         assert report.usage is not None
         assert report.usage.model_calls == 1
         assert [(e.topic, e.status) for e in report.coverage] == [
@@ -338,7 +342,12 @@ class TestLLMSynthesizer:
         assert report.synthesis_note is not None
         assert problem in report.synthesis_note
         assert report.synthesis_note.endswith("— deterministic synthesis used.")
-        assert report.model_copy(update={"synthesis_note": None, "helper_usage": {}}) == baseline
+        assert (
+            report.model_copy(
+                update={"synthesis_note": None, "helper_usage": {}, "model_concurrency": {}}
+            )
+            == baseline
+        )
         markdown = report.to_markdown()
         assert report.synthesis_note in markdown
         if text.strip():
@@ -362,7 +371,12 @@ class TestLLMSynthesizer:
         assert len(model.requests) == 3
         assert sleep.delays == [0.1, 0.2]
         assert report.summary is None
-        assert report.model_copy(update={"synthesis_note": None, "helper_usage": {}}) == baseline
+        assert (
+            report.model_copy(
+                update={"synthesis_note": None, "helper_usage": {}, "model_concurrency": {}}
+            )
+            == baseline
+        )
         markdown = report.to_markdown()
         assert f"*Summary unavailable: {says}" in markdown
         assert "— deterministic synthesis used.*" in markdown

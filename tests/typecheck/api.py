@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from agentmesh import (
@@ -100,6 +101,7 @@ async def spend() -> None:
     from agentmesh.models import (
         FallbackModel,
         Model,
+        ModelHealth,
         ModelPrice,
         ScriptedModel,
         UsageLimits,
@@ -115,6 +117,15 @@ async def spend() -> None:
         prices={"my-model": ModelPrice(input=1, output=2, cache_write=1.25, cache_read=0.1)},
     )
     report = await coordinator.run(["q"])
+    # One health for every run of this coordinator (and of any given the same object).
+    health = ModelHealth(reset_after=60, max_concurrency=8)
+    shared = Coordinator([lead], model_health=health)
+    later = await shared.run(["q"])
+    settled: dict[str, int] = later.model_concurrency
+    print(settled, health.concurrency(), health.state(chain).value, health.back_in(chain))
+    for failover in later.usage.failovers if later.usage is not None else ():
+        since: datetime.datetime | None = failover.out_since
+        print(failover.skipped, since, failover.out_until)
     usage: UsageSummary | None = report.usage
     if usage is not None:
         cost: float | None = usage.cost_usd
