@@ -216,7 +216,10 @@ class _Call(Generic[T]):
         if self.guarded:
             outcome: Success[T] | ErrorEnvelope = data  # made by `attempt_guarded`
             return outcome
-        outcome = self.success(data, number)
+        # `success` written out: unguarded means no breaker to tell, and most calls end here.
+        outcome = Success(
+            data=data, source=self.source, attempted_query=self.attempted_query, attempts=number
+        )
         return self.review(outcome, number) if self.review is not None else outcome
 
     def failed(self, exc: BaseException, number: int) -> ErrorEnvelope | Success[T]:
@@ -300,13 +303,17 @@ class _Call(Generic[T]):
         )
 
     def cut_short(self) -> None:
-        self.tally_retries(gave_up=True)  # its retries did not bring it back
+        if self.retried is not None:
+            self.tally_retries(gave_up=True)  # its retries did not bring it back
 
     def finish(self, result: RetryResult[Any]) -> Success[T] | ErrorEnvelope:
         """The call's outcome: its retries tallied, a stop reason said, a failure told."""
         outcome: Success[T] | ErrorEnvelope | None = result.result
         assert outcome is not None  # the loop always makes at least one attempt
-        self.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
+        if self.retried is not None:  # most calls succeed at once: nothing to tally
+            self.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
+        if type(outcome) is Success:
+            return outcome
         if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
             details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
             outcome = outcome.model_copy(update={"details": details})
