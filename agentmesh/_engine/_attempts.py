@@ -144,8 +144,7 @@ def attempt_call(
         deadline = policy.deadline_within(deadline)
         assert deadline is not None  # the policy's own timeout gives one
         work = _bounded(work, deadline)
-    call = _Call(work, rules, source, attempted_query, log, adjust, review)
-    call.tally, call.events = tally, events
+    call = _Call(work, rules, source, attempted_query, log, adjust, review, tally, events)
     return policy.drive(call, budget=budget, deadline=deadline, deposit=deposit)
 
 
@@ -185,6 +184,8 @@ class _Call(Generic[T]):
         log: Any,
         adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None,
         review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None,
+        tally: RetryTally | None,
+        events: TaskEvents | None,
     ) -> None:
         self.work = work
         # The rules' parts, held directly: each attempt reads them without a hop.
@@ -196,10 +197,10 @@ class _Call(Generic[T]):
         self.log = log
         self.adjust = adjust
         self.review = review
-        self.tally: RetryTally | None = None
+        self.tally = tally
         # The error types retried, in order: tallied once the call has ended.
         self.retried: list[str] | None = None
-        self.events: TaskEvents | None = None
+        self.events = events
         self.final = False  # a CallFailed was retried where it happened: never again here
         # Asked once per call: with neither a breaker nor a tracer there is nothing to
         # enter around an attempt.

@@ -210,13 +210,14 @@ class TaskFlow:
 
     async def decide(self, outcome: Outcome) -> Route:
         """The router's route for `outcome`, within the guard's rules."""
-        run, hub = self.run, self.run.hub
+        run = self.run
         fixed = fixed_route(outcome)
         if fixed is not None:
             return fixed
         if run.default_success_row and isinstance(outcome, Success):
             # What Router.route answers for every success, without building its context.
             return AcceptEmpty() if outcome.is_empty else Accept()
+        hub = run.hub
         # The router (and the rewriter it calls) is user code: the run's deadline bounds it too.
         timeout = asyncio.timeout_at(run.at)
         try:
