@@ -134,6 +134,8 @@ def redact(value: Any) -> Any:
     For what leaves the process by other ways than logs: envelopes and reports carry
     tool arguments (`attemptedQuery`) and error messages.
     """
+    if type(value) is str:  # the common case, without the walk through the other shapes
+        return _redact_text(value)
     return _redact_value(value, 0)
 
 

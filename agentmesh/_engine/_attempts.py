@@ -144,8 +144,7 @@ def attempt_call(
         deadline = policy.deadline_within(deadline)
         assert deadline is not None  # the policy's own timeout gives one
         work = _bounded(work, deadline)
-    call = _Call(work, rules, source, attempted_query, log, adjust, review)
-    call.tally, call.events = tally, events
+    call = _Call(work, rules, source, attempted_query, log, adjust, review, tally, events)
     return policy.drive(call, budget=budget, deadline=deadline, deposit=deposit)
 
 
@@ -185,6 +184,8 @@ class _Call(Generic[T]):
         log: Any,
         adjust: Callable[[ErrorEnvelope, BaseException], ErrorEnvelope] | None,
         review: Callable[[Success[T] | ErrorEnvelope, int], Success[T] | ErrorEnvelope] | None,
+        tally: RetryTally | None,
+        events: TaskEvents | None,
     ) -> None:
         self.work = work
         # The rules' parts, held directly: each attempt reads them without a hop.
@@ -196,10 +197,10 @@ class _Call(Generic[T]):
         self.log = log
         self.adjust = adjust
         self.review = review
-        self.tally: RetryTally | None = None
+        self.tally = tally
         # The error types retried, in order: tallied once the call has ended.
         self.retried: list[str] | None = None
-        self.events: TaskEvents | None = None
+        self.events = events
         self.final = False  # a CallFailed was retried where it happened: never again here
         # Asked once per call: with neither a breaker nor a tracer there is nothing to
         # enter around an attempt.
@@ -216,7 +217,10 @@ class _Call(Generic[T]):
         if self.guarded:
             outcome: Success[T] | ErrorEnvelope = data  # made by `attempt_guarded`
             return outcome
-        outcome = self.success(data, number)
+        # `success` written out: unguarded means no breaker to tell, and most calls end here.
+        outcome = Success(
+            data=data, source=self.source, attempted_query=self.attempted_query, attempts=number
+        )
         return self.review(outcome, number) if self.review is not None else outcome
 
     def failed(self, exc: BaseException, number: int) -> ErrorEnvelope | Success[T]:
@@ -300,13 +304,17 @@ class _Call(Generic[T]):
         )
 
     def cut_short(self) -> None:
-        self.tally_retries(gave_up=True)  # its retries did not bring it back
+        if self.retried is not None:
+            self.tally_retries(gave_up=True)  # its retries did not bring it back
 
     def finish(self, result: RetryResult[Any]) -> Success[T] | ErrorEnvelope:
         """The call's outcome: its retries tallied, a stop reason said, a failure told."""
         outcome: Success[T] | ErrorEnvelope | None = result.result
         assert outcome is not None  # the loop always makes at least one attempt
-        self.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
+        if self.retried is not None:  # most calls succeed at once: nothing to tally
+            self.tally_retries(gave_up=isinstance(outcome, ErrorEnvelope))
+        if type(outcome) is Success:
+            return outcome
         if isinstance(outcome, ErrorEnvelope) and result.stop_reason and outcome.is_retryable:
             details = "; ".join(filter(None, [outcome.details, result.stop_reason]))
             outcome = outcome.model_copy(update={"details": details})

@@ -2,7 +2,7 @@
 
 Each attempt of a model turn claims its model first, in one step:
 
-    claim ──ticket──► the call (admitted by the usage limits, counted) ──► release(verdict)
+    claim ──ticket──► the call (admitted by the usage limits, counted) ──► release(outcome)
       ├──full──► wait for a slot of the model's window (or for the model to go out)
       └──out───► no call: a `CallFailed` whose envelope says why and since when; final, so
                  no local retry is spent on it, and a `FallbackModel` goes on with its

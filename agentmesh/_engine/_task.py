@@ -36,6 +36,11 @@ class TaskEngine:
     Args:
         checkpoint: save the task's recorded progress to `store` (the subagent's
             `checkpoint=True` with a durable store).
+
+    What every task reads is a plain attribute, not a property: `budget` (the run's
+    retry budget, None without one), `escalations` (what a post-tool policy escalated,
+    kept even when the body recovers), `retries` (every local retry of the task's source
+    calls), `checkpointing` (whether recorded progress is saved to a store).
     """
 
     __slots__ = (
@@ -46,13 +51,17 @@ class TaskEngine:
         "_progress",
         "ask_counts",
         "attempt",
+        "budget",
+        "checkpointing",
         "classifier",
         "deadline",
+        "escalations",
         "events",
         "log",
         "misuse",
         "pending_decision",
         "policies",
+        "retries",
         "retry",
         "rulings",
         "run_id",
@@ -101,6 +110,9 @@ class TaskEngine:
         # The policy rulings on the task's calls, its escalations and local retries: the
         # engine's own, handed to each tool call (`ToolCall`), never set from outside.
         self.rulings = TaskRulings()
+        self.escalations: list[Ruling] = self.rulings.escalations
+        self.retries: RetryTally = self.rulings.retries
+        self.budget: RetryBudget | None = scope.budget
         # What this task's model calls used, across all its attempts.
         self.usage = UsageTally()
         # Questions for a person (`Ruling.ask`): their occurrences in this attempt, the
@@ -118,12 +130,10 @@ class TaskEngine:
         # Made at its first use: most tasks call no non-idempotent tool, and a ledger per
         # task in flight would be two objects more for the garbage collector to walk.
         self._ledger: ToolLedger | None = None
-        self._progress = open_progress(store, scope.run_id, subagent, task_id, log, save=checkpoint)
-
-    @property
-    def budget(self) -> RetryBudget | None:
-        """The run's retry budget (None without one)."""
-        return self.scope.budget
+        self._progress = (
+            open_progress(store, scope.run_id, subagent, task_id, log) if checkpoint else None
+        )
+        self.checkpointing = self._progress is not None
 
     @property
     def ledger(self) -> ToolLedger | None:
@@ -140,21 +150,6 @@ class TaskEngine:
         if self._partials is None:
             self._partials = PartialRecorder()
         return self._partials
-
-    @property
-    def checkpointing(self) -> bool:
-        """Whether recorded progress is saved to a store (`checkpoint=True` and a store)."""
-        return self._progress is not None
-
-    @property
-    def escalations(self) -> list[Ruling]:
-        """Escalations a post-tool policy called for, kept even when the body recovers."""
-        return self.rulings.escalations
-
-    @property
-    def retries(self) -> RetryTally:
-        """Every local retry of this task's source calls, for its outcome."""
-        return self.rulings.retries
 
     def start_attempt(self, number: int) -> None:
         """Before each attempt of the task's body."""

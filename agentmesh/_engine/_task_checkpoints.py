@@ -24,10 +24,10 @@ def open_ledger(
 
 
 def open_progress(
-    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any, *, save: bool
+    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any
 ) -> ProgressSaver | None:
-    """The task's progress saver (with a store and `save`), else None."""
-    if store is None or not save:
+    """The task's progress saver in `store` (None without a store)."""
+    if store is None:
         return None
     return ProgressSaver(store, run_id, _namespace(subagent, task_id), log)
 

@@ -53,9 +53,9 @@ def _leaf_text(leaf: BaseException) -> str:
 
 def _ruling(envelopes: list[ErrorEnvelope]) -> Ruling | None:
     """The policy ruling a group keeps from its leaves: an escalation first."""
-    verdicts = [e.policy for e in envelopes if e.policy is not None]
-    escalations = [v for v in verdicts if v.action == "escalate"]
-    chosen = escalations or verdicts
+    rulings = [e.policy for e in envelopes if e.policy is not None]
+    escalations = [r for r in rulings if r.action == "escalate"]
+    chosen = escalations or rulings
     return chosen[0] if chosen else None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -103,7 +104,7 @@ class TaskFlow:
         if redo is not None:
             # Going on after a person's answer: the history so far stays in the record.
             self.steps, self.task = list(redo.steps), redo.task
-        events = run.events
+        events = run.scope.events
         if events is not None:
             run.active[self.index] = self  # for the report of a run stopped early
             events.emit(TaskStartedEvent, self.task_id, task=self.task, subagent=self.subagent.name)
@@ -145,8 +146,9 @@ class TaskFlow:
             route = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
         details = _describe(route)
         self.steps.append(self._step(outcome, route, details.get("reason")))
-        if run.events is not None:
-            run.events.emit(
+        events = run.scope.events
+        if events is not None:
+            events.emit(
                 Routed,
                 self.task_id,
                 subagent=self.current.name,
@@ -184,16 +186,16 @@ class TaskFlow:
         """The task reached its final route: its record, stored and announced."""
         run = self.run
         record = self.finish(route)
-        store = run.hub.store
-        if run.book is not None and store is not None:
-            record = await stored(run.book, store, record, route, outcome, run.events)
+        # Read from the scope, once: the run's one carrier of its book and event sink.
+        book, events, store = run.scope.decisions, run.scope.events, run.hub.store
+        if book is not None and store is not None:
+            record = await stored(book, store, record, route, outcome, events)
         run.records[self.index] = record
-        events = run.events
         if events is None:
             return
         if isinstance(route, Escalate):
             # The id a person answers, when the run has a store to keep the question.
-            waiting = () if run.book is None else run.book.unanswered()
+            waiting = () if book is None else book.unanswered()
             ids = [pending.id for pending in waiting if pending.task_id == record.task_id]
             events.emit(
                 EscalationPending,
@@ -208,13 +210,14 @@ class TaskFlow:
 
     async def decide(self, outcome: Outcome) -> Route:
         """The router's route for `outcome`, within the guard's rules."""
-        run, hub = self.run, self.run.hub
+        run = self.run
         fixed = fixed_route(outcome)
         if fixed is not None:
             return fixed
-        if hub.default_success_row and isinstance(outcome, Success):
+        if run.default_success_row and isinstance(outcome, Success):
             # What Router.route answers for every success, without building its context.
             return AcceptEmpty() if outcome.is_empty else Accept()
+        hub = run.hub
         # The router (and the rewriter it calls) is user code: the run's deadline bounds it too.
         timeout = asyncio.timeout_at(run.at)
         try:
@@ -291,14 +294,17 @@ class TaskFlow:
         """
         run = self.run
         self.current = subagent
-        if run.events is not None:
-            await run.events.room()  # a stream's consumer that is behind holds the run here
+        events = run.scope.events
+        if events is not None:
+            await events.room()  # a stream's consumer that is behind holds the run here
         if not holding_slot:
             await run.slots.acquire()
         try:
-            refused = self._not_placed(subagent, task)
-            if refused is not None:
-                return refused
+            if run.at is not None or run.scope.usage.limits is not None:
+                # Only a deadline or usage limits can keep a task from starting.
+                refused = self._not_placed(subagent, task)
+                if refused is not None:
+                    return refused
             try:
                 return normalized(await self._placed(subagent, task))
             except BaseException as exc:
@@ -326,23 +332,24 @@ class TaskFlow:
         run.log.info("usage_limit_not_started", task_id=self.task_id, reason=exhausted)
         return usage_limit_envelope(f"{exhausted}; this task did not start", source=subagent.name)
 
-    async def _placed(self, subagent: Subagent, task: Task) -> Any:
-        """What the executor hands back for `subagent` on `task` (an outcome, or its wire form).
+    def _placed(self, subagent: Subagent, task: Task) -> Awaitable[Any]:
+        """What the executor hands back for `subagent` on `task` (an outcome, or its wire
+        form), to await.
 
         The executor is trusted to honour the dispatch's timeout, but not blindly: a remote
         engine that ignores it must not hold the run past its deadline.
         """
         run = self.run
-        executor, remaining = run.hub.executor, run.remaining()
+        executor, at = run.hub.executor, run.at
+        remaining = None if at is None else run.remaining()
         if isinstance(executor, LocalExecutor):
             # Its own way in, without a Dispatch per task only to be read back at once.
             started = executor.start(subagent, task, run.scope, self.task_id, remaining)
         else:
             started = executor.execute(subagent, task, Dispatch(run.scope, self.task_id, remaining))
-        if run.at is None:  # no deadline, no guard: a Timeout costs ~1 us per task
-            return await started
-        async with asyncio.timeout_at(run.at + _EXECUTOR_GRACE):
-            return await started
+        if at is None:  # no deadline, no guard: the executor's run itself, awaited by dispatch
+            return started
+        return _within(started, at + _EXECUTOR_GRACE)
 
     def finish(self, route: Route) -> TaskRecord:
         """The task's record, ending with `route`."""
@@ -366,7 +373,7 @@ class TaskFlow:
 
         It keeps the progress the task had recorded (the run's events hold it).
         """
-        events = self.run.events
+        events = self.run.scope.events
         partials = None if events is None else events.partial(self.task_id)
         envelope = ErrorEnvelope(
             error_category=ErrorCategory.TRANSIENT,
@@ -423,6 +430,12 @@ def _describe(route: Route) -> dict[str, str]:
     if isinstance(route, Escalate | RecordGap):
         return {"reason": route.reason}
     return {}
+
+
+async def _within(started: Awaitable[Any], at: float) -> Any:
+    """`started`, awaited until the loop time `at` at the latest."""
+    async with asyncio.timeout_at(at):
+        return await started
 
 
 def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:

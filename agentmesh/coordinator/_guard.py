@@ -39,11 +39,13 @@ class Tried:
 
 def fixed_route(outcome: Outcome) -> Route | None:
     """The route the outcome itself fixes, whatever a router wants; None: ask the router."""
+    ruling = outcome.policy
+    if ruling is None and type(outcome) is Success:
+        return None  # most outcomes: a success no policy ruled on fixes nothing
     if is_usage_refusal(outcome):
         # The run's limit stopped it: a gap that says so, not an escalation per task nor
         # a new attempt that the limit would stop again.
         return RecordGap(outcome.message)
-    ruling = outcome.policy
     if ruling is None:
         return None
     if ruling.action == "ask":

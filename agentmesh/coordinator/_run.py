@@ -67,6 +67,7 @@ class Run:
             slots=asyncio.Semaphore(limits.concurrency),
             log=log,
             info=logs_info(log),
+            default_success_row=hub.default_success_row,
             scope=scope,
             helpers=HelperModels(scope, at),
         )

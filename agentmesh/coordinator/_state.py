@@ -64,6 +64,8 @@ class RunState:
     slots: asyncio.Semaphore
     log: Any
     info: bool  # whether `log` writes INFO lines (see `logs_info`)
+    # Whether every success is routed as `Router.route` routes it (the hub's, read once).
+    default_success_row: bool
     scope: RunScope
     # The model calls of the coordinator's own helpers (LLMRewriter, LLMSynthesizer).
     helpers: HelperModels

@@ -240,7 +240,7 @@ class ModelHealth:
         known.window.give_back()
 
     def cancel(self, model: Model, ticket: int) -> None:
-        """The call of `ticket` ended without a verdict on the model (cancelled)."""
+        """The call of `ticket` ended without a word on the model (cancelled)."""
         known = self._of(model)
         _, probe = known.tickets.pop(ticket)
         if probe:
@@ -264,7 +264,7 @@ class ModelHealth:
             known.log.info("model_window_shrunk", window=known.window.size, error_type=kind)
         if kind not in _DOWN or failure.error_category is not ErrorCategory.TRANSIENT:
             if probe:
-                known.breaker.release()  # no verdict on the model's health: probe again
+                known.breaker.release()  # no word on the model's health: probe again
             known.log.debug("model_call_failed", error_type=kind, probe=probe)
             return
         if not probe and known.breaker.state is not BreakerState.CLOSED:

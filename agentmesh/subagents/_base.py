@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Unpack
 
 from agentmesh._engine._attempts import AttemptRules, attempt_call
@@ -120,63 +120,72 @@ class Subagent(abc.ABC):
         `run_id` and `budget` given with a `scope` must be its own; `policies`, `state`
         and `store` given with one take the scope's place for this task.
         """
+        body = self._start(task, scope, task_id, timeout, run_id, budget, policies, state, store)
+        engine = body.engine
+        if engine.checkpointing:
+            await engine.restore_partials()
+        with agent_span(self.name) as current:
+            try:
+                outcome = await body.attempts()
+            finally:
+                if engine.checkpointing:
+                    await engine.save_partials()  # progress survives even a cancellation
+            return self._settled(outcome, engine, current)
+
+    def _start(
+        self,
+        task: Task | str,
+        scope: RunScope | None,
+        task_id: str | None,
+        timeout: float | None,
+        run_id: str | None,
+        budget: RetryBudget | None,
+        policies: Sequence[ToolPolicy] | None,
+        state: dict[str, Any] | None,
+        store: CheckpointStore | None,
+    ) -> _Body:
+        """The task's engine, from `run`'s arguments checked, and its body's attempts."""
         if isinstance(task, str):
             task = Task(query=task)
         elif not isinstance(task, Task):
             raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
+        at = None
         if timeout is not None:
             timeout = number(f"{self.name}.run(timeout=)", timeout, unit="seconds")
-        loop = asyncio.get_running_loop()
-        at = None if timeout is None else loop.time() + timeout
+            at = asyncio.get_running_loop().time() + timeout
         scope = self._scope(scope, run_id, budget)
-        run_id = scope.run_id
-        if policies is None:
-            policies = scope.policies
         if store is None:
             store = scope.store
         # Resuming needs the same task id in every process: derive it when none is given.
         task_id = task_id or task.id or (uuid.uuid4().hex[:12] if store is None else task_key(task))
-        state = scope.state if state is None else state
-        log = get_logger(run_id=run_id, task_id=task_id, subagent=self.name)
         engine = TaskEngine(
             task=task,
             subagent=self.name,
             scope=scope,
             task_id=task_id,
             retry=self.retry,
-            policies=self._policy_chain(policies),
+            policies=self._policy_chain(scope.policies if policies is None else policies),
             classifier=self.classifier,
             deadline=at,
-            state=state,
-            log=log,
+            state=scope.state if state is None else state,
+            log=get_logger(run_id=scope.run_id, task_id=task_id, subagent=self.name),
             store=store if store is not None else scope.ledger_store,
             checkpoint=self.checkpoint and store is not None,
         )
-        checkpointing = engine.checkpointing
-        if checkpointing:
-            await engine.restore_partials()
-        body = _Body(self, task, engine, at, timeout)
-        with agent_span(self.name) as current:
-            try:
-                # The body itself is the work, not a bound method of it; and without a
-                # deadline nothing adjusts: two objects fewer per task in flight.
-                outcome = await attempt_call(
-                    body,
-                    rules=self._attempt_rules,
-                    source=self.name,
-                    attempted_query=recorded(task.query),
-                    log=log,
-                    scope=engine,  # the run's budget, the task's deadline, tally and events
-                    adjust=None if at is None else body.at_deadline,
-                )
-            finally:
-                if checkpointing:
-                    await engine.save_partials()  # progress survives even a cancellation
-            if engine.misuse is not None:
-                raise engine.misuse  # an ask nobody can answer: misuse, even if the body caught it
-            if engine.pending_decision is not None:
-                # The task waits for a person, whatever the body made of the stopped call.
-                outcome = engine.pending_decision
+        return _Body(self, task, engine, at, timeout)
+
+    def _settled(self, outcome: Outcome, engine: TaskEngine, current: Any) -> Outcome:
+        """The task's one outcome, from its attempts' (`current`: the run's span, if any).
+
+        What stopped the task comes first; then the rulings and retries on the way,
+        never silent; then what the subagent knows of a failure; then the log line.
+        """
+        if engine.misuse is not None:
+            raise engine.misuse  # an ask nobody can answer: misuse, even if the body caught it
+        if engine.pending_decision is not None:
+            # The task waits for a person, whatever the body made of the stopped call.
+            outcome = engine.pending_decision
+        if current is not None:  # tracing is on
             record_outcome(current, outcome)
         if engine.escalations and outcome.policy is None:
             # The body caught or used the escalated call and went on: the ruling stands.
@@ -184,7 +193,8 @@ class Subagent(abc.ABC):
             if isinstance(outcome, ErrorEnvelope):
                 update["is_retryable"] = False
             outcome = outcome.model_copy(update=update)
-        outcome = engine.annotate(outcome)  # the rulings and retries on the way, never silent
+        outcome = engine.annotate(outcome)
+        log = engine.log
         if isinstance(outcome, ErrorEnvelope):
             outcome = self._complete(outcome, engine)
             log.info(
@@ -282,6 +292,21 @@ class _Body:
         # Without a deadline or limits there is nothing to enter: that saves a timeout
         # scope and a no-op context manager per attempt on the dispatch path.
         self.bounded = at is not None or not subagent.limiter.is_unlimited
+
+    def attempts(self) -> Coroutine[Any, Any, Outcome]:
+        """The body's attempts under the subagent's rules (`attempt_call`), to await."""
+        engine, at = self.engine, self.at
+        # The body itself is the work, not a bound method of it; and without a deadline
+        # nothing adjusts: two objects fewer per task in flight.
+        return attempt_call(
+            self,
+            rules=self.subagent._attempt_rules,
+            source=engine.subagent,
+            attempted_query=recorded(self.task.query),
+            log=engine.log,
+            scope=engine,  # the run's budget, the task's deadline, tally and events
+            adjust=None if at is None else self.at_deadline,
+        )
 
     def __call__(self, number: int) -> Awaitable[Any]:
         """Attempt `number` of the body."""
