@@ -164,7 +164,7 @@ class Run:
                 run.slots.release()
                 return
             task_id, task, subagent = job
-            flow = TaskFlow(run, index, task_id, task, subagent, task)
+            flow = TaskFlow(run, index, task_id, task, subagent)
             # Without tracing, no span to open: one coroutine less per job in flight.
             await (flow.follow_traced() if traced else flow.follow())
 
@@ -202,7 +202,7 @@ class Run:
             record = run.records[index] if index < len(run.records) else None
             if record is None:
                 unfinished += 1
-                flow = run.active.get(index) or TaskFlow(run, index, task_id, task, subagent, task)
+                flow = run.active.get(index) or TaskFlow(run, index, task_id, task, subagent)
                 record = flow.stop(reason)
             records.append(record)
         report = await DeterministicSynthesizer().synthesize(
