@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentmesh._redaction import redact
+from agentmesh._redaction import redact, redact_text
 
 __all__ = ["MAX_QUERY_STRING", "recorded", "shorten"]
 
@@ -33,6 +33,6 @@ def shorten(value: Any, limit: int = MAX_QUERY_STRING) -> Any:
 def recorded(value: Any) -> Any:
     """What an envelope may carry of a value a caller sent: secrets masked, size bounded."""
     if type(value) is str:  # a task's query, once per task: no walk through the shapes
-        text: str = redact(value)
+        text = redact_text(value)
         return text if len(text) <= MAX_QUERY_STRING else shorten(text)
     return shorten(redact(value))

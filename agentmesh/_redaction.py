@@ -92,7 +92,9 @@ def _may_hold_secret(text: str) -> bool:
     )
 
 
-def _redact_text(text: str) -> str:
+def redact_text(text: str) -> str:
+    """`text` with secret-shaped parts masked: keys, bearer tokens, `token=...`, and the
+    password of a URL (`postgresql://bob:[REDACTED]@db/x`)."""
     if not _may_hold_secret(text):
         return text
     redacted, count = _SECRET_TEXT.subn(_replace_secret, text)
@@ -122,12 +124,6 @@ def _conceal(value: object) -> object:
     return REDACTED
 
 
-def redact_text(text: str) -> str:
-    """`text` with secret-shaped parts masked: keys, bearer tokens, `token=...`, and the
-    password of a URL (`postgresql://bob:[REDACTED]@db/x`)."""
-    return _redact_text(text)
-
-
 def redact(value: Any) -> Any:
     """`value` with secrets masked, by key name and by shape, as in log lines.
 
@@ -135,13 +131,13 @@ def redact(value: Any) -> Any:
     tool arguments (`attemptedQuery`) and error messages.
     """
     if type(value) is str:  # the common case, without the walk through the other shapes
-        return _redact_text(value)
+        return redact_text(value)
     return _redact_value(value, 0)
 
 
 def _redact_value(value: object, depth: int) -> object:
     if isinstance(value, str):
-        return _redact_text(value)
+        return redact_text(value)
     if isinstance(value, int | float) or value is None:
         return value
     if depth >= _MAX_DEPTH:
@@ -176,7 +172,7 @@ def _redact_item(key: object, value: object, depth: int, texts_clean: bool) -> o
     if _is_secret_name(key) if type(key) is str else _is_secret_key(key):
         return _conceal(value)
     if type(value) is str:
-        return value if texts_clean else _redact_text(value)
+        return value if texts_clean else redact_text(value)
     if type(value) in _SCALARS:
         return value
     return _redact_value(value, depth)
@@ -212,7 +208,7 @@ def _redact_values(mapping: Mapping[Any, Any], depth: int, texts_clean: bool) ->
         elif type(value) is str:
             if texts_clean:
                 continue
-            new = _redact_text(value)
+            new = redact_text(value)
         elif type(value) in _SCALARS:
             continue
         else:
@@ -226,7 +222,7 @@ def _redact_values(mapping: Mapping[Any, Any], depth: int, texts_clean: bool) ->
 
 def _redact_key(key: object) -> object:
     if isinstance(key, str):
-        return _redact_text(key)
+        return redact_text(key)
     if isinstance(key, bytes):
         return _redact_bytes(key)
     # Numbers, enums and other hashable keys are rendered by repr later, in logs.
@@ -246,7 +242,7 @@ def _unique_key(key: Any, taken: set[Any]) -> Any:
 
 def _redact_bytes(value: bytes) -> bytes:
     text = value.decode("latin-1")
-    redacted = _redact_text(text)
+    redacted = redact_text(text)
     return value if redacted is text else redacted.encode("latin-1")
 
 

@@ -144,10 +144,10 @@ class RetryPolicy:
         # failure must already see their share of the budget.
         if budget is not None and (deposit is None or deposit()):
             budget.record_first_attempt()
-        # Not `RetryResult[Any](...)`: calling a subscripted generic costs about 1.5 us.
-        state: RetryResult[Any] = RetryResult(deadline)
-        # The call's own tenacity state, made at its first retryable failure: most calls
-        # succeed or fail for good at once and never need one.
+        # The call's own tenacity state and the result it writes its stop reason to, made
+        # at its first retryable failure: most calls succeed or fail for good at once and
+        # never need one, and their result is made once, whole, at the end.
+        state: RetryResult[Any] | None = None
         retry_state: _CallState | None = None
         number = 1
         try:
@@ -160,10 +160,11 @@ class RetryPolicy:
                     outcome = call.failed(exc, number)  # raises what must propagate
                 else:
                     outcome = call.succeeded(data, number)
-                state.attempts = number
                 if not (isinstance(outcome, ErrorEnvelope) and call.retryable(outcome)):
                     break  # a result, or a failure no retry can fix
                 if retry_state is None:
+                    # Not `RetryResult[Any](...)`: calling a subscripted generic costs ~1.5 us.
+                    state = RetryResult(deadline)
                     retry_state = _CallState(self, call, budget, state)
                 retry_state.record(outcome)
                 # Tenacity decides (retry, wait, stop, callbacks) through its public
@@ -177,7 +178,9 @@ class RetryPolicy:
         except BaseException:
             call.cut_short()
             raise
-        state.result = outcome
+        if state is None:
+            return call.finish(RetryResult(deadline, number, outcome))
+        state.attempts, state.result = number, outcome
         return call.finish(state)
 
 

@@ -160,6 +160,7 @@ class _Call(Generic[T]):
 
     __slots__ = (
         "adjust",
+        "attempt",
         "attempted_query",
         "breaker",
         "classifier",
@@ -204,14 +205,13 @@ class _Call(Generic[T]):
         self.final = False  # a CallFailed was retried where it happened: never again here
         # Asked once per call: with neither a breaker nor a tracer there is nothing to
         # enter around an attempt.
-        self.guarded = self.breaker is not None or tracing()
+        self.guarded = guarded = self.breaker is not None or tracing()
+        # The work of attempt `number` (its outcome made already when `guarded`): the
+        # work itself when unguarded, no method of ours between the loop and it.
+        self.attempt: Callable[[int], Awaitable[Any]] = self.attempt_guarded if guarded else work
 
     def retryable(self, envelope: ErrorEnvelope) -> bool:
         return envelope.is_retryable and not self.final
-
-    def attempt(self, number: int) -> Awaitable[Any]:
-        """The work of attempt `number` (its outcome made already when `guarded`)."""
-        return self.attempt_guarded(number) if self.guarded else self.work(number)
 
     def succeeded(self, data: Any, number: int) -> Success[T] | ErrorEnvelope:
         if self.guarded:

@@ -109,9 +109,9 @@ class TaskEngine:
         self._partials: PartialRecorder | None = None  # made at the first record
         # The policy rulings on the task's calls, its escalations and local retries: the
         # engine's own, handed to each tool call (`ToolCall`), never set from outside.
-        self.rulings = TaskRulings()
-        self.escalations: list[Ruling] = self.rulings.escalations
-        self.retries: RetryTally = self.rulings.retries
+        self.rulings = rulings = TaskRulings()
+        self.escalations: list[Ruling] = rulings.escalations
+        self.retries: RetryTally = rulings.retries
         self.budget: RetryBudget | None = scope.budget
         # What this task's model calls used, across all its attempts.
         self.usage = UsageTally()
@@ -130,10 +130,10 @@ class TaskEngine:
         # Made at its first use: most tasks call no non-idempotent tool, and a ledger per
         # task in flight would be two objects more for the garbage collector to walk.
         self._ledger: ToolLedger | None = None
-        self._progress = (
+        self._progress = progress = (
             open_progress(store, scope.run_id, subagent, task_id, log) if checkpoint else None
         )
-        self.checkpointing = self._progress is not None
+        self.checkpointing = progress is not None
 
     @property
     def ledger(self) -> ToolLedger | None:
@@ -154,7 +154,8 @@ class TaskEngine:
     def start_attempt(self, number: int) -> None:
         """Before each attempt of the task's body."""
         self.attempt = number
-        self.ask_counts.clear()
+        if self.ask_counts:  # most attempts ask nobody: nothing to clear
+            self.ask_counts.clear()
         self._left_out = None  # the outcome tells what the attempt that made it lacked
         if self._ledger is not None:  # one made later starts with no calls counted
             self._ledger.new_attempt()

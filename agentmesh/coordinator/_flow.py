@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from dataclasses import dataclass
+from typing import Any, Final
 
 from pydantic import ConfigDict, TypeAdapter
 
@@ -55,9 +55,10 @@ __all__ = ["TaskFlow", "normalized"]
 
 # How long past the run's deadline an executor may take to hand back a cut task.
 _EXECUTOR_GRACE: Final = 0.5
+_ACCEPT, _ACCEPT_EMPTY = Accept(), AcceptEmpty()  # frozen, no fields: one serves every task
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)  # __init__ written out: one frame per task, not 2
 class TaskFlow:
     """One (task, subagent) pair of a run: its progress, and the steps that make it."""
 
@@ -67,16 +68,18 @@ class TaskFlow:
     original: Task
     subagent: Subagent
     task: Task
-    current: Subagent = field(init=False)
-    steps: list[Step] = field(default_factory=list)
-    rewrites: int = 0
+    current: Subagent
+    steps: list[Step]
+    rewrites: int
     # Tuples, not sets: a few names at most, and an empty set is 216 bytes per task.
-    tried_queries: tuple[str, ...] = ()
-    tried_alternatives: tuple[str, ...] = ()
+    tried_queries: tuple[str, ...]
+    tried_alternatives: tuple[str, ...]
 
-    def __post_init__(self) -> None:
-        self.current = self.subagent
-        self.tried_queries = (self.task.query,)
+    def __init__(self, run: RunState, index: int, task_id: str, task: Task, sub: Subagent) -> None:
+        self.run, self.index, self.task_id = run, index, task_id
+        self.original, self.task, self.subagent, self.current = task, task, sub, sub
+        self.steps, self.rewrites, self.tried_queries = [], 0, (task.query,)
+        self.tried_alternatives = ()
 
     async def follow_traced(self) -> None:
         """`follow` in a span of its own (when tracing is on)."""
@@ -144,8 +147,8 @@ class TaskFlow:
                 error=repr(exc),
             )
             route = RecordGap(f"routing failed: {type(exc).__name__}: {exc}")
-        details = _describe(route)
-        self.steps.append(self._step(outcome, route, details.get("reason")))
+        reason = None if type(route) is Accept else _reason(route)  # Accept: nothing to say
+        self.steps.append(self._step(outcome, route, reason))
         events = run.scope.events
         if events is not None:
             events.emit(
@@ -154,7 +157,7 @@ class TaskFlow:
                 subagent=self.current.name,
                 task=self.task,
                 decision=route,
-                reason=details.get("reason"),
+                reason=reason,
             )
         if run.info:  # the quiet default drops INFO: no event built for it per task
             run.log.info(
@@ -162,7 +165,7 @@ class TaskFlow:
                 task_id=self.task_id,
                 subagent=self.subagent.name,
                 decision=type(route).__name__,
-                **details,
+                **({} if reason is None else {"reason": reason}),
             )
         return route
 
@@ -216,7 +219,7 @@ class TaskFlow:
             return fixed
         if run.default_success_row and isinstance(outcome, Success):
             # What Router.route answers for every success, without building its context.
-            return AcceptEmpty() if outcome.is_empty else Accept()
+            return _ACCEPT_EMPTY if outcome.is_empty else _ACCEPT
         hub = run.hub
         # The router (and the rewriter it calls) is user code: the run's deadline bounds it too.
         timeout = asyncio.timeout_at(run.at)
@@ -325,7 +328,15 @@ class TaskFlow:
         """Why the task does not start at all (the deadline, the usage limits), or None."""
         run = self.run
         if run.remaining() == 0:
-            return _not_started(subagent, task)
+            return ErrorEnvelope(
+                error_category=ErrorCategory.TRANSIENT,
+                error_type="timeout",
+                is_retryable=True,
+                message="the run's deadline passed before this task could start",
+                attempted_query=task.query,
+                source=subagent.name,
+                attempts=0,
+            )
         exhausted = run.scope.usage.exhausted()
         if exhausted is None:
             return None
@@ -418,33 +429,22 @@ def normalized(outcome: Any) -> Outcome:
     """
     kind = type(outcome)
     if kind is Success or kind is ErrorEnvelope:
-        return cast(Outcome, outcome)
+        made: Outcome = outcome  # typed by assignment: `cast` would be a call per task
+        return made
     return _OUTCOME.validate_python(outcome)
 
 
-def _describe(route: Route) -> dict[str, str]:
+def _reason(route: Route) -> str | None:
     if isinstance(route, RetryWithFeedback):
-        return {"reason": f"retry with query {route.task.query!r}"}
+        return f"retry with query {route.task.query!r}"
     if isinstance(route, TryAlternative):
-        return {"reason": f"try alternative {route.name!r}"}
+        return f"try alternative {route.name!r}"
     if isinstance(route, Escalate | RecordGap):
-        return {"reason": route.reason}
-    return {}
+        return route.reason
+    return None
 
 
 async def _within(started: Awaitable[Any], at: float) -> Any:
     """`started`, awaited until the loop time `at` at the latest."""
     async with asyncio.timeout_at(at):
         return await started
-
-
-def _not_started(subagent: Subagent, task: Task) -> ErrorEnvelope:
-    return ErrorEnvelope(
-        error_category=ErrorCategory.TRANSIENT,
-        error_type="timeout",
-        is_retryable=True,
-        message="the run's deadline passed before this task could start",
-        attempted_query=task.query,
-        source=subagent.name,
-        attempts=0,
-    )

@@ -10,7 +10,9 @@ passes. Two lists hold the same plan; a job's tuple exists only while it is used
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import overload
+from itertools import compress, repeat
+from operator import is_not
+from typing import cast, overload
 
 from agentmesh.errors import UsageError
 from agentmesh.subagents import Subagent
@@ -83,10 +85,10 @@ def plan(tasks: object, subagents: Mapping[str, Subagent]) -> Sequence[Job]:
     targets: list[Subagent | None] = []  # None: the task fans out to every subagent
     only = next(iter(subagents.values())) if len(subagents) == 1 else None
     for index, task in enumerate(_each_task(tasks)):
-        if isinstance(task, str):
+        if not isinstance(task, Task):  # a Task, most often: one test for it
+            if not isinstance(task, str):
+                raise UsageError(f"Coordinator.run() takes Tasks or query strings, got {task!r}")
             task = Task(query=task)
-        elif not isinstance(task, Task):
-            raise UsageError(f"Coordinator.run() takes Tasks or query strings, got {task!r}")
         if task.subagent is not None and task.subagent not in subagents:
             raise UsageError(
                 f"task {task.id or f'task-{index}'} names subagent {task.subagent!r}; "
@@ -94,7 +96,8 @@ def plan(tasks: object, subagents: Mapping[str, Subagent]) -> Sequence[Job]:
             )
         planned.append(task)
         targets.append(only if task.subagent is None else subagents[task.subagent])
-    chosen = [target for target in targets if target is not None]
+    # The targets that are not None, picked in C: no bytecode per task.
+    chosen = cast("list[Subagent]", list(compress(targets, map(is_not, targets, repeat(None)))))
     if len(chosen) == len(planned):
         return OneEach(planned, chosen)
     jobs: list[Job] = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_, is_not
 from typing import Any, cast
 
 from agentmesh._engine._attempts import propagates
@@ -32,6 +34,8 @@ from agentmesh.scope import RunScope
 from agentmesh.usage import UsageMeter
 
 __all__ = ["Run"]
+
+_STEPS, _USAGE = attrgetter("steps"), attrgetter("outcome.usage")
 
 
 class Run:
@@ -133,7 +137,8 @@ class Run:
     async def _pool(self, jobs: Sequence[Job]) -> None:
         """Every job not recorded yet, followed by a pool of workers; a bug raised as is."""
         run = self.state
-        queue = ((i, job) for i, job in enumerate(jobs) if run.records[i] is None)
+        # Lazy as a generator, but in C: no bytecode per job. A record is read as its job is.
+        queue = compress(enumerate(jobs), map(is_, run.records, repeat(None)))
         to_run = run.records.count(None)
         bug: BaseException | None = None
         try:
@@ -164,7 +169,7 @@ class Run:
                 run.slots.release()
                 return
             task_id, task, subagent = job
-            flow = TaskFlow(run, index, task_id, task, subagent, task)
+            flow = TaskFlow(run, index, task_id, task, subagent)
             # Without tracing, no span to open: one coroutine less per job in flight.
             await (flow.follow_traced() if traced else flow.follow())
 
@@ -202,7 +207,7 @@ class Run:
             record = run.records[index] if index < len(run.records) else None
             if record is None:
                 unfinished += 1
-                flow = run.active.get(index) or TaskFlow(run, index, task_id, task, subagent, task)
+                flow = run.active.get(index) or TaskFlow(run, index, task_id, task, subagent)
                 record = flow.stop(reason)
             records.append(record)
         report = await DeterministicSynthesizer().synthesize(
@@ -253,7 +258,9 @@ class Run:
 
     def _with_model_concurrency(self, report: Report) -> Report:
         """The report, with the calls in flight each model's window settled at."""
-        if report.usage is None:
+        # `report.usage is None`, asked in C (no bytecode per step) instead of summed.
+        steps = chain.from_iterable(map(_STEPS, report.records))
+        if not report.helper_usage and not any(map(is_not, map(_USAGE, steps), repeat(None))):
             return report  # no model called: none to show (and the health is not made)
         used = report.usage_by_model
         settled = {

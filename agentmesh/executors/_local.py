@@ -48,6 +48,14 @@ class Executor(Protocol):
 class LocalExecutor:
     """Runs subagents on the current event loop (the default)."""
 
+    # Whether this class runs `execute` as LocalExecutor's own: asked once per class,
+    # when it is made, not once per task in `start`.
+    _own_execute: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._own_execute = cls.execute is LocalExecutor.execute
+
     def execute(
         self, subagent: Subagent, task: Task, dispatch: Dispatch
     ) -> Coroutine[Any, Any, Outcome]:
@@ -63,6 +71,6 @@ class LocalExecutor:
 
         A subclass that overrides `execute` is called through it, as any executor is.
         """
-        if type(self).execute is not LocalExecutor.execute:
+        if not self._own_execute:
             return self.execute(subagent, task, Dispatch(scope, task_id, timeout))
         return subagent.run(task, scope=scope, task_id=task_id, timeout=timeout)

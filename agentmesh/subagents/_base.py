@@ -145,10 +145,10 @@ class Subagent(abc.ABC):
         store: CheckpointStore | None,
     ) -> _Body:
         """The task's engine, from `run`'s arguments checked, and its body's attempts."""
-        if isinstance(task, str):
+        if not isinstance(task, Task):  # a Task, most often: one test for it
+            if not isinstance(task, str):
+                raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
             task = Task(query=task)
-        elif not isinstance(task, Task):
-            raise UsageError(f"{self.name}.run() takes a Task or a query string, got {task!r}")
         at = None
         if timeout is not None:
             timeout = number(f"{self.name}.run(timeout=)", timeout, unit="seconds")
@@ -310,8 +310,9 @@ class _Body:
 
     def __call__(self, number: int) -> Awaitable[Any]:
         """Attempt `number` of the body."""
-        self.engine.start_attempt(number)
-        self.engine.log.debug("subagent_attempt", attempt=number)
+        engine = self.engine
+        engine.start_attempt(number)
+        engine.log.debug("subagent_attempt", attempt=number)
         if not self.bounded:
             # The body's own coroutine, awaited by the caller at once: no frame between.
             return self.subagent.handle(self.task, self.ctx)
