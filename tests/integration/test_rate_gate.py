@@ -113,6 +113,25 @@ class TestDeadline:
         assert fake_messages_api.request_count == 1  # the second was never sent
         assert sleep.delays == []  # and nothing waited for what could not come in time
 
+    async def test_a_streamed_answer_s_headers_hold_the_next_call_too(
+        self, fake_messages_api: FakeMessagesAPI
+    ) -> None:
+        """The streaming endpoint: the headers come with the stream's response."""
+        fake_messages_api.rate_limit(requests_per_minute=1)
+        fake_messages_api.handler = lambda request: F.text("ok")
+        health = ModelHealth()
+        async with AnthropicModel(
+            MODEL, api_key=API_KEY, base_url=fake_messages_api.base_url, timeout=5, stream=True
+        ) as streamed:
+            agent = LLMSubagent("a", streamed, retry=fast_retry(attempts=4))
+            first = await agent.run("first", scope=RunScope(model_health=health))
+            second = await agent.run("second", scope=RunScope(model_health=health), timeout=5)
+
+        assert isinstance(first, Success)
+        assert isinstance(second, ErrorEnvelope)
+        assert second.error_type == "rate_limited"
+        assert fake_messages_api.request_count == 1
+
 
 class TestA429:
     async def test_the_headers_of_a_429_close_the_gate_until_the_reset(
