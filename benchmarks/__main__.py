@@ -28,11 +28,22 @@ from benchmarks import (
     memory,
     overload,
     rate,
+    rate_limits,
     retry_storm,
 )
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
-SECTIONS = ("lean", "dispatch", "memory", "rate", "storm", "logging", "overload", "costcap")
+SECTIONS = (
+    "lean",
+    "dispatch",
+    "memory",
+    "rate",
+    "storm",
+    "logging",
+    "overload",
+    "costcap",
+    "ratelimits",
+)
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
     "happy": (0.0, False),
@@ -444,6 +455,10 @@ def main(argv: list[str] | None = None) -> None:
     if "overload" in sections:
         print("overload ", end="", flush=True)
         results["overload"] = run_overload(1 if quick else 5)
+    if "ratelimits" in sections:
+        limit_rows = rate_limits.run(1 if quick else 3)
+        results["rate_limits"] = {row.name: row.to_json() for row in limit_rows}
+        rate_limits.print_table(limit_rows)
 
     checks = targets(results, sizes)
     if checks:

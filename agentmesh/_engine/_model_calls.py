@@ -96,6 +96,8 @@ async def _attempts(
         source=source,
         attempted_query=query,
         log=turn.log,
+        needs=turn.rate_needs,
+        sleep=rules.policy.sleep,
     )
     outcome = await attempt_call(
         gate.attempt,
@@ -152,6 +154,15 @@ class _Turn:
     ) -> None:
         self.ctx, self.model, self.request, self.limits = ctx, model, request, limits
         self.log = ctx.log.bind(model=model.name)
+
+    def rate_needs(self) -> dict[str, int]:
+        """What one call of this turn takes of its model's rate limits."""
+        request = self.request
+        return {
+            "requests": 1,
+            "input-tokens": self.ctx.scope.usage.estimated_input_tokens(request),
+            "output-tokens": int(request["max_tokens"]),
+        }
 
     async def attempt(self, number: int) -> ModelResponse:
         ctx, name = self.ctx, self.model.name

@@ -2,11 +2,16 @@
 
 Each attempt of a model turn claims its model first, in one step:
 
-    claim ──ticket──► the call (admitted by the usage limits, counted) ──► release(outcome)
+    claim ──ticket──► rates ──► the call (admitted by the usage limits, counted) ──► release
       ├──full──► wait for a slot of the model's window (or for the model to go out)
       └──out───► no call: a `CallFailed` whose envelope says why and since when; final, so
                  no local retry is spent on it, and a `FallbackModel` goes on with its
                  next model (`skipped` tells the turn it was a skip, not a failure)
+
+`rates`: when the model's answers report rate limits (`anthropic-ratelimit-*`), the call
+takes one request, its estimated input tokens and its `max_tokens` from what remains, or
+waits until they fit; a wait that would pass the task's deadline is not started: a
+transient `rate_limited` envelope says when capacity returns (`retry_after`).
 
 A call that fails once its model is out (its own failure opened the breaker, or another
 task's did meanwhile) is final too: its retry would only be refused after the backoff.
@@ -18,8 +23,8 @@ the task's, as for the envelope the retry loop makes of it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from agentmesh.breaker import BreakerState
 from agentmesh.classify import Classifier
@@ -28,6 +33,9 @@ from agentmesh.errors import CallFailed
 from agentmesh.models import Model, ModelHealth, ModelResponse
 
 __all__ = ["ModelGate"]
+
+# The envelope's type when the limits leave no room before the deadline: a 429's.
+_RATE_LIMITED: Final = "rate_limited"
 
 
 class ModelGate:
@@ -40,7 +48,9 @@ class ModelGate:
         "health",
         "log",
         "model",
+        "needs",
         "skipped",
+        "sleep",
         "source",
         "work",
     )
@@ -56,25 +66,34 @@ class ModelGate:
         source: str,
         attempted_query: dict[str, Any],
         log: Any,
+        needs: Callable[[], Mapping[str, int]] = dict,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         # The task's parts, given one by one: the gate sits below the task engine.
         self.health, self.model, self.work, self.log = health, model, work, log
         self.classifier, self.deadline = classifier, deadline
         self.source, self.attempted_query = source, attempted_query
         self.skipped = False  # an attempt found the model out and did not call it
+        self.needs = needs  # what one call takes of the model's rate limits, by family
+        self.sleep = sleep  # the retry policy's: a test records the waits
 
     async def attempt(self, number: int) -> ModelResponse:
         ticket = await self._claim(number)
+        health, model = self.health, self.model
+        heard: dict[str, str] = {}
         try:
-            response = await self.work(number)
+            taken = await self._rates(number)
+            with health.rate_headers() as heard:
+                response = await self.work(number)
         except CallFailed:
-            self.health.cancel(self.model, ticket)  # refused before any call was made
+            health.cancel(model, ticket)  # refused before any call was made
             raise
         except Exception as exc:
             verdict = self.classifier.classify(
                 exc, source=self.source, attempted_query=self.attempted_query, attempts=number
             )
-            self.health.release(self.model, ticket, verdict)
+            health.settle_rates(model, heard)  # a 429's headers: what is left, and when
+            health.release(model, ticket, verdict)
             if self.health.state(self.model) is not BreakerState.CLOSED:
                 # The model is out now (this failure, or another task's, opened its
                 # breaker): a retry would be refused after its backoff. Final here, so
@@ -84,8 +103,44 @@ class ModelGate:
         except BaseException:
             self.health.cancel(self.model, ticket)
             raise
-        self.health.release(self.model, ticket, None)
+        health.settle_rates(model, heard, unspent=_unspent(taken, response))
+        health.release(model, ticket, None)
         return response
+
+    async def _rates(self, number: int) -> Mapping[str, int] | None:
+        """Take this call's share of the model's rate limits, waiting until it fits;
+        what was taken (None: no limit known). Raises when the wait passes the deadline."""
+        loop = asyncio.get_running_loop()
+        while True:
+            claim = self.health.admit_rates(self.model, self.needs)
+            if not isinstance(claim, float):
+                return claim
+            if self.deadline is not None and loop.time() + claim > self.deadline:
+                raise CallFailed(self._no_capacity(claim, number - 1))
+            self.log.debug("model_rate_wait", attempt=number, seconds=round(claim, 3))
+            started = loop.time()
+            await self.sleep(claim)
+            # A sleep that did not take its time (a test's recorded sleep, which moves a
+            # fake server's clock instead) moves the gate's clock as far: else it would
+            # wait for a refill that never comes.
+            self.health.rates_slept(self.model, claim - (loop.time() - started))
+
+    def _no_capacity(self, wait: float, attempts: int) -> ErrorEnvelope:
+        name = self.model.name
+        return ErrorEnvelope(
+            error_category=ErrorCategory.TRANSIENT,
+            error_type=_RATE_LIMITED,
+            is_retryable=True,
+            message=(
+                f"model {name}'s rate limits have no room for this call before the "
+                f"task's deadline; they do in {wait:.1f}s. Not called"
+            ),
+            attempted_query=self.attempted_query,
+            source=self.source,
+            attempts=attempts,
+            retry_after=wait,
+            details=f"model {name} rate-limited: its reported limits return in {wait:.3f}s",
+        )
 
     async def _claim(self, number: int) -> int:
         """A ticket for this attempt, after waiting for a slot; raises when the model is out."""
@@ -143,3 +198,16 @@ class ModelGate:
             retry_after=wait,
             details=f"model {name} out: {reason}; its breaker is open",
         )
+
+
+def _unspent(taken: Mapping[str, int] | None, response: ModelResponse) -> dict[str, int]:
+    """What an answered call took of the rate limits and did not spend."""
+    if not taken or response.usage.unusable:
+        return {}
+    usage = response.usage
+    return {
+        "input-tokens": taken.get("input-tokens", 0)
+        - usage.input_tokens
+        - usage.cache_creation_input_tokens,
+        "output-tokens": taken.get("output-tokens", 0) - usage.output_tokens,
+    }

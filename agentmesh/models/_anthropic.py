@@ -16,6 +16,7 @@ from agentmesh._tracing import chat_span, record_response
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
 from agentmesh.models._caching import with_cache_breakpoints
+from agentmesh.models._rates import report_headers
 
 if TYPE_CHECKING:
     import anthropic
@@ -122,14 +123,23 @@ class AnthropicModel:
 
     async def _send(self, params: dict[str, Any]) -> ModelResponse:
         """One request, its answer checked: a malformed one is a transient failure."""
+        import anthropic
+
         client = self._sdk()
         try:
             async with asyncio.timeout(self.timeout):
                 if self.stream:
                     async with client.messages.stream(**params) as events:
+                        report_headers(events.response.headers)
                         message: object = await events.get_final_message()
                 else:
-                    message = await client.messages.create(**params)
+                    # The raw response first: its rate-limit headers feed the run's gate.
+                    raw = await client.messages.with_raw_response.create(**params)
+                    report_headers(raw.headers)
+                    message = await raw.parse()
+        except anthropic.APIStatusError as exc:
+            report_headers(exc.response.headers)  # a 429's say when the limits return
+            raise
         except json.JSONDecodeError as exc:
             raise self._unparseable(f"the body is not valid JSON: {exc}") from exc
         except AssertionError as exc:

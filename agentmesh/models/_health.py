@@ -12,7 +12,9 @@ two endpoints two models. Per model it keeps:
   probes, the model is *out*: a `FallbackModel` goes to its next model at once;
 * a quota: a model that answered `quota_exhausted` is out until its quota resets (the
   envelope's `retry_after`), or for as long as this object lives when nobody said;
-* a `CallWindow`: how many of its calls may be in flight, adapted to 429/529 answers.
+* a `CallWindow`: how many of its calls may be in flight, adapted to 429/529 answers;
+* a `RateGate`: its rate limits (requests, input and output tokens per minute) as its
+  answers' `anthropic-ratelimit-*` headers report them; a call waits until it fits.
 
 Each decision is one step with no `await` inside (`claim`), so of 64 tasks asking at
 once exactly one gets the probe and exactly `window` get a slot. The engine drives it
@@ -26,7 +28,8 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -37,6 +40,7 @@ from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import UsageError
 from agentmesh.models._anthropic import AnthropicModel
 from agentmesh.models._base import Model
+from agentmesh.models._rates import RateGate, heard_headers
 from agentmesh.models._window import CallWindow
 
 __all__ = ["ModelHealth"]
@@ -78,6 +82,7 @@ class _Model:
     quota_until_wall: datetime.datetime | None = None
     # ticket -> (the window's epoch when it started, whether it is the breaker's probe)
     tickets: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    rates: RateGate = field(default_factory=RateGate)
 
 
 class ModelHealth:
@@ -226,6 +231,42 @@ class ModelHealth:
         except BaseException:
             window.leave(waiter)
             raise
+
+    def rate_headers(self) -> AbstractContextManager[dict[str, str]]:
+        """The rate-limit headers the model call made inside reports (`AnthropicModel`
+        reports every answer's, a failed one's too): {} when none."""
+        return heard_headers()
+
+    def admit_rates(
+        self, model: Model, needs: Callable[[], Mapping[str, int]]
+    ) -> float | Mapping[str, int] | None:
+        """Take one call's `needs` (per rate-limit family: `requests`, `input-tokens`,
+        `output-tokens`) from the model's reported limits, in one step: what was taken,
+        the seconds until they fit, or None when no limit is known (admitted)."""
+        rates = self._of(model).rates
+        return rates.admit(needs, self._clock() + rates.skew)
+
+    def settle_rates(
+        self,
+        model: Model,
+        headers: Mapping[str, str],
+        *,
+        unspent: Mapping[str, int] | None = None,
+    ) -> None:
+        """What a call's answer (or failure: a 429's headers say what is left and when it
+        returns) said of the model's rate limits, and what it took and did not spend."""
+        rates = self._of(model).rates
+        now = self._clock() + rates.skew
+        if headers:
+            rates.report(headers, now, time.time())
+        if unspent:
+            rates.settle(unspent, now)
+
+    def rates_slept(self, model: Model, unslept: float) -> None:
+        """A wait for the model's rate limits returned `unslept` seconds early (a test's
+        recorded sleep): its limits' clock moves on as far."""
+        if unslept > 0:
+            self._of(model).rates.skew += unslept
 
     def release(self, model: Model, ticket: int, failure: ErrorEnvelope | None) -> None:
         """The call of `ticket` ended: answered (`failure` None) or failed with `failure`."""

@@ -24,7 +24,7 @@ from typing import Any
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
-from agentmesh.usage._estimate import worst_case_cost
+from agentmesh.usage._estimate import estimated_input_tokens, worst_case_cost
 from agentmesh.usage._prices import PriceTable
 from agentmesh.usage._records import ModelUsage, UsageSummary
 
@@ -195,6 +195,13 @@ class UsageMeter:
         if counts is None:
             counts = self._by_subagent[subagent] = _Counts()
         return counts
+
+    @staticmethod
+    def estimated_input_tokens(request: Mapping[str, Any]) -> int:
+        """Input tokens `request` (the keywords of `Model.create`) costs at most: the
+        local, high-side estimate a hard cost cap reserves and a model's rate limits are
+        claimed with (no tokenizer, no network)."""
+        return estimated_input_tokens(request)
 
     async def admit(
         self,

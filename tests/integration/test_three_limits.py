@@ -17,7 +17,7 @@ import pytest
 from agentmesh import Coordinator, ErrorCategory, ErrorEnvelope, Success, Task, tool
 from agentmesh.coordinator import CoverageStatus
 from agentmesh.envelope import ErrorType
-from agentmesh.models import AnthropicModel, FallbackModel
+from agentmesh.models import AnthropicModel, FallbackModel, ModelHealth
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI, RecordingSleep
 from tests.retrying import fast_retry
@@ -51,24 +51,41 @@ def rfc3339_in(seconds: float) -> str:
 
 
 class TestShortRateLimit:
-    async def test_a_429_is_waited_out_as_long_as_retry_after_says(
+    async def test_the_headers_hold_the_next_call_until_the_limit_refills(
         self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
     ) -> None:
-        """One request a minute, the second task refused: it waits the 60 s the server
-        names (recorded, the fake's clock moved), then succeeds."""
+        """One request a minute, two runs sharing their model health: the first answer's
+        headers say none is left for 60 s, so the second task waits them out (recorded,
+        the fake's clock moved) before it calls, and is never refused."""
         fake_messages_api.rate_limit(requests_per_minute=1)
         fake_messages_api.handler = lambda request: F.text("ok")
         sleep = RecordingSleep(advance=fake_messages_api.advance)
         agent = LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4, max_delay=120))
+        coordinator = Coordinator([agent], model_health=ModelHealth())
 
-        assert isinstance(await agent.run("first"), Success)
-        outcome = await agent.run("second")
+        first = await coordinator.run([Task(query="first", topic="a")])
+        second = await coordinator.run([Task(query="second", topic="a")])
+
+        assert isinstance(first.records[0].final, Success)
+        assert isinstance(second.records[0].final, Success)
+        # The headers' 60 s.
+        [delay] = sleep.delays
+        assert 58 < delay <= 61  # the reset is sent in whole seconds, rounded up
+        assert fake_messages_api.request_count == 2  # none refused
+
+    async def test_a_429_is_waited_out_as_long_as_retry_after_says(
+        self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
+    ) -> None:
+        """A 429 with retry-after and no rate-limit headers: the retry waits what it says."""
+        fake_messages_api.enqueue(F.error(429, retry_after=60), F.text("ok"))
+        sleep = RecordingSleep()
+        agent = LLMSubagent("a", model, retry=fast_retry(sleep, attempts=4, max_delay=120))
+
+        outcome = await agent.run("hi")
 
         assert isinstance(outcome, Success)
-        # The header's 60 s (59 when the first request took over a second to come back).
-        [delay] = sleep.delays
-        assert delay in (60.0, 59.0)
-        assert fake_messages_api.request_count == 3  # one refused in between
+        assert sleep.delays == [60.0]
+        assert fake_messages_api.request_count == 2
 
     async def test_without_retry_after_the_wait_follows_the_used_up_limit_s_reset(
         self, fake_messages_api: FakeMessagesAPI, model: AnthropicModel
