@@ -110,7 +110,7 @@ async def _naive(primary: _Model, fallback: _Model) -> int:
         for model in (primary, fallback):
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(ATTEMPTS),
-                wait=tenacity_backoff(multiplier=INITIAL_DELAY, max=MAX_DELAY),
+                wait=tenacity_backoff(initial=INITIAL_DELAY, max=MAX_DELAY),
                 retry=retry_if_exception_type(TransientError),
                 reraise=True,
             )

@@ -203,6 +203,7 @@ def _tokens(response: ModelResponse | None) -> dict[str, Any]:
         "output_tokens": usage.output_tokens,
         "cache_creation_tokens": usage.cache_creation_input_tokens,
         "cache_read_tokens": usage.cache_read_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
         "unknown_tokens": bool(usage.unusable),
     }
 

