@@ -74,6 +74,13 @@ class _Report:
     remaining: int
     full_in: float  # seconds until the bucket is full again
 
+    @property
+    def measured_rate(self) -> float | None:
+        """Tokens a second the bucket refills at, when this report can tell (not full)."""
+        if self.remaining < self.limit and self.full_in > 0:
+            return (self.limit - self.remaining) / self.full_in
+        return None
+
 
 def _reports(headers: Mapping[str, str], wall: float) -> dict[str, _Report]:
     reports = {}
@@ -93,12 +100,19 @@ def _reports(headers: Mapping[str, str], wall: float) -> dict[str, _Report]:
 
 @dataclass(slots=True)
 class _Bucket:
-    """One limit as this side counts it: `level` at `at`, refilled at `per_second`."""
+    """One limit as this side counts it: `level` at `at`, refilled at `per_second`.
+
+    `per_second` is measured from the reports, `(limit - remaining) / full_in`. An answer
+    read late (a busy event loop, a slow network) makes `full_in` look shorter and the
+    rate faster, never slower; so of the rates measured for one limit the slowest is the
+    truest, and the bucket keeps it (`measured`) until the limit itself changes.
+    """
 
     limit: int
     level: float
     at: float
     per_second: float
+    measured: bool = False
 
     def refill(self, now: float) -> None:
         self.level = min(self.limit, self.level + max(0.0, now - self.at) * self.per_second)
@@ -110,12 +124,13 @@ class _Bucket:
         return max(0.0, missing / self.per_second)
 
     def report(self, seen: _Report, now: float) -> None:
-        if seen.remaining < seen.limit and seen.full_in > 0:
-            self.per_second = (seen.limit - seen.remaining) / seen.full_in
-        elif seen.limit != self.limit:
-            self.per_second = seen.limit / _MINUTE
         self.refill(now)
-        self.limit = seen.limit
+        if seen.limit != self.limit:
+            self.limit, self.measured = seen.limit, False
+            self.per_second = seen.limit / _MINUTE
+        rate = seen.measured_rate
+        if rate is not None and (not self.measured or rate < self.per_second):
+            self.per_second, self.measured = rate, True
         self.level = min(self.level, seen.remaining)
 
 
@@ -171,11 +186,13 @@ class RateGate:
         for family, seen in _reports(headers, wall).items():
             bucket = self._buckets.get(family)
             if bucket is None:
-                per_second = (
-                    (seen.limit - seen.remaining) / seen.full_in
-                    if seen.remaining < seen.limit and seen.full_in > 0
-                    else seen.limit / _MINUTE
+                rate = seen.measured_rate
+                self._buckets[family] = _Bucket(
+                    seen.limit,
+                    seen.remaining,
+                    now,
+                    seen.limit / _MINUTE if rate is None else rate,
+                    measured=rate is not None,
                 )
-                self._buckets[family] = _Bucket(seen.limit, seen.remaining, now, per_second)
             else:
                 bucket.report(seen, now)

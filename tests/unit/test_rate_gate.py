@@ -101,3 +101,25 @@ class TestRateGate:
         assert 29 < wait <= 30
         clock.now += 30
         assert health.admit_rates(MODEL, lambda: NEEDS) == NEEDS
+
+    def test_an_answer_read_late_does_not_make_the_bucket_refill_faster(self) -> None:
+        """A busy loop reads an answer late, when its reset is nearer: that report implies
+        a faster refill than the server's. The slowest rate measured holds."""
+        clock = Clock()
+        health = ModelHealth(clock=clock)
+        health.settle_rates(MODEL, headers("input-tokens", 1000, 0, full_in=10.0))
+        health.settle_rates(MODEL, headers("input-tokens", 1000, 0, full_in=2.0))
+
+        clock.now += 0.5  # 50 tokens at the true 100 a second; 250 at the late report's 500
+        assert isinstance(health.admit_rates(MODEL, lambda: NEEDS), float)
+        clock.now += 0.5
+        assert health.admit_rates(MODEL, lambda: NEEDS) == NEEDS
+
+    def test_a_new_limit_is_measured_afresh(self) -> None:
+        clock = Clock()
+        health = ModelHealth(clock=clock)
+        health.settle_rates(MODEL, headers("input-tokens", 1000, 0, full_in=10.0))
+        health.settle_rates(MODEL, headers("input-tokens", 4000, 0, full_in=10.0))
+
+        clock.now += 0.25  # the new tier refills 400 a second: 100 tokens in a quarter
+        assert health.admit_rates(MODEL, lambda: NEEDS) == NEEDS
