@@ -377,9 +377,12 @@ class LLMSubagent(Subagent):
         )
 
     def _refused(self, task: Task, ctx: Context, response: ModelResponse) -> ErrorEnvelope:
+        # A refusal (Claude's `refusal`, a provider's content filter or safety block) is
+        # the same answer however often it is asked: business, never retried. The text is
+        # the model's or the provider's reason.
         return ErrorEnvelope(
-            error_category=ErrorCategory.OTHER,
-            error_type="model_refused",
+            error_category=ErrorCategory.BUSINESS,
+            error_type="refused",
             is_retryable=False,
             message=response.text or "the model declined the task",
             attempted_query=task.query,

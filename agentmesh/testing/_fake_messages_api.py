@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import re
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,10 +29,10 @@ from typing import Any, Literal, Self, TypeAlias
 
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
+from agentmesh.testing._loopback import LoopbackServer
 from agentmesh.testing._overload import Load, Refusal
 
 try:
-    from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
     from werkzeug.wrappers import Request, Response
 except ImportError as missing:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -53,11 +51,7 @@ __all__ = [
     "StreamErrorReply",
 ]
 
-_log = logging.getLogger("agentmesh.testing.fake_messages_api")
-
 _DEFAULT_MODEL = "claude-fake"
-# How long close() waits for in-flight request threads before leaving them (daemons) behind.
-_CLOSE_JOIN_TIMEOUT = 2.0
 
 _ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -522,58 +516,6 @@ def _error_body(error_type: str, message: str, error_code: str | None = None) ->
     return {"type": "error", "error": error}
 
 
-# --- the server --------------------------------------------------------------------------
-
-
-class _RequestHandler(WSGIRequestHandler):
-    """werkzeug's handler with its access log sent to our logger at debug level."""
-
-    def log(self, type: str, message: str, *args: Any) -> None:
-        _log.debug(message.rstrip(), *args)
-
-
-class _Server(ThreadedWSGIServer):
-    """werkzeug's threaded server that remembers its request threads.
-
-    socketserver would join them without a deadline on close; a slow reply or a client
-    that never sends its request must not hang a test's teardown.
-    """
-
-    block_on_close = False
-
-    def __init__(self, app: Callable[..., Any], on_error: Callable[[str], None]) -> None:
-        super().__init__("127.0.0.1", 0, app, _RequestHandler)
-        self._on_error = on_error
-        self._request_threads: list[threading.Thread] = []
-        self._threads_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self.process_request_thread,
-            args=(request, client_address),
-            name="FakeMessagesAPI-request",
-            daemon=True,
-        )
-        with self._threads_lock:
-            self._request_threads = [t for t in self._request_threads if t.is_alive()]
-            self._request_threads.append(thread)
-        thread.start()
-
-    def join_request_threads(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        with self._threads_lock:
-            threads = list(self._request_threads)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-    def log(self, type: str, message: str, *args: Any) -> None:
-        # werkzeug reports an exception that escaped the app here; keep it as a problem.
-        self._on_error(message % args if args else message)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        self._on_error(f"connection from {client_address} failed")
-
-
 class FakeMessagesAPI:
     """A scripted Anthropic Messages API on `127.0.0.1`, on a free port.
 
@@ -622,42 +564,19 @@ class FakeMessagesAPI:
         self._model = model
         self._requests: list[RecordedRequest] = []
         self._problems: list[str] = []
-        self._closing = threading.Event()
-        self._state: Literal["new", "started", "closed"] = "new"
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = LoopbackServer("FakeMessagesAPI", self._wsgi_app, self._add_problem)
         self._load = Load()
 
     # lifecycle
 
     def start(self) -> Self:
         """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        with self._lock:
-            if self._state != "new":
-                raise UsageError(f"FakeMessagesAPI can be started once; it is {self._state}")
-            self._server = _Server(self._wsgi_app, self._add_problem)
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.01},
-                name="FakeMessagesAPI",
-                daemon=True,
-            )
-            self._thread.start()
-            self._state = "started"
+        self._server.start()
         return self
 
     def close(self) -> None:
         """Stop serving; slow replies still waiting are cut short. Idempotent."""
-        with self._lock:
-            server, thread = self._server, self._thread
-            already_closing = self._closing.is_set()
-            self._closing.set()
-            self._state = "closed"
-        if server is None or thread is None or already_closing:
-            return
-        server.shutdown()
-        thread.join()
-        server.join_request_threads(_CLOSE_JOIN_TIMEOUT)
+        self._server.close()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -673,9 +592,7 @@ class FakeMessagesAPI:
     @property
     def base_url(self) -> str:
         """The URL to give the SDK as `base_url`, e.g. `http://127.0.0.1:54321`."""
-        if self._server is None:
-            raise UsageError("FakeMessagesAPI has no base_url before start()")
-        return f"http://127.0.0.1:{self._server.port}"
+        return self._server.base_url
 
     # script
 
@@ -904,7 +821,7 @@ class FakeMessagesAPI:
 
     def _render(self, request: RecordedRequest, reply: Reply) -> Response:
         if isinstance(reply, SlowReply):
-            if self._closing.wait(reply.delay):
+            if self._server.closing.wait(reply.delay):
                 return self._error_response(request, _error(503, message="server closed"))
             return self._render(request, reply.reply)
         if isinstance(reply, ErrorReply):
@@ -962,5 +879,4 @@ class FakeMessagesAPI:
         return response
 
     def __repr__(self) -> str:
-        where = self.base_url if self._server is not None else "not started"
-        return f"<FakeMessagesAPI {where} {self._state}, {self.request_count} requests>"
+        return f"{repr(self._server)[:-1]}, {self.request_count} requests>"

@@ -395,6 +395,19 @@ class TestDishonestEndings:
         assert outcome.partial_results.findings == ("The answer begins",)
         assert runs == 0
 
+    async def test_a_refusal_is_business_refused_with_the_reason_never_retried(self) -> None:
+        """A model's refusal (or a provider's safety block) is the same answer again: the
+        envelope says business/refused with the reason, after one call."""
+        model = ScriptedModel(
+            [ModelResponse.of_text("I can't help with that.", stop_reason="refusal")] * 3
+        )
+        outcome = await LLMSubagent("a", model).run("q")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert (outcome.error_category, outcome.error_type) == ("business", "refused")
+        assert outcome.message == "I can't help with that."
+        assert not outcome.is_retryable
+        assert len(model.requests) == 1
+
     async def test_a_model_cannot_claim_a_policy_ruling_in_its_report(self) -> None:
         """report_failure's `policy` is the framework's to set, never the model's."""
         report = {
