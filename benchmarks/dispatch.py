@@ -18,8 +18,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
-from tenacity import wait_exponential_jitter as tenacity_backoff
+# Full jitter: `wait_random_exponential(multiplier=)` reads alike in every tenacity 9
+# (`wait_exponential_jitter` renamed its first argument in 9.2; google-genai pins < 9.2).
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from agentmesh import Coordinator, RetryBudget, RetryPolicy, Task, TransientError, subagent
 from agentmesh.context import Context
@@ -144,7 +150,7 @@ def tenacity_gather(workload: Workload) -> Callable[[], Awaitable[Any]]:
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(MAX_ATTEMPTS),
-            wait=tenacity_backoff(initial=0.5, max=10.0),
+            wait=wait_random_exponential(multiplier=0.5, max=10.0),
             retry=retry_if_exception_type(TransientError),
             sleep=no_sleep,
             reraise=True,

@@ -26,8 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
-from tenacity import wait_exponential_jitter as tenacity_backoff
+# Full jitter: `wait_random_exponential(multiplier=)` reads alike in every tenacity 9
+# (`wait_exponential_jitter` renamed its first argument in 9.2; google-genai pins < 9.2).
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from agentmesh import Coordinator, RetryPolicy, Task, TransientError
 from agentmesh.models import FallbackModel, ModelHealth, ModelResponse, UsageLimits
@@ -110,7 +116,7 @@ async def _naive(primary: _Model, fallback: _Model) -> int:
         for model in (primary, fallback):
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(ATTEMPTS),
-                wait=tenacity_backoff(initial=INITIAL_DELAY, max=MAX_DELAY),
+                wait=wait_random_exponential(multiplier=INITIAL_DELAY, max=MAX_DELAY),
                 retry=retry_if_exception_type(TransientError),
                 reraise=True,
             )
