@@ -29,6 +29,7 @@ a result with `isError: true`).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import socket
@@ -36,7 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorType
@@ -218,10 +219,20 @@ def _mcp_mappers() -> dict[type[BaseException], Mapper]:
     return {mcp.MCPError: _mcp_error}
 
 
+def _provider(name: str) -> Any:
+    """A provider's module of this package (`_google`), imported by name on first use.
+
+    By name, not by an import statement: those modules build on this one's HTTP meaning
+    (`_limit_reached`, `_http_error`, ...), so the import graph stays one-way.
+    """
+    return importlib.import_module(f"agentmesh.classify.{name}")
+
+
 SDK_MAPPINGS: Final[dict[str, Callable[[], dict[type[BaseException], Mapper]]]] = {
     "httpx2": _httpx2_mappers,
     "anthropic": _anthropic_mappers,
     "mcp": _mcp_mappers,
+    "google.genai": lambda: _provider("_google").mappers(),
 }
 """The SDK's module name -> its mappings, built when the SDK is already imported."""
 
@@ -258,18 +269,27 @@ def _http_error(
 
 
 def _limit_reached(
-    headers: Mapping[str, str], error_code: str | None, message: str, facts: list[str]
+    headers: Mapping[str, str],
+    error_code: str | None,
+    message: str,
+    facts: list[str],
+    *,
+    reset: float | None = None,
+    spent: bool = False,
 ) -> AgentError:
     """A 429: a rate limit to wait out, or a quota spent until a reset far away.
 
-    The wait is the server's `retry-after`, else the reset of the rate limits its headers
-    say are used up. A spend-limit error code is a quota whatever the wait; the monthly one
-    (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the first of the
-    next month at 00:00 UTC when no header says otherwise.
+    The wait is the server's `retry-after`, else `reset` (seconds the caller read from
+    the body, as Google's RetryInfo), else the reset of the rate limits its headers say
+    are used up. A spend-limit error code, or `quota`, is a quota whatever the wait; the
+    monthly one (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the
+    first of the next month at 00:00 UTC when no header says otherwise.
     """
     now = time.time()
     wait = _retry_after(headers)
-    spend_limit = error_code in _SPEND_LIMIT_CODES
+    if wait is None:
+        wait = reset
+    spend_limit = spent or error_code in _SPEND_LIMIT_CODES
     # The rate-limit headers tell when the per-minute limits return, not a spent quota.
     if wait is None and not spend_limit:
         wait = _rate_limit_reset(headers, now)
@@ -389,6 +409,9 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
         httpx2 is not None and isinstance(exc, httpx2.TransportError)
     ):
         return True  # dropped mid-request: reset, broken pipe, read timeout
+    if "google.genai" in sys.modules:
+        acted: bool | None = _provider("_google").may_have_taken_effect(exc)
+        return acted
     return None
 
 
