@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ async def ends_in(model: GeminiModel, attempts: int = 1) -> ErrorEnvelope:
 
 
 # row -> (reply, category, error_type, retried)
-ROWS = {
+ROWS: dict[str, tuple[Any, ErrorCategory, str, bool]] = {
     "rate_limited": (F.rate_limited(2.5), TRANSIENT, "rate_limited", True),
     "rate_limited_without_retry_info": (F.rate_limited(None), TRANSIENT, "rate_limited", True),
     "quota_exhausted_daily": (
@@ -97,7 +98,7 @@ class TestTheGoogleRows:
     async def test_row(self, fake_gemini_api: FakeGeminiAPI, gemini: GeminiModel, row: str) -> None:
         """Each failure ends in its category and type; only transient ones are tried again."""
         reply, category, error_type, retried = ROWS[row]
-        fake_gemini_api.handler = lambda request: reply
+        fake_gemini_api.enqueue(reply, reply)
         envelope = await ends_in(gemini, attempts=2)
         assert (envelope.error_category, envelope.error_type) == (category, error_type)
         assert envelope.is_retryable is retried
