@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
-    from agentmesh.testing._fake_gemini_api import FakeGeminiAPI
+    from agentmesh.testing._fake_gemini_api import FakeGeminiAPI, GeminiRequest
     from agentmesh.testing._fake_messages_api import (
         ErrorReply,
         FakeMessagesAPI,
@@ -29,12 +29,25 @@ if TYPE_CHECKING:
         SlowReply,
         StreamErrorReply,
     )
+    from agentmesh.testing._gemini_replies import (
+        GeminiAnswer,
+        GeminiError,
+        GeminiReply,
+        GeminiSlow,
+        GeminiStreamCut,
+    )
 
 __all__ = [
     "ErrorReply",
     "FailTimes",
     "FakeGeminiAPI",
     "FakeMessagesAPI",
+    "GeminiAnswer",
+    "GeminiError",
+    "GeminiReply",
+    "GeminiRequest",
+    "GeminiSlow",
+    "GeminiStreamCut",
     "MessageReply",
     "RawReply",
     "RecordedRequest",
@@ -50,10 +63,10 @@ _FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
 def __getattr__(name: str) -> Any:
     if name not in _FAKE_API_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name == "FakeGeminiAPI":
-        from agentmesh.testing import _fake_gemini_api
+    if name.startswith(("FakeGemini", "Gemini")):
+        from agentmesh.testing import _fake_gemini_api, _gemini_replies
 
-        return _fake_gemini_api.FakeGeminiAPI
+        return getattr(_fake_gemini_api, name, None) or getattr(_gemini_replies, name)
     from agentmesh.testing import _fake_messages_api
 
     return getattr(_fake_messages_api, name)

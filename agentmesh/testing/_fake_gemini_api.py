@@ -26,9 +26,9 @@ from typing import Any, Self, TypeAlias
 
 from agentmesh._numbers import whole
 from agentmesh.testing import _gemini_replies as replies
+from agentmesh.testing._fake_messages_api import RawReply
 from agentmesh.testing._gemini_replies import (
     GeminiError,
-    GeminiRaw,
     GeminiReply,
     GeminiSlow,
     GeminiStreamCut,
@@ -315,8 +315,10 @@ class FakeGeminiAPI:
             return self._render(request, reply.reply)
         if isinstance(reply, GeminiError):
             return _error_response(reply)
-        if isinstance(reply, GeminiRaw):
-            return Response(reply.body, reply.status, content_type=reply.content_type)
+        if isinstance(reply, RawReply):
+            raw = Response(reply.body, reply.status, content_type=reply.content_type)
+            raw.headers.extend(reply.headers)
+            return raw
         answer = reply.answer if isinstance(reply, GeminiStreamCut) else reply
         body = replies.answer_json(
             answer, model=request.model or "gemini-fake", response_id=f"resp-{request.index:06d}"

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
+from agentmesh.testing._fake_messages_api import RawReply
+
 __all__ = [
     "GeminiAnswer",
     "GeminiError",
-    "GeminiRaw",
     "GeminiReply",
     "GeminiSlow",
     "GeminiStreamCut",
@@ -82,15 +83,6 @@ class GeminiError:
 
 
 @dataclass(frozen=True, slots=True)
-class GeminiRaw:
-    """Bytes sent as they are, for bodies that are not what the SDK expects."""
-
-    status: int
-    body: bytes
-    content_type: str
-
-
-@dataclass(frozen=True, slots=True)
 class GeminiSlow:
     """`reply`, sent after `delay` seconds (cut short when the server closes)."""
 
@@ -110,7 +102,7 @@ class GeminiStreamCut:
     error: GeminiError | None = None
 
 
-GeminiReply: TypeAlias = GeminiAnswer | GeminiError | GeminiRaw | GeminiSlow | GeminiStreamCut
+GeminiReply: TypeAlias = GeminiAnswer | GeminiError | RawReply | GeminiSlow | GeminiStreamCut
 """Anything a `FakeGeminiAPI` script may answer with; built with its static builders."""
 
 
@@ -262,9 +254,9 @@ def invalid_key() -> GeminiError:
 
 def garbage(
     status: int = 200, body: bytes = b"<html>Bad Gateway</html>", content_type: str = "text/html"
-) -> GeminiRaw:
+) -> RawReply:
     """A body that is no Gemini answer (a proxy's page)."""
-    return GeminiRaw(status, body, content_type)
+    return RawReply(status, body, content_type)
 
 
 def slow(delay: float, reply: GeminiReply) -> GeminiSlow:
