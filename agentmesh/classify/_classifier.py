@@ -38,7 +38,7 @@ E = TypeVar("E", bound=BaseException)
 
 # The same marker and key shape as the log redaction, so a secret reads the same everywhere.
 _API_KEY = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
-_SECRET_HEADERS = ("x-api-key", "authorization")
+_SECRET_HEADERS = ("x-api-key", "x-goog-api-key", "authorization")
 
 
 class Classifier:

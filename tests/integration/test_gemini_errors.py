@@ -204,3 +204,18 @@ class TestWhetherTheCallActed:
         kind = errors.ServerError if code >= 500 else errors.ClientError
         failure = kind(code, {"error": {"code": code, "status": "X"}})
         assert may_have_taken_effect(failure) is acted
+
+
+class TestTheKeyStaysSecret:
+    def test_the_gemini_key_header_never_reaches_the_envelope(self) -> None:
+        """The SDK sends the key as x-goog-api-key: redacted wherever an error echoes it."""
+        import httpx2
+
+        from agentmesh import classify
+
+        key = "AIzaSyD-not-a-real-key-0123456789abcd"
+        request = httpx2.Request("POST", "http://127.0.0.1:9/v1", headers={"x-goog-api-key": key})
+        failure = httpx2.ConnectError(f"could not send the request of {key}", request=request)
+        envelope = classify(failure, source="a", attempted_query="hi", attempts=1)
+        assert key not in envelope.to_json()
+        assert envelope.error_type == "unavailable"
