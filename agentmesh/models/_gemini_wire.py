@@ -71,7 +71,13 @@ def contents_of(
             for block in _blocks(message.get("content"))
             if (part := _part_of(block, names, signatures)) is not None
         ]
-        if parts:
+        if not parts:
+            continue
+        # Turns alternate: two messages of one role in a row (an assistant turn with
+        # nothing Gemini can take between them) are one content.
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
             contents.append({"role": role, "parts": parts})
     return contents
 
