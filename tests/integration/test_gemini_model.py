@@ -12,7 +12,7 @@ import pytest
 from google import genai
 from pydantic import BaseModel
 
-from agentmesh import ErrorCategory, ErrorEnvelope, Success, tool
+from agentmesh import ErrorCategory, ErrorEnvelope, Success, configure_tracing, tool
 from agentmesh.models import GeminiModel, ModelResponse, ToolUseBlock
 from agentmesh.subagents import SUBMIT_RESULT, LLMSubagent
 from agentmesh.testing import FakeGeminiAPI, RecordingSleep
@@ -273,6 +273,35 @@ class TestOneOwnerOfRetries:
         assert sleep.delays == [0.1, 0.2]
         await client.aio.aclose()
         client.close()
+
+
+class TestTracing:
+    async def test_a_chat_span_in_the_genai_conventions(
+        self, fake_gemini_api: FakeGeminiAPI, gemini: GeminiModel
+    ) -> None:
+        """Provider gcp.gemini; every prompt token is input there, cached ones included."""
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        configure_tracing(tracer_provider=provider)
+        try:
+            fake_gemini_api.enqueue(F.text("hi", prompt_tokens=100, cached_tokens=40))
+            await gemini.create(messages=[{"role": "user", "content": "hi"}])
+        finally:
+            configure_tracing(enabled=False)
+            provider.shutdown()
+        [span] = [s for s in exporter.get_finished_spans() if s.name == f"chat {FLASH}"]
+        attributes = dict(span.attributes or {})
+        assert attributes[gen_ai.GEN_AI_PROVIDER_NAME] == (
+            gen_ai.GenAiProviderNameValues.GCP_GEMINI.value
+        )
+        assert attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] == 100
+        assert attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
 
 
 class TestLifecycle:
