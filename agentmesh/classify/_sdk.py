@@ -25,6 +25,9 @@ none of them: the anthropic SDK alone takes about a second to import.
 
 The tool path of `agentmesh.mcp` raises its other failures itself (a lost connection,
 a result with `isError: true`).
+
+A provider's own rows are in a module of its own (`_google`: the `google-genai` SDK),
+building on the shared HTTP meaning below.
 """
 
 from __future__ import annotations
