@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -127,7 +128,7 @@ class GeminiModel:
             # One attempt, whatever the client's options: agentmesh owns each retry.
             "http_options": {
                 "retry_options": {"attempts": 1},
-                "timeout": int(self.timeout * 1000),
+                "timeout": max(1, round(self.timeout * 1000)),  # milliseconds
             },
             "automatic_function_calling": {"disable": True},
             "automatic_continuation": False,
@@ -178,12 +179,15 @@ class GeminiModel:
         stream = await models.generate_content_stream(
             model=self.name, contents=contents, config=config
         )
-        async for reply in stream:
-            chunk = reply.model_dump(mode="json", exclude_none=True, warnings=False)
-            answer.update({k: v for k, v in chunk.items() if k != "candidates"})
-            for piece in chunk.get("candidates", [])[:1]:
-                parts.extend((piece.get("content") or {}).get("parts") or [])
-                candidate.update({k: v for k, v in piece.items() if k != "content"})
+        # Closed at once however the loop ends (an error chunk, the deadline): the
+        # connection goes back to the pool now, not when the generator is collected.
+        async with contextlib.aclosing(stream):
+            async for reply in stream:
+                chunk = reply.model_dump(mode="json", exclude_none=True, warnings=False)
+                answer.update({k: v for k, v in chunk.items() if k != "candidates"})
+                for piece in chunk.get("candidates", [])[:1]:
+                    parts.extend((piece.get("content") or {}).get("parts") or [])
+                    candidate.update({k: v for k, v in piece.items() if k != "content"})
         if candidate or parts:
             answer["candidates"] = [{**candidate, "content": {"role": "model", "parts": parts}}]
         return answer
