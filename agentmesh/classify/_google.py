@@ -38,6 +38,7 @@ classified in `_sdk`.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -217,10 +218,10 @@ def mappers() -> dict[type[BaseException], Mapper]:
 
 
 def may_have_taken_effect(exc: BaseException) -> bool | None:
-    """Whether the Gemini API may have acted on a request that failed with `exc`."""
-    from google.genai import errors
-
-    if isinstance(exc, errors.APIError):
+    """Whether the Gemini API may have acted on a request that failed with `exc`; None
+    when `exc` is none of the SDK's (it cannot be one before the SDK is imported)."""
+    errors = sys.modules.get("google.genai.errors")
+    if errors is not None and isinstance(exc, errors.APIError):
         # Below 400: an error object in the middle of a stream the server had started.
         code = exc.code if isinstance(exc.code, int) else 0
         return code in _MAY_HAVE_ACTED or code < 400

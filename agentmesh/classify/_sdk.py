@@ -27,12 +27,11 @@ The tool path of `agentmesh.mcp` raises its other failures itself (a lost connec
 a result with `isError: true`).
 
 A provider's own rows are in a module of its own (`_google`: the `google-genai` SDK),
-building on the shared HTTP meaning below.
+building on the shared HTTP meaning below; the classifier loads them beside these.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import socket
@@ -40,7 +39,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorType
@@ -222,20 +221,10 @@ def _mcp_mappers() -> dict[type[BaseException], Mapper]:
     return {mcp.MCPError: _mcp_error}
 
 
-def _provider(name: str) -> Any:
-    """A provider's module of this package (`_google`), imported by name on first use.
-
-    By name, not by an import statement: those modules build on this one's HTTP meaning
-    (`_limit_reached`, `_http_error`, ...), so the import graph stays one-way.
-    """
-    return importlib.import_module(f"agentmesh.classify.{name}")
-
-
 SDK_MAPPINGS: Final[dict[str, Callable[[], dict[type[BaseException], Mapper]]]] = {
     "httpx2": _httpx2_mappers,
     "anthropic": _anthropic_mappers,
     "mcp": _mcp_mappers,
-    "google.genai": lambda: _provider("_google").mappers(),
 }
 """The SDK's module name -> its mappings, built when the SDK is already imported."""
 
@@ -412,9 +401,6 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
         httpx2 is not None and isinstance(exc, httpx2.TransportError)
     ):
         return True  # dropped mid-request: reset, broken pipe, read timeout
-    if "google.genai" in sys.modules:
-        acted: bool | None = _provider("_google").may_have_taken_effect(exc)
-        return acted
     return None
 
 

@@ -199,11 +199,11 @@ class TestWhetherTheCallActed:
         """After a 500 or 504 the API may have generated (and billed); a 4xx or 503 did not."""
         from google.genai import errors
 
-        from agentmesh.classify._sdk import may_have_taken_effect
+        from agentmesh import default_classifier
 
         kind = errors.ServerError if code >= 500 else errors.ClientError
         failure = kind(code, {"error": {"code": code, "status": "X"}})
-        assert may_have_taken_effect(failure) is acted
+        assert default_classifier.may_have_taken_effect(failure) is acted
 
 
 class TestTheKeyStaysSecret:
