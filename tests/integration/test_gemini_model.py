@@ -13,9 +13,15 @@ from google import genai
 from pydantic import BaseModel
 
 from agentmesh import ErrorCategory, ErrorEnvelope, Success, configure_tracing, tool
-from agentmesh.models import GeminiModel, ModelResponse, ToolUseBlock
+from agentmesh.models import (
+    AnthropicModel,
+    FallbackModel,
+    GeminiModel,
+    ModelResponse,
+    ToolUseBlock,
+)
 from agentmesh.subagents import SUBMIT_RESULT, LLMSubagent
-from agentmesh.testing import FakeGeminiAPI, RecordingSleep
+from agentmesh.testing import FakeGeminiAPI, FakeMessagesAPI, RecordingSleep
 from tests.retrying import fast_retry
 
 API_KEY = "gemini-test-key"
@@ -273,6 +279,36 @@ class TestOneOwnerOfRetries:
         assert sleep.delays == [0.1, 0.2]
         await client.aio.aclose()
         client.close()
+
+
+class TestCrossProviderFallback:
+    async def test_a_529_storm_on_claude_fails_over_to_gemini_and_back(
+        self, fake_gemini_api: FakeGeminiAPI, fake_messages_api: FakeMessagesAPI
+    ) -> None:
+        """Both providers' overloads are the same transient envelope: either way, one
+        FallbackModel chain goes on to the other provider."""
+        fake_messages_api.handler = lambda request: FakeMessagesAPI.error(529)
+        fake_gemini_api.handler = lambda request: F.text("from gemini")
+        async with (
+            AnthropicModel(
+                "claude-haiku-4-5", api_key="sk-ant-test", base_url=fake_messages_api.base_url
+            ) as haiku,
+            GeminiModel(FLASH, api_key=API_KEY, base_url=fake_gemini_api.base_url) as flash,
+        ):
+            retry = fast_retry(attempts=2)
+            first = await LLMSubagent("a", FallbackModel(haiku, flash), retry=retry).run("hi")
+            fake_messages_api.handler = lambda request: FakeMessagesAPI.text("from claude")
+            fake_gemini_api.handler = lambda request: F.error(503)
+            second = await LLMSubagent("b", FallbackModel(flash, haiku), retry=retry).run("hi")
+        assert isinstance(first, Success)
+        assert isinstance(second, Success)
+        assert (first.data, second.data) == ("from gemini", "from claude")
+        assert first.usage is not None
+        assert second.usage is not None
+        assert [(f.model, f.error_type) for f in first.usage.failovers] == [
+            ("claude-haiku-4-5", "overloaded")
+        ]
+        assert [(f.model, f.error_type) for f in second.usage.failovers] == [(FLASH, "overloaded")]
 
 
 class TestTracing:
