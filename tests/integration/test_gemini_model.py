@@ -248,12 +248,29 @@ class TestSafety:
         assert response.stop_reason == "refusal"
         assert "RECITATION" in response.text
 
+    async def test_a_stream_stopped_for_safety_is_a_refusal(
+        self, fake_gemini_api: FakeGeminiAPI
+    ) -> None:
+        """The text streamed before the stop is not the answer: the reason is."""
+        fake_gemini_api.enqueue(F.safety_stop("SPII", partial="the number you asked for is"))
+        async with GeminiModel(
+            FLASH, api_key=API_KEY, base_url=fake_gemini_api.base_url, stream=True
+        ) as model:
+            response = await model.create(messages=[{"role": "user", "content": "hi"}])
+        assert response.stop_reason == "refusal"
+        assert response.text == "blocked by the provider's safety filter (finish_reason SPII)"
+
+    @pytest.mark.parametrize("stream", [False, True])
     async def test_a_blocked_prompt_is_business_refused(
-        self, fake_gemini_api: FakeGeminiAPI, gemini: GeminiModel
+        self, fake_gemini_api: FakeGeminiAPI, stream: bool
     ) -> None:
         """prompt_feedback.block_reason: the request is refused, never retried."""
         fake_gemini_api.enqueue(F.blocked_prompt("PROHIBITED_CONTENT"))
-        outcome = await LLMSubagent("a", gemini, retry=fast_retry(attempts=3)).run("hi")
+        gemini = GeminiModel(
+            FLASH, api_key=API_KEY, base_url=fake_gemini_api.base_url, stream=stream
+        )
+        async with gemini:
+            outcome = await LLMSubagent("a", gemini, retry=fast_retry(attempts=3)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
         assert (outcome.error_category, outcome.error_type) == (ErrorCategory.BUSINESS, "refused")
         assert "PROHIBITED_CONTENT" in outcome.message
