@@ -273,7 +273,7 @@ def _limit_reached(
 
     The wait is the server's `retry-after`, else `reset` (seconds the caller read from
     the body, as Google's RetryInfo), else the reset of the rate limits its headers say
-    are used up. A spend-limit error code, or `quota`, is a quota whatever the wait; the
+    are used up. A spend-limit error code, or `spent`, is a quota whatever the wait; the
     monthly one (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the
     first of the next month at 00:00 UTC when no header says otherwise.
     """
