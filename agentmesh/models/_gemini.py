@@ -62,9 +62,11 @@ class GeminiModel:
     Args:
         model: the model name, e.g. `"gemini-2.5-flash"`.
         client: a `google.genai.Client` to use (its owner closes it); pass `base_url`
-            too to name its endpoint. By default one is built at the first call from
-            `api_key` / `base_url` or the environment (`GOOGLE_API_KEY`,
-            `GEMINI_API_KEY`) and closed by `aclose()`.
+            too to name its endpoint. Keep its httpx2 transport: the errors of the
+            SDK's aiohttp one are not classified as precisely. By default one is built
+            at the first call from `api_key` / `base_url` or the environment
+            (`GOOGLE_API_KEY`, `GEMINI_API_KEY`), always on httpx2, and closed by
+            `aclose()`.
         timeout: seconds for one whole call.
         stream: use the streaming endpoint (`streamGenerateContent`).
     """
@@ -101,7 +103,15 @@ class GeminiModel:
         from google.genai import types
 
         if self._client is None:
-            options = types.HttpOptions(base_url=self._base_url) if self._base_url else None
+            import httpx2
+
+            # httpx2 whatever else is installed: with aiohttp present the SDK would use it,
+            # and its errors (a refused connection is an OSError of aiohttp's) are not the
+            # ones agentmesh classifies.
+            options = types.HttpOptions(
+                base_url=self._base_url,
+                async_client_args={"transport": httpx2.AsyncHTTPTransport()},
+            )
             try:
                 self._client = genai.Client(api_key=self._api_key, http_options=options)
             except ValueError as exc:  # no key given and none in the environment
