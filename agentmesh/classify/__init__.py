@@ -16,6 +16,8 @@ Built-in mappings::
     pydantic.ValidationError            validation  invalid_input, naming the fields
     anthropic and httpx2 errors         by HTTP status and body (see `_sdk`),
                                           loaded once the SDK has been imported
+    google.genai errors (Gemini)        by Google's status and details (see `_google`),
+                                          loaded once the SDK has been imported
     asyncio.CancelledError (stray:      transient   cancelled
       the task is not being cancelled)
     CallFailed                          its envelope's category and type, not retryable

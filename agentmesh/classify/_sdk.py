@@ -25,6 +25,9 @@ none of them: the anthropic SDK alone takes about a second to import.
 
 The tool path of `agentmesh.mcp` raises its other failures itself (a lost connection,
 a result with `isError: true`).
+
+A provider's own rows are in a module of its own (`_google`: the `google-genai` SDK),
+building on the shared HTTP meaning below; the classifier loads them beside these.
 """
 
 from __future__ import annotations
@@ -258,18 +261,27 @@ def _http_error(
 
 
 def _limit_reached(
-    headers: Mapping[str, str], error_code: str | None, message: str, facts: list[str]
+    headers: Mapping[str, str],
+    error_code: str | None,
+    message: str,
+    facts: list[str],
+    *,
+    reset: float | None = None,
+    spent: bool = False,
 ) -> AgentError:
     """A 429: a rate limit to wait out, or a quota spent until a reset far away.
 
-    The wait is the server's `retry-after`, else the reset of the rate limits its headers
-    say are used up. A spend-limit error code is a quota whatever the wait; the monthly one
-    (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the first of the
-    next month at 00:00 UTC when no header says otherwise.
+    The wait is the server's `retry-after`, else `reset` (seconds the caller read from
+    the body, as Google's RetryInfo), else the reset of the rate limits its headers say
+    are used up. A spend-limit error code, or `spent`, is a quota whatever the wait; the
+    monthly one (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the
+    first of the next month at 00:00 UTC when no header says otherwise.
     """
     now = time.time()
     wait = _retry_after(headers)
-    spend_limit = error_code in _SPEND_LIMIT_CODES
+    if wait is None:
+        wait = reset
+    spend_limit = spent or error_code in _SPEND_LIMIT_CODES
     # The rate-limit headers tell when the per-minute limits return, not a spent quota.
     if wait is None and not spend_limit:
         wait = _rate_limit_reset(headers, now)

@@ -1,4 +1,5 @@
-"""Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline).
+"""Models: the `Model` protocol, `AnthropicModel` and `GeminiModel` (the providers' SDKs)
+and `ScriptedModel` (offline).
 
 Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
 each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
@@ -21,6 +22,7 @@ from agentmesh.models._base import (
     Usage,
 )
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
+from agentmesh.models._gemini import GeminiModel
 from agentmesh.models._health import ModelHealth
 from agentmesh.models._scripted import ScriptedModel
 from agentmesh.usage import (
@@ -39,6 +41,7 @@ __all__ = [
     "AnthropicModel",
     "ContentBlock",
     "FallbackModel",
+    "GeminiModel",
     "Model",
     "ModelFailover",
     "ModelHealth",

@@ -7,9 +7,10 @@ assert sleep.delays == [0.1, 0.2, 0.4]
 
 `FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK;
 the `fake_messages_api` pytest fixture (registered by agentmesh's pytest plugin) gives
-each test a started one. It needs the `testing` extra (`pip install 'agentmesh-failwell[testing]'`,
-for its HTTP server) and is imported on first use, so `RecordingSleep` and `FailTimes`
-cost nothing more.
+each test a started one; `FakeGeminiAPI` (fixture `fake_gemini_api`) does the same for
+the Gemini Developer API and the `google-genai` SDK. They need the `testing` extra
+(`pip install 'agentmesh-failwell[testing]'`, for their HTTP server) and are imported
+on first use, so `RecordingSleep` and `FailTimes` cost nothing more.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
+    from agentmesh.testing._fake_gemini_api import FakeGeminiAPI, GeminiRequest
     from agentmesh.testing._fake_messages_api import (
         ErrorReply,
         FakeMessagesAPI,
@@ -27,11 +29,25 @@ if TYPE_CHECKING:
         SlowReply,
         StreamErrorReply,
     )
+    from agentmesh.testing._gemini_replies import (
+        GeminiAnswer,
+        GeminiError,
+        GeminiReply,
+        GeminiSlow,
+        GeminiStreamCut,
+    )
 
 __all__ = [
     "ErrorReply",
     "FailTimes",
+    "FakeGeminiAPI",
     "FakeMessagesAPI",
+    "GeminiAnswer",
+    "GeminiError",
+    "GeminiReply",
+    "GeminiRequest",
+    "GeminiSlow",
+    "GeminiStreamCut",
     "MessageReply",
     "RawReply",
     "RecordedRequest",
@@ -47,6 +63,10 @@ _FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
 def __getattr__(name: str) -> Any:
     if name not in _FAKE_API_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name.startswith(("FakeGemini", "Gemini")):
+        from agentmesh.testing import _fake_gemini_api, _gemini_replies
+
+        return getattr(_fake_gemini_api, name, None) or getattr(_gemini_replies, name)
     from agentmesh.testing import _fake_messages_api
 
     return getattr(_fake_messages_api, name)

@@ -1,6 +1,7 @@
 """The agentmesh pytest plugin, registered through the `pytest11` entry point.
 
-It gives every project that installs agentmesh the `fake_messages_api` fixture. The fake
+It gives every project that installs agentmesh the `fake_messages_api` and
+`fake_gemini_api` fixtures. The fake
 server is imported inside the fixture, so merely having agentmesh installed costs other
 projects' test sessions nothing at start-up.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from agentmesh.testing._fake_gemini_api import FakeGeminiAPI
     from agentmesh.testing._fake_messages_api import FakeMessagesAPI
 
 
@@ -26,5 +28,19 @@ def fake_messages_api() -> Iterator[FakeMessagesAPI]:
     from agentmesh.testing._fake_messages_api import FakeMessagesAPI
 
     with FakeMessagesAPI() as api:
+        yield api
+        api.check()
+
+
+@pytest.fixture
+def fake_gemini_api() -> Iterator[FakeGeminiAPI]:
+    """A started `FakeGeminiAPI` on loopback, closed after the test.
+
+    At teardown, any problem the server saw (an exhausted script, a handler that raised)
+    fails the test, unless the test already took it with `api.check()`.
+    """
+    from agentmesh.testing._fake_gemini_api import FakeGeminiAPI
+
+    with FakeGeminiAPI() as api:
         yield api
         api.check()

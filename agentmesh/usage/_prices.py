@@ -68,9 +68,18 @@ DEFAULT_PRICES: Final[Mapping[str, ModelPrice]] = MappingProxyType(
         "claude-haiku-4-5": _HAIKU_4_5,
         "claude-3-5-haiku": _HAIKU_3_5,
         "claude-3-haiku": _HAIKU_3,
+        # Google's Gemini API list prices (https://ai.google.dev/gemini-api/docs/pricing,
+        # paid tier, prompts up to 200k tokens, as listed in late 2025). No cache-write premium:
+        # cache_write is the input price, cache_read the context-caching price.
+        "gemini-2.5-pro": ModelPrice(input=1.25, output=10.0, cache_write=1.25, cache_read=0.125),
+        "gemini-2.5-flash": ModelPrice(input=0.30, output=2.50, cache_write=0.30, cache_read=0.03),
+        "gemini-2.5-flash-lite": ModelPrice(
+            input=0.10, output=0.40, cache_write=0.10, cache_read=0.01
+        ),
     }
 )
-"""Anthropic's list prices, per million tokens, by model name (see the module docstring)."""
+"""Anthropic's and Google's list prices, per million tokens, by model name (see the
+module docstring)."""
 
 
 class PriceTable:
