@@ -62,6 +62,7 @@ from agentmesh.executors._ray_failures import (
     _settled,
     _unavailable,
 )
+from agentmesh.executors._ray_models import model_terms
 from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
@@ -281,6 +282,8 @@ class RayExecutor:
             apply_ops(scope.state, result["state"])
         if result["shared"]:
             merge_scope(scope, result["shared"])
+        if result["usage_stop"] is not None and scope.usage.stop is None:
+            scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
         if scope.events is not None:
             for event in result["events"]:
                 scope.events.forward(event)  # numbered in the driver's run, in their order
@@ -320,6 +323,7 @@ class RayExecutor:
             state_refresh=self.state_refresh,
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
+            models=model_terms(scope, self._ship),
         )
 
     async def _lost_outcome(

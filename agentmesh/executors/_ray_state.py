@@ -18,7 +18,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agentmesh.envelope import PartialResults
+from agentmesh.envelope import ErrorEnvelope, PartialResults
+from agentmesh.executors._ray_models import RunModels, Settings, View
+from agentmesh.usage import PriceTable, UsageLimits
 
 __all__ = ["StateActor", "apply_op"]
 
@@ -72,6 +74,7 @@ class _RunState:
     version: int = 0
     partials: dict[str, PartialResults] = field(default_factory=dict)
     rows: dict[tuple[str, str, str], tuple[Any, ...]] = field(default_factory=dict)
+    models: RunModels = field(default_factory=RunModels)
 
 
 class StateActor:
@@ -125,6 +128,56 @@ class StateActor:
         at = now if len(starts) < n else max(now, starts[-n] + per)
         starts.append(at)
         return at - now
+
+    # -- model health and usage limits (see `_ray_models`): one claim, one call ----------
+
+    def model_claim(self, run_id: str, settings: Settings, key: str) -> tuple[Any, View]:
+        return self._run(run_id).models.claim(settings, key)
+
+    def model_rates(self, run_id: str, key: str, needs: dict[str, int]) -> Any:
+        models = self._run(run_id).models
+        return models.health().admit_rates(models.seat(key), lambda: needs)
+
+    def model_heard(
+        self, run_id: str, key: str, headers: dict[str, str], unspent: dict[str, int] | None
+    ) -> None:
+        models = self._run(run_id).models
+        models.health().settle_rates(models.seat(key), headers, unspent=unspent)
+
+    def model_slept(self, run_id: str, key: str, unslept: float) -> None:
+        models = self._run(run_id).models
+        models.health().rates_slept(models.seat(key), unslept)
+
+    def model_release(
+        self, run_id: str, key: str, ticket: int, failure: ErrorEnvelope | None
+    ) -> View:
+        return self._run(run_id).models.release(key, ticket, failure)
+
+    def model_cancel(self, run_id: str, key: str, ticket: int) -> None:
+        models = self._run(run_id).models
+        models.health().cancel(models.seat(key), ticket)
+
+    def model_concurrency(self, run_id: str) -> dict[str, int]:
+        """Each model's window as the run's calls left it, by the key its health is kept under."""
+        return self._run(run_id).models.health().concurrency()
+
+    def usage_admit(
+        self,
+        run_id: str,
+        terms: tuple[UsageLimits | None, PriceTable],
+        model: str,
+        subagent: str,
+        limits: UsageLimits | None,
+        worst_case: float | None,
+    ) -> tuple[float | str | None, tuple[str, str] | None]:
+        return self._run(run_id).models.admit(terms, model, subagent, limits, worst_case)
+
+    def usage_settle(
+        self, run_id: str, model: str, subagent: str, tokens: dict[str, Any], reserved: float
+    ) -> None:
+        meter = self._run(run_id).models.meter
+        if meter is not None:
+            meter.settle(model, subagent, reserved=reserved, **tokens)
 
     # -- the retry budget ---------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
+from agentmesh.executors._ray_models import ClusterModelHealth, ClusterUsageMeter, ModelTerms
 from agentmesh.executors._ray_shared import SharedState, _WorkerScope
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
@@ -84,6 +85,7 @@ class Spec:
     state_refresh: float
     actor: tuple[str, str]  # (name, namespace)
     events: bool = False  # whether the driver streams the run: collect the task's events
+    models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -118,6 +120,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
+        **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
@@ -151,6 +154,18 @@ def run_task(spec: Spec) -> dict[str, Any]:
         "state": state.ops,
         "shared": shared.ops,
         "events": () if events is None else events.events,
+        "usage_stop": scope.usage.stop,
+    }
+
+
+def _models(spec: Spec, link: _Link) -> dict[str, Any]:
+    """The scope's model health and usage meter: the run's, kept in the actor."""
+    if spec.models is None:
+        return {}
+    actor, terms = link.actor, spec.models
+    return {
+        "model_health": ClusterModelHealth(actor, spec.run_id, terms),
+        "usage": ClusterUsageMeter(actor, spec.run_id, terms, _unship(terms.prices)),
     }
 
 
