@@ -29,8 +29,8 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   events say what happened).
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
   worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
-  calls and policy memory, the in-run ledger and the rate-limit starts; the user's
-  state is shared there too.
+  calls and policy memory, the in-run ledger, the rate-limit starts, and the models'
+  health and usage limits (`_ray_models`); the user's state is shared there too.
 
 This module is the executor's face: its options, its lifecycle and one dispatch. What
 may be shipped is decided in `_ray_shipping`, what a lost or cut task becomes in
