@@ -4,9 +4,10 @@ The worker runs `Subagent.run` exactly as the local executor does, on its own ev
 loop, in a `RunScope` whose parts are cluster-wide: a retry budget leased from the
 run-state actor, forbidden calls and policy memory whose writes reach the actor (and
 come back to the driver with the result), a ledger kept in the actor, rate-limit
-starts reserved with it, and the models' health and usage limits claimed in it. The user's state dict is shared the same way. Every
-`ctx.record_partial` is acknowledged by the actor before it returns, so the progress a
-task recorded survives the worker being killed the next instant.
+starts reserved with it, and the models' health and usage limits claimed in it. The
+user's state dict is shared the same way. Every `ctx.record_partial` is acknowledged by
+the actor before it returns, so the progress a task recorded survives the worker being
+killed the next instant.
 """
 
 from __future__ import annotations
