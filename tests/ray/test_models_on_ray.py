@@ -86,6 +86,26 @@ class TestOneBreakerForTheCluster:
         assert "- skipped: claude-sonnet-4-5 overloaded since" in report.to_markdown()
 
 
+class TestOneRateGateForTheCluster:
+    async def test_the_headers_one_worker_heard_hold_every_worker_s_calls(
+        self, eight_at_once: RayExecutor, fake: FakeMessagesAPI
+    ) -> None:
+        """6 requests a (one-second) minute, 24 tasks on eight workers: the first answers'
+        headers reach the actor's gate, and the later calls wait for the refill instead of
+        meeting 429s (with a gate per task, each task's first call would go blind)."""
+        fake.rate_limit(requests_per_minute=6, minute=1.0)
+        fake.handler = lambda request: F.text("ok")
+        haiku = AnthropicModel(HAIKU, api_key=KEY, base_url=fake.base_url)
+        agent = LLMSubagent("a", haiku, retry=RetryPolicy(max_attempts=6))
+        coordinator = Coordinator([agent], executor=eight_at_once, max_concurrency=8)
+
+        report = await coordinator.run(tasks(24))
+
+        assert covered([entry.status for entry in report.coverage]) == 24
+        refused = fake.request_count - 24
+        assert refused <= 3, refused  # before the first answer, no limit is known
+
+
 class TestUsageLimitsForTheCluster:
     async def test_a_hard_cost_cap_is_never_passed(
         self, eight_at_once: RayExecutor, fake: FakeMessagesAPI
