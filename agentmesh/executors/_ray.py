@@ -257,7 +257,7 @@ class RayExecutor:
                 result: dict[str, Any] = await ref
         except asyncio.CancelledError:
             await self._stop(ref)
-            self._actor.forget.remote(spec.run_id, spec.call)
+            self._actor.forget.remote(spec.run_id, spec.call, lost=True)
             raise
         except TimeoutError:
             if not timeout.expired():

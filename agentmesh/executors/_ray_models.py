@@ -101,12 +101,15 @@ class _Seat:
 class RunModels:
     """One run's model health and usage meter, in the run-state actor (made on first use)."""
 
-    __slots__ = ("_health", "meter", "seats")
+    __slots__ = ("_health", "held", "meter", "seats")
 
     def __init__(self) -> None:
         self._health: ModelHealth | None = None
         self.meter: UsageMeter | None = None
         self.seats: dict[str, _Seat] = {}
+        # ticket -> (the dispatch that holds it, its model's key): a task whose worker is
+        # lost or cut never gives its tickets back, so the driver's word does (`drop`).
+        self.held: dict[int, tuple[str, str]] = {}
 
     def health(self, settings: Settings | None = None) -> ModelHealth:
         if self._health is None:
@@ -132,12 +135,28 @@ class RunModels:
         limited = health.admit_rates(seat, dict) is not None  # takes nothing: asks only
         return health.state(seat).value, since, until, health.back_in(seat), limited
 
-    def claim(self, settings: Settings, key: str) -> tuple[int | str | None, View]:
-        return self.health(settings).claim(self.seat(key)), self.view(key)
+    def claim(self, settings: Settings, key: str, call: str) -> tuple[int | str | None, View]:
+        claim = self.health(settings).claim(self.seat(key))
+        if isinstance(claim, int):
+            self.held[claim] = (call, key)
+        return claim, self.view(key)
 
     def release(self, key: str, ticket: int, failure: ErrorEnvelope | None) -> View:
-        self.health().release(self.seat(key), ticket, failure)
+        if self.held.pop(ticket, None) is not None:  # else dropped: its task was lost
+            self.health().release(self.seat(key), ticket, failure)
         return self.view(key)
+
+    def cancel(self, key: str, ticket: int) -> None:
+        if self.held.pop(ticket, None) is not None:
+            self.health().cancel(self.seat(key), ticket)
+
+    def drop(self, call: str) -> None:
+        """The dispatch `call` ended without its worker (lost, cut, cancelled): its slots
+        and its probe are free again. Its cost reservations stay: what its calls spent
+        is not known, and a hard cap must not be passed for it."""
+        for ticket, (holder, key) in list(self.held.items()):
+            if holder == call:
+                self.cancel(key, ticket)
 
     def admit(
         self,
@@ -159,9 +178,9 @@ class RunModels:
 class ClusterModelHealth(ModelHealth):
     """A worker's `ModelHealth`: every claim is taken in the run-state actor."""
 
-    __slots__ = ("_actor", "_pause", "_run_id", "_terms", "_views")
+    __slots__ = ("_actor", "_call", "_pause", "_run_id", "_terms", "_views")
 
-    def __init__(self, actor: Any, run_id: str, terms: ModelTerms) -> None:
+    def __init__(self, actor: Any, run_id: str, call: str, terms: ModelTerms) -> None:
         threshold, reset_after, initial, ceiling = terms.health
         super().__init__(
             failure_threshold=threshold,
@@ -169,7 +188,7 @@ class ClusterModelHealth(ModelHealth):
             initial_concurrency=initial,
             max_concurrency=ceiling,
         )
-        self._actor, self._run_id, self._terms = actor, run_id, terms
+        self._actor, self._run_id, self._call, self._terms = actor, run_id, call, terms
         # Per model: the actor's last word on it, and when it came (this clock).
         self._views: dict[str, tuple[View, float]] = {}
         self._pause: dict[str, float] = {}
@@ -200,7 +219,7 @@ class ClusterModelHealth(ModelHealth):
         import ray
 
         key = self.key_of(model)
-        ask = self._actor.model_claim.remote(self._run_id, self._terms.health, key)
+        ask = self._actor.model_claim.remote(self._run_id, self._terms.health, key, self._call)
         claim, view = ray.get(ask, timeout=_ACTOR_TIMEOUT)
         self._seen(key, view)
         if claim is not None:

@@ -103,14 +103,21 @@ class StateActor:
     def record(self, run_id: str, call: str, partials: PartialResults) -> None:
         self._run(run_id).partials[call] = partials
 
-    def forget(self, run_id: str, call: str) -> None:
-        self._run(run_id).partials.pop(call, None)
+    def forget(self, run_id: str, call: str, *, lost: bool = False) -> None:
+        """A task ended: its progress is not needed; `lost`: its worker did not end it,
+        so what it held of the models is given back too."""
+        run = self._run(run_id)
+        run.partials.pop(call, None)
+        if lost:
+            run.models.drop(call)
 
     def take(
         self, run_id: str, call: str
     ) -> tuple[PartialResults | None, dict[str, Any], dict[str, Any]]:
-        """A lost task's last recorded progress, the run's state and its scope's dict."""
+        """A lost task's last recorded progress, the run's state and its scope's dict;
+        what it held of the models is given back."""
         run = self._run(run_id)
+        run.models.drop(call)
         return run.partials.pop(call, None), run.state, run.shared
 
     # -- rate limits --------------------------------------------------------------------
@@ -131,8 +138,8 @@ class StateActor:
 
     # -- model health and usage limits (see `_ray_models`): one claim, one call ----------
 
-    def model_claim(self, run_id: str, settings: Settings, key: str) -> tuple[Any, View]:
-        return self._run(run_id).models.claim(settings, key)
+    def model_claim(self, run_id: str, settings: Settings, key: str, call: str) -> tuple[Any, View]:
+        return self._run(run_id).models.claim(settings, key, call)
 
     def model_rates(self, run_id: str, key: str, needs: dict[str, int]) -> Any:
         models = self._run(run_id).models
@@ -154,8 +161,7 @@ class StateActor:
         return self._run(run_id).models.release(key, ticket, failure)
 
     def model_cancel(self, run_id: str, key: str, ticket: int) -> None:
-        models = self._run(run_id).models
-        models.health().cancel(models.seat(key), ticket)
+        self._run(run_id).models.cancel(key, ticket)
 
     def model_concurrency(self, run_id: str) -> dict[str, int]:
         """Each model's window as the run's calls left it, by the key its health is kept under."""

@@ -165,7 +165,7 @@ def _models(spec: Spec, link: _Link) -> dict[str, Any]:
         return {}
     actor, terms = link.actor, spec.models
     return {
-        "model_health": ClusterModelHealth(actor, spec.run_id, terms),
+        "model_health": ClusterModelHealth(actor, spec.run_id, spec.call, terms),
         "usage": ClusterUsageMeter(actor, spec.run_id, terms, _unship(terms.prices)),
     }
 

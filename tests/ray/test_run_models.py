@@ -12,6 +12,7 @@ from agentmesh.models import ModelPrice, PriceTable, UsageLimits
 
 SETTINGS = (3, 30.0, 4, None)
 KEY = "https://api.anthropic.com#claude-sonnet-4-5"
+CALL = "dispatch-1"
 PRICES = PriceTable({"m": ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1)})
 
 
@@ -32,7 +33,7 @@ class TestModelClaims:
         """Tickets from any worker count alike: the third 529 takes the model out, and
         every later claim is told why, with when it may be probed."""
         models = RunModels()
-        tickets = [models.claim(SETTINGS, KEY)[0] for _ in range(3)]
+        tickets = [models.claim(SETTINGS, KEY, CALL)[0] for _ in range(3)]
         views = [
             models.release(KEY, ticket, overloaded()) for ticket in tickets if type(ticket) is int
         ]
@@ -40,7 +41,7 @@ class TestModelClaims:
         assert len(views) == 3
         assert views[-1][0] == "open"
         assert views[-1][1] is not None  # out since
-        claim, view = models.claim(SETTINGS, KEY)
+        claim, view = models.claim(SETTINGS, KEY, CALL)
         assert claim == "overloaded"
         assert view[3] is not None
         assert 0 < view[3] <= 30.0
@@ -48,13 +49,28 @@ class TestModelClaims:
     def test_the_window_is_claimed_slot_by_slot(self) -> None:
         """Four slots at first: the fifth claim waits (None), whoever asks."""
         models = RunModels()
-        claims = [models.claim(SETTINGS, KEY)[0] for _ in range(5)]
+        claims = [models.claim(SETTINGS, KEY, CALL)[0] for _ in range(5)]
         assert [isinstance(claim, int) for claim in claims] == [True] * 4 + [False]
         assert claims[4] is None
 
+    def test_a_lost_task_s_slots_and_probe_are_given_back(self) -> None:
+        """A worker killed mid-call never releases its tickets: the driver's word frees
+        them, and a late release of a dropped ticket changes nothing."""
+        models = RunModels()
+        held = [models.claim(SETTINGS, KEY, "lost")[0] for _ in range(4)]
+        assert models.claim(SETTINGS, KEY, CALL)[0] is None  # the window is full
+
+        models.drop("lost")
+
+        assert isinstance(models.claim(SETTINGS, KEY, CALL)[0], int)
+        ticket = held[0]
+        assert isinstance(ticket, int)
+        models.release(KEY, ticket, overloaded())  # late: ignored, counts no overload
+        assert models.view(KEY)[0] == "closed"
+
     def test_a_model_without_rate_limit_headers_is_not_rate_limited(self) -> None:
         """The view says so: a worker then admits its calls without asking the actor."""
-        _, view = RunModels().claim(SETTINGS, KEY)
+        _, view = RunModels().claim(SETTINGS, KEY, CALL)
         assert view[4] is False
 
 
