@@ -15,9 +15,12 @@ the engine asks next without a round trip. What tells the actor something and ne
 answer (a call ended well, its rate-limit headers, a call's usage) is sent without
 waiting for it: Ray runs one caller's calls to an actor in the order they were sent.
 
-A task whose model's window is full, or whose call a hard cap holds until calls in
-flight settle, asks again after a short, growing pause (`_POLL`), never past its
-deadline: the actor cannot wake a waiter in another process.
+A claim blocks the task's event loop for its round trip (as a retry-budget lease does):
+the engine takes a claim in one step, without an `await`. A task whose model's window is
+full, or whose call a hard cap holds until calls in flight settle, asks again after a
+short, growing pause (`_POLL`), never past its deadline: the actor cannot wake a waiter
+in another process. A task whose worker is lost, cut or cancelled never gives its
+tickets back: the driver's word to the actor does (`RunModels.drop`).
 
 A run without usage limits never asks the actor about usage.
 """
@@ -37,7 +40,15 @@ from agentmesh.models import Model, ModelHealth, ModelResponse
 from agentmesh.scope import RunScope
 from agentmesh.usage import ModelUsage, PriceTable, UsageLimits, UsageMeter
 
-__all__ = ["ClusterModelHealth", "ClusterUsageMeter", "ModelTerms", "RunModels"]
+__all__ = [
+    "ClusterModelHealth",
+    "ClusterUsageMeter",
+    "ModelTerms",
+    "RunModels",
+    "Settings",
+    "View",
+    "model_terms",
+]
 
 # How long a task waits before asking again for a slot or a reservation: it starts
 # short and doubles to the longest, so that 64 waiting tasks do not flood the actor.
