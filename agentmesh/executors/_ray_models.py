@@ -12,8 +12,9 @@ rate-limit admission, a hard cap's reservation, a model call counted against
 What a worker learns from each answer (the model's breaker state, since when it is
 out, when it may be probed, whether it reports rate limits) it keeps for the questions
 the engine asks next without a round trip. What tells the actor something and needs no
-answer (a call ended well, its rate-limit headers, a call's usage) is sent without
-waiting for it: Ray runs one caller's calls to an actor in the order they were sent.
+answer (a call ended well, its rate-limit headers, a call's usage) is posted (`Outbox`)
+and sent without waiting, in one call per turn of the task's event loop, and always
+before the task's next question: Ray runs one caller's calls to an actor in order.
 
 A claim blocks the task's event loop for its round trip (as a retry-budget lease does):
 the engine takes a claim in one step, without an `await`. A task whose model's window is
@@ -44,6 +45,7 @@ __all__ = [
     "ClusterModelHealth",
     "ClusterUsageMeter",
     "ModelTerms",
+    "Outbox",
     "RunModels",
     "Settings",
     "View",
@@ -186,12 +188,46 @@ class RunModels:
         return meter.admit_now(model, subagent, limits, worst_case=worst_case), meter.stop
 
 
+class Outbox:
+    """What a worker's task tells the actor of its models without waiting for an answer,
+    sent as one call per turn of the task's event loop (`StateActor.models_told`).
+
+    Sent before any question the task asks the actor next, so the actor hears
+    everything in the order it happened (Ray keeps one caller's calls in order).
+    """
+
+    __slots__ = ("_actor", "_run_id", "_scheduled", "messages")
+
+    def __init__(self, actor: Any, run_id: str) -> None:
+        self._actor, self._run_id = actor, run_id
+        self.messages: list[tuple[str, tuple[Any, ...]]] = []
+        self._scheduled = False
+
+    def post(self, method: str, *args: Any) -> None:
+        self.messages.append((method, args))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self.messages:
+            messages, self.messages = self.messages, []
+            self._actor.models_told.remote(self._run_id, messages)
+
+    @property
+    def actor(self) -> Any:
+        """The actor, for a question: what was posted before it is sent first."""
+        self.flush()
+        return self._actor
+
+
 class ClusterModelHealth(ModelHealth):
     """A worker's `ModelHealth`: every claim is taken in the run-state actor."""
 
-    __slots__ = ("_actor", "_call", "_pause", "_run_id", "_terms", "_views")
+    __slots__ = ("_call", "_outbox", "_pause", "_run_id", "_terms", "_views")
 
-    def __init__(self, actor: Any, run_id: str, call: str, terms: ModelTerms) -> None:
+    def __init__(self, outbox: Outbox, run_id: str, call: str, terms: ModelTerms) -> None:
         threshold, reset_after, initial, ceiling = terms.health
         super().__init__(
             failure_threshold=threshold,
@@ -199,7 +235,7 @@ class ClusterModelHealth(ModelHealth):
             initial_concurrency=initial,
             max_concurrency=ceiling,
         )
-        self._actor, self._run_id, self._call, self._terms = actor, run_id, call, terms
+        self._outbox, self._run_id, self._call, self._terms = outbox, run_id, call, terms
         # Per model: the actor's last word on it, and when it came (this clock).
         self._views: dict[str, tuple[View, float]] = {}
         self._pause: dict[str, float] = {}
@@ -230,7 +266,8 @@ class ClusterModelHealth(ModelHealth):
         import ray
 
         key = self.key_of(model)
-        ask = self._actor.model_claim.remote(self._run_id, self._terms.health, key, self._call)
+        actor = self._outbox.actor
+        ask = actor.model_claim.remote(self._run_id, self._terms.health, key, self._call)
         claim, view = ray.get(ask, timeout=_ACTOR_TIMEOUT)
         self._seen(key, view)
         if claim is not None:
@@ -252,7 +289,8 @@ class ClusterModelHealth(ModelHealth):
         view = self._view(model)
         if view is not None and not view[4]:
             return None  # no limit known: admitted without a round trip, as locally
-        ask = self._actor.model_rates.remote(self._run_id, self.key_of(model), dict(needs()))
+        actor = self._outbox.actor
+        ask = actor.model_rates.remote(self._run_id, self.key_of(model), dict(needs()))
         admitted: float | Mapping[str, int] | None = ray.get(ask, timeout=_ACTOR_TIMEOUT)
         return admitted
 
@@ -264,24 +302,25 @@ class ClusterModelHealth(ModelHealth):
         unspent: Mapping[str, int] | None = None,
     ) -> None:
         if headers or unspent:
-            key = self.key_of(model)
-            self._actor.model_heard.remote(self._run_id, key, dict(headers), unspent or None)
+            self._outbox.post("model_heard", self.key_of(model), dict(headers), unspent or None)
 
     def rates_slept(self, model: Model, unslept: float) -> None:
         if unslept > 0:
-            self._actor.model_slept.remote(self._run_id, self.key_of(model), unslept)
+            self._outbox.post("model_slept", self.key_of(model), unslept)
 
     def release(self, model: Model, ticket: int, failure: ErrorEnvelope | None) -> None:
         key = self.key_of(model)
-        sent = self._actor.model_release.remote(self._run_id, key, ticket, failure)
-        if failure is not None:
-            import ray
+        if failure is None:
+            self._outbox.post("model_release", key, ticket, None)
+            return
+        import ray
 
-            # The engine asks next whether the model is out now: wait for the answer.
-            self._seen(key, ray.get(sent, timeout=_ACTOR_TIMEOUT))
+        # The engine asks next whether the model is out now: wait for the answer.
+        sent = self._outbox.actor.model_release.remote(self._run_id, key, ticket, failure)
+        self._seen(key, ray.get(sent, timeout=_ACTOR_TIMEOUT))
 
     def cancel(self, model: Model, ticket: int) -> None:
-        self._actor.model_cancel.remote(self._run_id, self.key_of(model), ticket)
+        self._outbox.post("model_cancel", self.key_of(model), ticket)
 
 
 class ClusterUsageMeter(UsageMeter):
@@ -291,11 +330,11 @@ class ClusterUsageMeter(UsageMeter):
     under a limit is admitted, and settled, by the actor's meter of the run.
     """
 
-    __slots__ = ("_actor", "_asked", "_run_id", "_terms")
+    __slots__ = ("_asked", "_outbox", "_run_id", "_terms")
 
-    def __init__(self, actor: Any, run_id: str, terms: ModelTerms, prices: PriceTable) -> None:
+    def __init__(self, outbox: Outbox, run_id: str, terms: ModelTerms, prices: PriceTable) -> None:
         super().__init__(None, prices)
-        self._actor, self._run_id, self._terms = actor, run_id, terms
+        self._outbox, self._run_id, self._terms = outbox, run_id, terms
         # Calls the actor admitted and not settled yet, per (model, subagent).
         self._asked: dict[tuple[str, str], int] = {}
 
@@ -332,7 +371,7 @@ class ClusterUsageMeter(UsageMeter):
         """The actor's answer, asked again while a hard cap holds the call."""
         loop, pause = asyncio.get_running_loop(), _POLL[0]
         while True:
-            admitted, stop = await self._actor.usage_admit.remote(
+            admitted, stop = await self._outbox.actor.usage_admit.remote(
                 self._run_id, (self._terms.limits, self.prices), model, subagent, limits, worst_case
             )
             if stop is not None and self.stop is None:
@@ -371,5 +410,5 @@ class ClusterUsageMeter(UsageMeter):
         asked = self._asked.get(key, 0)
         if asked:
             self._asked[key] = asked - 1
-            self._actor.usage_settle.remote(self._run_id, model, subagent, tokens, reserved)
+            self._outbox.post("usage_settle", model, subagent, tokens, reserved)
         return super().settle(model, subagent, **tokens)

@@ -29,6 +29,11 @@ __all__ = ["StateActor", "apply_op"]
 # long-lived executor's memory instead.
 MAX_RUNS: Final = 10_000
 
+# What a worker's `Outbox` may tell the actor: the methods that answer nothing.
+_TOLD: Final = frozenset(
+    {"model_heard", "model_slept", "model_release", "model_cancel", "usage_settle"}
+)
+
 Op = tuple[Any, ...]
 """A state write: ("set" | "default", key, value), ("set_in" | "default_in", key, item,
 value), ("del", key) or ("del_in", key, item); a "default" sets only what is absent."""
@@ -162,6 +167,12 @@ class StateActor:
 
     def model_cancel(self, run_id: str, key: str, ticket: int) -> None:
         self._run(run_id).models.cancel(key, ticket)
+
+    def models_told(self, run_id: str, messages: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """What a worker's task told of its models without waiting (see `Outbox`), in order."""
+        for method, args in messages:
+            if method in _TOLD:
+                getattr(self, method)(run_id, *args)
 
     def model_concurrency(self, run_id: str) -> dict[str, int]:
         """Each model's window as the run's calls left it, by the key its health is kept under."""

@@ -32,7 +32,12 @@ from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
-from agentmesh.executors._ray_models import ClusterModelHealth, ClusterUsageMeter, ModelTerms
+from agentmesh.executors._ray_models import (
+    ClusterModelHealth,
+    ClusterUsageMeter,
+    ModelTerms,
+    Outbox,
+)
 from agentmesh.executors._ray_shared import SharedState, _WorkerScope
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
@@ -163,10 +168,10 @@ def _models(spec: Spec, link: _Link) -> dict[str, Any]:
     """The scope's model health and usage meter: the run's, kept in the actor."""
     if spec.models is None:
         return {}
-    actor, terms = link.actor, spec.models
+    outbox, terms = link.outbox, spec.models
     return {
-        "model_health": ClusterModelHealth(actor, spec.run_id, spec.call, terms),
-        "usage": ClusterUsageMeter(actor, spec.run_id, terms, _unship(terms.prices)),
+        "model_health": ClusterModelHealth(outbox, spec.run_id, spec.call, terms),
+        "usage": ClusterUsageMeter(outbox, spec.run_id, terms, _unship(terms.prices)),
     }
 
 
@@ -199,13 +204,14 @@ def _actor(address: tuple[str, str]) -> Any:
 class _Link:
     """The worker's line to the run-state actor for one task."""
 
-    __slots__ = ("actor", "recorded", "spec", "warned")
+    __slots__ = ("actor", "outbox", "recorded", "spec", "warned")
 
     def __init__(self, actor: Any, spec: Spec) -> None:
         self.actor = actor
         self.spec = spec
         self.warned = False
         self.recorded = False
+        self.outbox = Outbox(actor, spec.run_id)  # what the task tells of its models
 
     @property
     def log(self) -> Any:
@@ -244,6 +250,7 @@ class _Link:
         self.actor.write.remote(self.spec.run_id, [op], space)
 
     def done(self) -> None:
+        self.outbox.flush()
         if self.recorded:
             self.actor.forget.remote(self.spec.run_id, self.spec.call)
 
