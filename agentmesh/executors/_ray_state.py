@@ -174,10 +174,6 @@ class StateActor:
             if method in _TOLD:
                 getattr(self, method)(run_id, *args)
 
-    def model_concurrency(self, run_id: str) -> dict[str, int]:
-        """Each model's window as the run's calls left it, by the key its health is kept under."""
-        return self._run(run_id).models.health().concurrency()
-
     def usage_admit(
         self,
         run_id: str,
