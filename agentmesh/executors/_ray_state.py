@@ -3,8 +3,10 @@
 One small actor per `RayExecutor` keeps, per run: the retry budget (handed out to
 workers in leases, so a retry costs a round trip only when a worker's lease is empty),
 the user's state and the run scope's forbidden calls and policy memory, the in-run
-ledger of completed non-idempotent calls, and the partial results each running task
-has recorded (so a worker that dies mid-task still hands its progress to the driver).
+ledger of completed non-idempotent calls, the health of the models the run calls and
+its usage meter (`_ray_models`: each claim one method call, so one step for the
+cluster), and the partial results each running task has recorded (so a worker that
+dies mid-task still hands its progress to the driver).
 And, for all runs, the rate log of every rate-limited tool or subagent, so a limit
 holds for the cluster, not per worker. It runs on no CPU of its own (`num_cpus=0`) and
 does nothing but small dictionary updates.
