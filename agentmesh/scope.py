@@ -17,10 +17,10 @@ memory out of the user's `state` dict:
 * rate-limit reservations: who counts the starts of a rate-limited tool or subagent
   (this process, unless an executor counts them for a whole cluster);
 * model usage and its limits: every model call of the run is admitted and counted by
-  its `UsageMeter` (in this process: the Ray executor's workers count their own);
+  its `UsageMeter` (on the Ray executor, a worker's meter asks the run-state actor's);
 * model health (`model_health`): each model's breaker, quota and window of calls in
-  flight, so that one task's 529 keeps the others away from an overloaded model (in
-  this process: on the Ray executor each task of a worker has its own, for now);
+  flight, so that one task's 529 keeps the others away from an overloaded model (on
+  the Ray executor, a worker's health asks the run-state actor's);
 * pending decisions: the questions for a person and their answers, kept in the run's
   checkpoint store (None without a store: nobody could answer them).
 * the event sink: where the run's events go when someone streams them (None when

@@ -29,8 +29,8 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   events say what happened).
 * **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
   worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
-  calls and policy memory, the in-run ledger and the rate-limit starts; the user's
-  state is shared there too.
+  calls and policy memory, the in-run ledger, the rate-limit starts, and the models'
+  health and usage limits (`_ray_models`); the user's state is shared there too.
 
 This module is the executor's face: its options, its lifecycle and one dispatch. What
 may be shipped is decided in `_ray_shipping`, what a lost or cut task becomes in
@@ -62,6 +62,7 @@ from agentmesh.executors._ray_failures import (
     _settled,
     _unavailable,
 )
+from agentmesh.executors._ray_models import model_terms
 from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
@@ -256,7 +257,7 @@ class RayExecutor:
                 result: dict[str, Any] = await ref
         except asyncio.CancelledError:
             await self._stop(ref)
-            self._actor.forget.remote(spec.run_id, spec.call)
+            self._actor.forget.remote(spec.run_id, spec.call, lost=True)
             raise
         except TimeoutError:
             if not timeout.expired():
@@ -281,6 +282,8 @@ class RayExecutor:
             apply_ops(scope.state, result["state"])
         if result["shared"]:
             merge_scope(scope, result["shared"])
+        if result["usage_stop"] is not None and scope.usage.stop is None:
+            scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
         if scope.events is not None:
             for event in result["events"]:
                 scope.events.forward(event)  # numbered in the driver's run, in their order
@@ -320,6 +323,7 @@ class RayExecutor:
             state_refresh=self.state_refresh,
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
+            models=model_terms(scope, self._ship),
         )
 
     async def _lost_outcome(

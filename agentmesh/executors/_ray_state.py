@@ -3,8 +3,10 @@
 One small actor per `RayExecutor` keeps, per run: the retry budget (handed out to
 workers in leases, so a retry costs a round trip only when a worker's lease is empty),
 the user's state and the run scope's forbidden calls and policy memory, the in-run
-ledger of completed non-idempotent calls, and the partial results each running task
-has recorded (so a worker that dies mid-task still hands its progress to the driver).
+ledger of completed non-idempotent calls, the health of the models the run calls and
+its usage meter (`_ray_models`: each claim one method call, so one step for the
+cluster), and the partial results each running task has recorded (so a worker that
+dies mid-task still hands its progress to the driver).
 And, for all runs, the rate log of every rate-limited tool or subagent, so a limit
 holds for the cluster, not per worker. It runs on no CPU of its own (`num_cpus=0`) and
 does nothing but small dictionary updates.
@@ -18,7 +20,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agentmesh.envelope import PartialResults
+from agentmesh.envelope import ErrorEnvelope, PartialResults
+from agentmesh.executors._ray_models import RunModels, Settings, View
+from agentmesh.usage import PriceTable, UsageLimits
 
 __all__ = ["StateActor", "apply_op"]
 
@@ -26,6 +30,11 @@ __all__ = ["StateActor", "apply_op"]
 # executor cannot know when a run ends (the coordinator never says), so this bounds a
 # long-lived executor's memory instead.
 MAX_RUNS: Final = 10_000
+
+# What a worker's `Outbox` may tell the actor: the methods that answer nothing.
+_TOLD: Final = frozenset(
+    {"model_heard", "model_slept", "model_release", "model_cancel", "usage_settle"}
+)
 
 Op = tuple[Any, ...]
 """A state write: ("set" | "default", key, value), ("set_in" | "default_in", key, item,
@@ -72,6 +81,7 @@ class _RunState:
     version: int = 0
     partials: dict[str, PartialResults] = field(default_factory=dict)
     rows: dict[tuple[str, str, str], tuple[Any, ...]] = field(default_factory=dict)
+    models: RunModels = field(default_factory=RunModels)
 
 
 class StateActor:
@@ -100,14 +110,21 @@ class StateActor:
     def record(self, run_id: str, call: str, partials: PartialResults) -> None:
         self._run(run_id).partials[call] = partials
 
-    def forget(self, run_id: str, call: str) -> None:
-        self._run(run_id).partials.pop(call, None)
+    def forget(self, run_id: str, call: str, *, lost: bool = False) -> None:
+        """A task ended: its progress is not needed; `lost`: its worker did not end it,
+        so what it held of the models is given back too."""
+        run = self._run(run_id)
+        run.partials.pop(call, None)
+        if lost:
+            run.models.drop(call)
 
     def take(
         self, run_id: str, call: str
     ) -> tuple[PartialResults | None, dict[str, Any], dict[str, Any]]:
-        """A lost task's last recorded progress, the run's state and its scope's dict."""
+        """A lost task's last recorded progress, the run's state and its scope's dict;
+        what it held of the models is given back."""
         run = self._run(run_id)
+        run.models.drop(call)
         return run.partials.pop(call, None), run.state, run.shared
 
     # -- rate limits --------------------------------------------------------------------
@@ -125,6 +142,57 @@ class StateActor:
         at = now if len(starts) < n else max(now, starts[-n] + per)
         starts.append(at)
         return at - now
+
+    # -- model health and usage limits (see `_ray_models`): one claim, one call ----------
+
+    def model_claim(self, run_id: str, settings: Settings, key: str, call: str) -> tuple[Any, View]:
+        return self._run(run_id).models.claim(settings, key, call)
+
+    def model_rates(self, run_id: str, key: str, needs: dict[str, int]) -> Any:
+        models = self._run(run_id).models
+        return models.health().admit_rates(models.seat(key), lambda: needs)
+
+    def model_heard(
+        self, run_id: str, key: str, headers: dict[str, str], unspent: dict[str, int] | None
+    ) -> None:
+        models = self._run(run_id).models
+        models.health().settle_rates(models.seat(key), headers, unspent=unspent)
+
+    def model_slept(self, run_id: str, key: str, unslept: float) -> None:
+        models = self._run(run_id).models
+        models.health().rates_slept(models.seat(key), unslept)
+
+    def model_release(
+        self, run_id: str, key: str, ticket: int, failure: ErrorEnvelope | None
+    ) -> View:
+        return self._run(run_id).models.release(key, ticket, failure)
+
+    def model_cancel(self, run_id: str, key: str, ticket: int) -> None:
+        self._run(run_id).models.cancel(key, ticket)
+
+    def models_told(self, run_id: str, messages: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """What a worker's task told of its models without waiting (see `Outbox`), in order."""
+        for method, args in messages:
+            if method in _TOLD:
+                getattr(self, method)(run_id, *args)
+
+    def usage_admit(
+        self,
+        run_id: str,
+        terms: tuple[UsageLimits | None, PriceTable],
+        model: str,
+        subagent: str,
+        limits: UsageLimits | None,
+        worst_case: float | None,
+    ) -> tuple[float | str | None, tuple[str, str] | None]:
+        return self._run(run_id).models.admit(terms, model, subagent, limits, worst_case)
+
+    def usage_settle(
+        self, run_id: str, model: str, subagent: str, tokens: dict[str, Any], reserved: float
+    ) -> None:
+        meter = self._run(run_id).models.meter
+        if meter is not None:
+            meter.settle(model, subagent, reserved=reserved, **tokens)
 
     # -- the retry budget ---------------------------------------------------------------
 

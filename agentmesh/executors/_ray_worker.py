@@ -3,10 +3,11 @@
 The worker runs `Subagent.run` exactly as the local executor does, on its own event
 loop, in a `RunScope` whose parts are cluster-wide: a retry budget leased from the
 run-state actor, forbidden calls and policy memory whose writes reach the actor (and
-come back to the driver with the result), a ledger kept in the actor, and rate-limit
-starts reserved with it. The user's state dict is shared the same way. Every
-`ctx.record_partial` is acknowledged by the actor before it returns, so the progress a
-task recorded survives the worker being killed the next instant.
+come back to the driver with the result), a ledger kept in the actor, rate-limit
+starts reserved with it, and the models' health and usage limits claimed in it. The
+user's state dict is shared the same way. Every `ctx.record_partial` is acknowledged by
+the actor before it returns, so the progress a task recorded survives the worker being
+killed the next instant.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
+from agentmesh.executors._ray_models import (
+    ClusterModelHealth,
+    ClusterUsageMeter,
+    ModelTerms,
+    Outbox,
+)
 from agentmesh.executors._ray_shared import SharedState, _WorkerScope
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
@@ -84,6 +91,7 @@ class Spec:
     state_refresh: float
     actor: tuple[str, str]  # (name, namespace)
     events: bool = False  # whether the driver streams the run: collect the task's events
+    models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -118,6 +126,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
+        **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
@@ -151,6 +160,18 @@ def run_task(spec: Spec) -> dict[str, Any]:
         "state": state.ops,
         "shared": shared.ops,
         "events": () if events is None else events.events,
+        "usage_stop": scope.usage.stop,
+    }
+
+
+def _models(spec: Spec, link: _Link) -> dict[str, Any]:
+    """The scope's model health and usage meter: the run's, kept in the actor."""
+    if spec.models is None:
+        return {}
+    outbox, terms = link.outbox, spec.models
+    return {
+        "model_health": ClusterModelHealth(outbox, spec.run_id, spec.call, terms),
+        "usage": ClusterUsageMeter(outbox, spec.run_id, terms, _unship(terms.prices)),
     }
 
 
@@ -183,13 +204,14 @@ def _actor(address: tuple[str, str]) -> Any:
 class _Link:
     """The worker's line to the run-state actor for one task."""
 
-    __slots__ = ("actor", "recorded", "spec", "warned")
+    __slots__ = ("actor", "outbox", "recorded", "spec", "warned")
 
     def __init__(self, actor: Any, spec: Spec) -> None:
         self.actor = actor
         self.spec = spec
         self.warned = False
         self.recorded = False
+        self.outbox = Outbox(actor, spec.run_id)  # what the task tells of its models
 
     @property
     def log(self) -> Any:
@@ -228,6 +250,7 @@ class _Link:
         self.actor.write.remote(self.spec.run_id, [op], space)
 
     def done(self) -> None:
+        self.outbox.flush()
         if self.recorded:
             self.actor.forget.remote(self.spec.run_id, self.spec.call)
 

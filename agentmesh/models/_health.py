@@ -160,6 +160,12 @@ class ModelHealth:
 
     # --- what you read -------------------------------------------------------------------
 
+    @staticmethod
+    def key_of(model: Model) -> str:
+        """The name `model`'s health is kept under: its endpoint and its model name
+        (its `name` alone for a model that is not an `AnthropicModel`)."""
+        return health_key(model)
+
     def state(self, model: Model) -> BreakerState:
         """The model's breaker state now (closed for a model never called)."""
         known = self._models.get(health_key(model))

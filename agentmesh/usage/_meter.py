@@ -203,6 +203,12 @@ class UsageMeter:
         claimed with (no tokenizer, no network)."""
         return estimated_input_tokens(request)
 
+    def worst_case_cost(self, model: str, request: Mapping[str, Any]) -> float | None:
+        """The most a call of `model` with `request` (the keywords of `Model.create`) can
+        cost at the run's prices, as a hard cap reserves it; None: `model` has no price."""
+        price = self.prices.price_of(model)
+        return None if price is None else worst_case_cost(price, request)
+
     async def admit(
         self,
         model: str,
@@ -226,12 +232,29 @@ class UsageMeter:
             admitted = self._admit_now(model, subagent, limits, request)
         return admitted
 
+    def admit_now(
+        self,
+        model: str,
+        subagent: str,
+        limits: UsageLimits | None = None,
+        *,
+        worst_case: float | None = None,
+    ) -> float | str | None:
+        """`admit` in one step, for a meter kept away from the calls it counts (the Ray
+        executor's run-state actor): the call's worst-case cost under a hard cap is
+        given (`worst_case`), estimated where the request is. What was reserved, why
+        the call may not start, or None: a hard cap holds it until calls in flight
+        settle (ask again then)."""
+        admitted = self._admit_now(model, subagent, limits, None, worst_case)
+        return None if isinstance(admitted, _Held) else admitted
+
     def _admit_now(
         self,
         model: str,
         subagent: str,
         limits: UsageLimits | None,
         request: Mapping[str, Any] | None,
+        worst_case: float | None = None,
     ) -> float | str | _Held:
         """`admit` as it stands now: reserved, refused, or held for calls in flight.
 
@@ -253,9 +276,11 @@ class UsageMeter:
             refused = bound._refusal(used, starting=True, priced=price is not None)
             if refused is None and bound.hard:
                 assert price is not None  # refused above when unpriced
-                if request is None:
-                    raise UsageError("a hard cost cap needs the request to reserve its cost")
-                cost = cost or worst_case_cost(price, request)
+                if worst_case is None:
+                    if request is None:
+                        raise UsageError("a hard cost cap needs the request to reserve its cost")
+                    worst_case = worst_case_cost(price, request)
+                cost = worst_case
                 reservation = bound._reservation(used, cost)
                 if reservation is not None:
                     never, why = reservation
