@@ -396,6 +396,7 @@ class ClusterUsageMeter(UsageMeter):
         output_tokens: int = 0,
         cache_creation_tokens: int = 0,
         cache_read_tokens: int = 0,
+        reasoning_tokens: int = 0,
         unknown_tokens: bool = False,
         reserved: float = 0.0,
     ) -> ModelUsage:
@@ -404,6 +405,7 @@ class ClusterUsageMeter(UsageMeter):
             "output_tokens": output_tokens,
             "cache_creation_tokens": cache_creation_tokens,
             "cache_read_tokens": cache_read_tokens,
+            "reasoning_tokens": reasoning_tokens,
             "unknown_tokens": unknown_tokens,
         }
         key = (model, subagent)
