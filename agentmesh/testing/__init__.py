@@ -5,11 +5,12 @@ policy = RetryPolicy(max_attempts=4, initial_delay=0.1, jitter="none", sleep=sle
 ...
 assert sleep.delays == [0.1, 0.2, 0.4]
 
-`FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK;
-the `fake_messages_api` pytest fixture (registered by agentmesh's pytest plugin) gives
-each test a started one. It needs the `testing` extra (`pip install 'agentmesh-failwell[testing]'`,
-for its HTTP server) and is imported on first use, so `RecordingSleep` and `FailTimes`
-cost nothing more.
+`FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK,
+`FakeChatCompletionsAPI` OpenAI's Chat Completions API for the `openai` SDK; the
+`fake_messages_api` and `fake_chat_completions_api` pytest fixtures (registered by
+agentmesh's pytest plugin) give each test a started one. They need the `testing` extra
+(`pip install 'agentmesh-failwell[testing]'`, for their HTTP server) and are imported on
+first use, so `RecordingSleep` and `FailTimes` cost nothing more.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
+    from agentmesh.testing._fake_chat_completions import FakeChatCompletionsAPI
     from agentmesh.testing._fake_messages_api import (
         ErrorReply,
         FakeMessagesAPI,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ErrorReply",
     "FailTimes",
+    "FakeChatCompletionsAPI",
     "FakeMessagesAPI",
     "MessageReply",
     "RawReply",
@@ -47,6 +50,10 @@ _FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
 def __getattr__(name: str) -> Any:
     if name not in _FAKE_API_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "FakeChatCompletionsAPI":
+        from agentmesh.testing import _fake_chat_completions
+
+        return _fake_chat_completions.FakeChatCompletionsAPI
     from agentmesh.testing import _fake_messages_api
 
     return getattr(_fake_messages_api, name)

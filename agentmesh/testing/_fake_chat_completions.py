@@ -1,0 +1,429 @@
+"""A fake OpenAI Chat Completions API on loopback, for driving the real `openai` SDK.
+
+`FakeChatCompletionsAPI` answers `POST /v1/chat/completions` in OpenAI's wire format, JSON
+or a stream of chunks, from a per-test script, on a `LoopbackServer`::
+
+    with FakeChatCompletionsAPI(F.error(503), F.text("hi")) as api:
+        client = openai.AsyncOpenAI(api_key="sk-test", base_url=api.base_url)
+        ...
+    assert api.request_count == 2
+
+Anything the script did not foresee (no reply left, a handler that raised) is answered
+with an HTTP 500 *and* kept in `problems`, so `check()` can fail the test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType, TracebackType
+from typing import Any, Self, TypeAlias
+
+from agentmesh.errors import UsageError
+from agentmesh.testing._chat_replies import (
+    ChatCompletionReply,
+    ChatErrorReply,
+    ChatRawReply,
+    ChatReply,
+    ChatSlowReply,
+    ChatStreamCut,
+    completion_json,
+    error_json,
+    error_reply,
+    json_copy,
+    stream_chunks,
+    tool_call_json,
+    usage_json,
+)
+from agentmesh.testing._fake_messages_api import RecordedRequest
+from agentmesh.testing._loopback import LoopbackServer
+
+try:
+    from werkzeug.wrappers import Request, Response
+except ImportError as missing:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "agentmesh.testing.FakeChatCompletionsAPI serves HTTP with werkzeug, which is not "
+        "installed: pip install 'agentmesh-failwell[testing]'"
+    ) from missing
+
+__all__ = ["FakeChatCompletionsAPI"]
+
+_DEFAULT_MODEL = "gpt-fake"
+_PATH = "/v1/chat/completions"
+
+ChatHandler: TypeAlias = Callable[[RecordedRequest], ChatReply]
+
+
+def _completion(
+    content: str | None = None,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+    *,
+    finish_reason: str | None = None,
+    refusal: str | None = None,
+    model: str | None = None,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 10,
+    cached_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    usage: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ChatCompletionReply:
+    """A chat completion. `finish_reason` defaults to `tool_calls` when there are tool
+    calls, else `stop`; `usage` is a raw usage object sent as it is, instead of the one
+    built from the counts (`cached_tokens` and `reasoning_tokens` go in its details)."""
+    if finish_reason is None:
+        finish_reason = "tool_calls" if tool_calls else "stop"
+    counts = usage_json(
+        prompt_tokens,
+        completion_tokens,
+        cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens,
+    )
+    return ChatCompletionReply(
+        content,
+        tuple(json_copy(dict(call), "tool call") for call in tool_calls),
+        finish_reason,
+        refusal,
+        model,
+        counts if usage is None else json_copy(dict(usage), "usage"),
+        dict(headers or {}),
+    )
+
+
+def _text(text: str, **options: Any) -> ChatCompletionReply:
+    """An answer of plain text (options as for `completion`)."""
+    return _completion(text, **options)
+
+
+def _tool_calls(
+    *calls: tuple[str, Mapping[str, Any] | str], text: str | None = None, **options: Any
+) -> ChatCompletionReply:
+    """An answer calling tools: `tool_calls(("search", {"q": "x"}), ("fetch", {...}))`;
+    arguments given as a string are sent as they are (malformed JSON, say)."""
+    return _completion(text, [tool_call_json(name, args) for name, args in calls], **options)
+
+
+def _tool_call(
+    name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None, **options: Any
+) -> ChatCompletionReply:
+    """An answer calling one tool (`id`: the call id, made up when None)."""
+    return _completion(options.pop("text", None), [tool_call_json(name, arguments, id)], **options)
+
+
+def _refusal(
+    text: str = "I'm sorry, I can't help with that.", **options: Any
+) -> ChatCompletionReply:
+    """The model's refusal: `message.refusal` set, `content` null."""
+    return _completion(None, refusal=text, **options)
+
+
+def _content_filter(text: str | None = None, **options: Any) -> ChatCompletionReply:
+    """An answer the content filter stopped: `finish_reason: content_filter`."""
+    return _completion(text, finish_reason="content_filter", **options)
+
+
+def _error(
+    status: int,
+    message: str | None = None,
+    *,
+    type: str | None = None,
+    code: str | None = None,
+    param: str | None = None,
+    retry_after: float | str | None = None,
+    retry_after_ms: float | None = None,
+    ratelimit: Mapping[str, str | int] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ChatErrorReply:
+    """An API error; what is unset is what OpenAI says for `code`, else for `status`.
+
+    `error(429)` is a rate limit, `error(429, code="insufficient_quota")` a spent quota,
+    `error(400, code="context_length_exceeded")` a prompt too long, `error(400,
+    param="messages[0].content")` a bad field. `retry_after`, `retry_after_ms` set those
+    headers; `ratelimit={"remaining-requests": 0, "reset-requests": "20s"}` the
+    `x-ratelimit-*` ones.
+    """
+    all_headers = dict(headers or {})
+    if retry_after is not None:
+        all_headers["retry-after"] = (
+            retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+        )
+    if retry_after_ms is not None:
+        all_headers["retry-after-ms"] = f"{retry_after_ms:g}"
+    for name, value in (ratelimit or {}).items():
+        all_headers[f"x-ratelimit-{name}"] = str(value)
+    return error_reply(status, message, type=type, code=code, param=param, headers=all_headers)
+
+
+def _garbage(
+    body: str | bytes = "<html><body><h1>502 Bad Gateway</h1></body></html>",
+    *,
+    status: int = 502,
+    content_type: str = "text/html",
+) -> ChatRawReply:
+    """A body that is not the JSON the SDK expects: by default a proxy's HTML 502."""
+    raw = body.encode() if isinstance(body, str) else body
+    return ChatRawReply(status, raw, content_type)
+
+
+def _slow(delay: float, reply: ChatReply) -> ChatSlowReply:
+    """`reply`, held back for `delay` seconds: for timeout tests."""
+    if delay < 0:
+        raise UsageError(f"delay must be >= 0, got {delay}")
+    return ChatSlowReply(delay, reply)
+
+
+def _stream_cut(
+    reply: ChatCompletionReply | None = None,
+    *,
+    after_chunks: int = 2,
+    error: ChatErrorReply | None = None,
+) -> ChatStreamCut:
+    """A stream that breaks after `after_chunks` chunks of `reply`: with `error` sent as
+    a data event (as OpenAI reports a failure mid-stream), or just ended."""
+    if after_chunks < 0:
+        raise UsageError(f"after_chunks must be >= 0, got {after_chunks}")
+    return ChatStreamCut(
+        reply if reply is not None else _text("partial answer"), after_chunks, error
+    )
+
+
+class FakeChatCompletionsAPI:
+    """A scripted OpenAI Chat Completions API on `127.0.0.1`, on a free port.
+
+    Give the SDK `base_url=api.base_url` (it ends in `/v1`). Each request takes the
+    oldest queued reply, else the `handler`'s; requests are recorded (`requests`). Every
+    answer carries `x-request-id` and the `headers` given here (say, `x-ratelimit-*`).
+
+    Args:
+        *replies: the script, in order.
+        handler: answers once the queue is empty.
+        api_key: the only key accepted (None: any non-empty bearer token).
+        require_auth: answer 401 `invalid_api_key` to a request without a key.
+        model: the model answers name when the request names none.
+        headers: headers sent with every answer.
+    """
+
+    completion = staticmethod(_completion)
+    text = staticmethod(_text)
+    tool_call = staticmethod(_tool_call)
+    tool_calls = staticmethod(_tool_calls)
+    refusal = staticmethod(_refusal)
+    content_filter = staticmethod(_content_filter)
+    error = staticmethod(_error)
+    garbage = staticmethod(_garbage)
+    slow = staticmethod(_slow)
+    stream_cut = staticmethod(_stream_cut)
+
+    def __init__(
+        self,
+        *replies: ChatReply,
+        handler: ChatHandler | None = None,
+        api_key: str | None = None,
+        require_auth: bool = True,
+        model: str = _DEFAULT_MODEL,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[ChatReply] = deque(replies)
+        self._handler = handler
+        self._api_key = api_key
+        self._require_auth = require_auth
+        self._model = model
+        self._headers = dict(headers or {})
+        self._requests: list[RecordedRequest] = []
+        self._problems: list[str] = []
+        self._server = LoopbackServer("FakeChatCompletionsAPI", self._wsgi_app, self._add_problem)
+
+    def start(self) -> Self:
+        """Bind a free port on 127.0.0.1 and serve in a background thread."""
+        self._server.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; slow replies still waiting are cut short. Idempotent."""
+        self._server.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give the SDK as `base_url`, e.g. `http://127.0.0.1:54321/v1`."""
+        return f"{self._server.base_url}/v1"
+
+    def enqueue(self, *replies: ChatReply) -> None:
+        """Append replies to the queue; each request takes the oldest one."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def handler(self) -> ChatHandler | None:
+        """Answers requests once the queue is empty; None means the script is exhausted."""
+        return self._handler
+
+    @handler.setter
+    def handler(self, handler: ChatHandler | None) -> None:
+        with self._lock:
+            self._handler = handler
+
+    @property
+    def pending(self) -> int:
+        """How many queued replies no request has taken yet."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in arrival order (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong on the server's side so far: exhausted script, failed handler."""
+        with self._lock:
+            return list(self._problems)
+
+    def check(self) -> None:
+        """Raise AssertionError listing the problems seen since the last check, if any."""
+        with self._lock:
+            problems, self._problems = self._problems, []
+        if problems:
+            raise AssertionError("FakeChatCompletionsAPI: " + "; ".join(problems))
+
+    # serving (runs in werkzeug's request threads)
+
+    def _add_problem(self, problem: str) -> None:
+        with self._lock:
+            self._problems.append(problem)
+
+    def _wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        return self._respond(Request(environ))(environ, start_response)
+
+    def _record(self, http: Request) -> RecordedRequest:
+        raw = http.get_data()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {name.lower(): value for name, value in http.headers.items()}
+        with self._lock:
+            index = len(self._requests)
+            request = RecordedRequest(
+                index=index,
+                request_id=f"req_fake{index + 1:06d}",
+                method=http.method,
+                path=http.path,
+                query=http.query_string.decode("latin-1"),
+                headers=MappingProxyType(headers),
+                raw_body=raw,
+                body=body,
+            )
+            self._requests.append(request)
+        return request
+
+    def _respond(self, http: Request) -> Response:
+        request = self._record(http)
+        key = request.api_key
+        if self._require_auth and (key is None or self._api_key not in (None, key)):
+            return self._render(request, _error(401))
+        if (request.method, request.path) != ("POST", _PATH):
+            message = f"Invalid URL ({request.method} {request.path})"
+            return self._render(request, _error(404, message, code="unknown_url"))
+        if not isinstance(request.body, dict):
+            return self._render(
+                request, _error(400, "We could not parse the JSON body of your request.")
+            )
+        return self._render(request, self._next_reply(request))
+
+    def _next_reply(self, request: RecordedRequest) -> ChatReply:
+        with self._lock:
+            reply = self._queue.popleft() if self._queue else None
+            handler = self._handler
+        if reply is not None:
+            return reply
+        where = f"request #{request.index} ({request.method} {request.path})"
+        if handler is None:
+            problem = f"FakeChatCompletionsAPI script exhausted: {where} had no scripted reply"
+            self._add_problem(problem)
+            return _error(500, problem)
+        try:
+            return handler(request)
+        except Exception as error:
+            problem = f"FakeChatCompletionsAPI handler raised on {where}: {error!r}"
+            self._add_problem(problem)
+            return _error(500, problem)
+
+    def _render(self, request: RecordedRequest, reply: ChatReply) -> Response:
+        if isinstance(reply, ChatSlowReply):
+            if self._server.closing.wait(reply.delay):
+                return self._render(request, _error(503, "server closed"))
+            return self._render(request, reply.reply)
+        if isinstance(reply, ChatErrorReply):
+            body = json.dumps(error_json(reply))
+            response = Response(body, reply.status, content_type="application/json")
+            return self._with_headers(response, request, reply.headers)
+        if isinstance(reply, ChatRawReply):
+            response = Response(reply.body, reply.status, content_type=reply.content_type)
+            return self._with_headers(response, request, reply.headers)
+        completion = reply.reply if isinstance(reply, ChatStreamCut) else reply
+        answer_id = request.request_id.replace("req_", "chatcmpl-", 1)
+        model = request.model or self._model
+        if not request.stream:
+            if isinstance(reply, ChatStreamCut):
+                problem = f"request #{request.index} does not stream, but its reply is a stream_cut"
+                self._add_problem(problem)
+                return self._render(request, _error(500, problem))
+            body = json.dumps(completion_json(completion, id=answer_id, model=model))
+            response = Response(body, 200, content_type="application/json")
+            return self._with_headers(response, request, completion.headers)
+        options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        chunks = list(
+            stream_chunks(completion, id=answer_id, model=model, include_usage=include_usage)
+        )
+        events = [json.dumps(chunk) for chunk in chunks]
+        if isinstance(reply, ChatStreamCut):
+            events = events[: reply.after_chunks]
+            if reply.error is not None:
+                events.append(json.dumps(error_json(reply.error)))
+        else:
+            events.append("[DONE]")
+        return self._with_headers(_event_stream(events), request, completion.headers)
+
+    def _with_headers(
+        self, response: Response, request: RecordedRequest, headers: Mapping[str, str]
+    ) -> Response:
+        response.headers["x-request-id"] = request.request_id
+        response.headers["openai-processing-ms"] = "1"
+        for name, value in {**self._headers, **headers}.items():
+            response.headers[name] = value
+        return response
+
+    def __repr__(self) -> str:
+        return f"{repr(self._server)[:-1]}, {self.request_count} requests>"
+
+
+def _event_stream(events: list[str]) -> Response:
+    def body() -> Iterator[bytes]:
+        for data in events:
+            yield f"data: {data}\n\n".encode()
+
+    response = Response(body(), 200, content_type="text/event-stream; charset=utf-8")
+    response.headers["cache-control"] = "no-cache"
+    return response
