@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from agentmesh._redaction import REDACTED, redact_text
+from agentmesh.classify import _openai as _classify_openai
 from agentmesh.classify import _sdk as _classify_sdk
 from agentmesh.classify._builtin import _BUILTIN_MAPPERS, _unexpected
 from agentmesh.classify._groups import (
@@ -165,6 +166,8 @@ class Classifier:
         (429, 503, 529, 408, validation, permission), is not ambiguous.
         """
         known = _classify_sdk.may_have_taken_effect(exc)
+        if known is None:
+            known = _classify_openai.may_have_taken_effect(exc)
         if known is not None:
             return known
         if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
@@ -319,13 +322,18 @@ def _redactor(exc: BaseException) -> Callable[[str], str]:
 # cost the anthropic SDK's second. Shared by every classifier; their own registrations
 # still win for the same class.
 _SDK_MAPPERS: dict[type[BaseException], Mapper] = {}
-_SDKS_PENDING: set[str] = set(_classify_sdk.SDK_MAPPINGS)
+# Each SDK's mappings by its module's name; a provider's own module beside `_sdk`'s.
+_SDK_MAPPINGS: dict[str, Callable[[], dict[type[BaseException], Mapper]]] = {
+    **_classify_sdk.SDK_MAPPINGS,
+    "openai": _classify_openai.mappers,
+}
+_SDKS_PENDING: set[str] = set(_SDK_MAPPINGS)
 
 
 def _load_sdk_mappers() -> None:
     for name in tuple(_SDKS_PENDING):  # a copy: another thread may load one meanwhile
         if name in sys.modules:
-            _SDK_MAPPERS.update(_classify_sdk.SDK_MAPPINGS[name]())
+            _SDK_MAPPERS.update(_SDK_MAPPINGS[name]())
             _SDKS_PENDING.discard(name)
 
 

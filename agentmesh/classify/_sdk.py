@@ -258,21 +258,28 @@ def _http_error(
 
 
 def _limit_reached(
-    headers: Mapping[str, str], error_code: str | None, message: str, facts: list[str]
+    headers: Mapping[str, str],
+    error_code: str | None,
+    message: str,
+    facts: list[str],
+    *,
+    reset: float | None = None,
+    spent_quota: bool = False,
 ) -> AgentError:
     """A 429: a rate limit to wait out, or a quota spent until a reset far away.
 
     The wait is the server's `retry-after`, else the reset of the rate limits its headers
-    say are used up. A spend-limit error code is a quota whatever the wait; the monthly one
-    (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the first of the
-    next month at 00:00 UTC when no header says otherwise.
+    say are used up (`reset`: seconds, as another provider's headers say it; else read from
+    the Messages API's). A spend-limit error code, or `spent_quota`, is a quota whatever the wait;
+    the monthly one (`enforced_spend_limit_reached`) resets, as Anthropic documents, on the
+    first of the next month at 00:00 UTC when no header says otherwise.
     """
     now = time.time()
     wait = _retry_after(headers)
-    spend_limit = error_code in _SPEND_LIMIT_CODES
+    spend_limit = spent_quota or error_code in _SPEND_LIMIT_CODES
     # The rate-limit headers tell when the per-minute limits return, not a spent quota.
     if wait is None and not spend_limit:
-        wait = _rate_limit_reset(headers, now)
+        wait = reset if reset is not None else _rate_limit_reset(headers, now)
     if wait is None and error_code == "enforced_spend_limit_reached":
         wait = _until_next_month(now)
     if not spend_limit and (wait is None or wait <= QUOTA_RESET_AFTER):
@@ -327,7 +334,8 @@ def _until_next_month(now: float) -> float:
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
-    request_id = headers.get("request-id")
+    # The Messages API's `request-id`, OpenAI's `x-request-id`.
+    request_id = headers.get("request-id") or headers.get("x-request-id")
     error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
     return error
 

@@ -1,4 +1,5 @@
-"""Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline).
+"""Models: the `Model` protocol, `AnthropicModel` and `OpenAIModel` (the real SDKs) and
+`ScriptedModel` (offline).
 
 Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
 each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
@@ -22,6 +23,7 @@ from agentmesh.models._base import (
 )
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
 from agentmesh.models._health import ModelHealth
+from agentmesh.models._openai import OpenAIModel
 from agentmesh.models._scripted import ScriptedModel
 from agentmesh.usage import (
     DEFAULT_PRICES,
@@ -46,6 +48,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelUsage",
+    "OpenAIModel",
     "OtherBlock",
     "PriceTable",
     "ScriptedModel",
