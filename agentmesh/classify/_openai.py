@@ -13,8 +13,9 @@ Loaded, like the other SDKs' mappings, only once the SDK itself has been importe
       429, limits back later            business    quota_exhausted (retry_after, resumeAt)
       400/422 naming error.param        validation  invalid_request (the field named)
       503 "overloaded"                  transient   overloaded
-      any other status                  as for the Messages API: 401 authentication_failed,
-                                          403 permission_denied, 404 not_found, 5xx ...
+      400, 401, 402, 403, 404, 408,     as for the Messages API: 401 authentication_failed,
+        409, 413, 422, 5xx                403 permission_denied, 404 not_found, 5xx ...
+      any other status                  other       openai_error (status, code in details)
     openai.APIError (mid-stream error)  by its type: server_error -> transient server_error,
                                           otherwise other openai_error (type, code in details)
     openai.APIResponseValidationError   transient   invalid_response
@@ -52,6 +53,8 @@ __all__ = ["mappers", "may_have_taken_effect", "reset_seconds"]
 _CONTEXT_TOO_LONG: Final = frozenset({"context_length_exceeded", "string_above_max_length"})
 _REFUSED: Final = frozenset({"content_policy_violation", "invalid_prompt", "content_filter"})
 _QUOTA: Final = "insufficient_quota"
+# The statuses below 500 whose meaning is known (as for the Messages API, in `_sdk`).
+_KNOWN_STATUSES: Final = frozenset({400, 401, 402, 403, 404, 408, 409, 413, 422, 429})
 # Statuses after which the server may already have acted on the request.
 _SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_MESSAGE: Final = 500
@@ -137,6 +140,10 @@ def _openai_status(exc: openai.APIStatusError) -> AgentError:
         return _with_request_id(invalid, headers, facts)
     if status == 503 and "overload" in message.lower():
         return _with_request_id(TransientError(message, error_type="overloaded"), headers, facts)
+    if status < 500 and status not in _KNOWN_STATUSES:
+        # A status the table does not know (418, 451, ...): named, not guessed at.
+        unknown = AgentError(message, category=ErrorCategory.OTHER, error_type="openai_error")
+        return _with_request_id(unknown, headers, facts)
     return _http_error(status, body_type, headers, message, facts)
 
 
