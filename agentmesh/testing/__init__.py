@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
+    from agentmesh.testing._chat_replies import (
+        ChatCompletionReply,
+        ChatErrorReply,
+        ChatRawReply,
+        ChatReply,
+        ChatSlowReply,
+        ChatStreamCut,
+    )
     from agentmesh.testing._fake_chat_completions import FakeChatCompletionsAPI
     from agentmesh.testing._fake_messages_api import (
         ErrorReply,
@@ -31,6 +39,12 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ChatCompletionReply",
+    "ChatErrorReply",
+    "ChatRawReply",
+    "ChatReply",
+    "ChatSlowReply",
+    "ChatStreamCut",
     "ErrorReply",
     "FailTimes",
     "FakeChatCompletionsAPI",
@@ -45,15 +59,16 @@ __all__ = [
 ]
 
 _FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
+_CHAT_NAMES = frozenset(name for name in __all__ if name.startswith(("Chat", "FakeChat")))
 
 
 def __getattr__(name: str) -> Any:
     if name not in _FAKE_API_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name == "FakeChatCompletionsAPI":
+    if name in _CHAT_NAMES:
         from agentmesh.testing import _fake_chat_completions
 
-        return _fake_chat_completions.FakeChatCompletionsAPI
+        return getattr(_fake_chat_completions, name)
     from agentmesh.testing import _fake_messages_api
 
     return getattr(_fake_messages_api, name)

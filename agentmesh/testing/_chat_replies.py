@@ -86,6 +86,7 @@ class ChatStreamCut:
 ChatReply: TypeAlias = (
     ChatCompletionReply | ChatErrorReply | ChatRawReply | ChatSlowReply | ChatStreamCut
 )
+"""Anything a `FakeChatCompletionsAPI` script may answer with; build one with its builders."""
 
 # What OpenAI says, by status, when a test names no type, code or message.
 _BY_STATUS: dict[int, tuple[str, str | None, str]] = {

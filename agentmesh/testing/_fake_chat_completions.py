@@ -48,7 +48,15 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
         "installed: pip install 'agentmesh-failwell[testing]'"
     ) from missing
 
-__all__ = ["FakeChatCompletionsAPI"]
+__all__ = [
+    "ChatCompletionReply",
+    "ChatErrorReply",
+    "ChatRawReply",
+    "ChatReply",
+    "ChatSlowReply",
+    "ChatStreamCut",
+    "FakeChatCompletionsAPI",
+]
 
 _DEFAULT_MODEL = "gpt-fake"
 _PATH = "/v1/chat/completions"

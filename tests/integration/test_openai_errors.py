@@ -10,14 +10,14 @@ import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import openai
 import pytest
 
 from agentmesh import ErrorCategory, ErrorEnvelope
 from agentmesh.classify import default_classifier
 from agentmesh.models import OpenAIModel
 from agentmesh.subagents import LLMSubagent
-from agentmesh.testing import FakeChatCompletionsAPI, RecordingSleep
-from agentmesh.testing._chat_replies import ChatReply
+from agentmesh.testing import ChatReply, FakeChatCompletionsAPI, RecordingSleep
 from tests.retrying import fast_retry
 
 API_KEY = "sk-test-0123456789abcdef"
@@ -174,7 +174,7 @@ class TestServerFailures:
         async with OpenAIModel(
             "gpt-4o", api_key=API_KEY, base_url=f"http://127.0.0.1:{port}/v1", timeout=2
         ) as nowhere:
-            with pytest.raises(Exception) as raised:
+            with pytest.raises(openai.APIConnectionError) as raised:
                 await nowhere.create(messages=[{"role": "user", "content": "hi"}])
         envelope = default_classifier.classify(
             raised.value, source="a", attempted_query="hi", attempts=1
@@ -304,6 +304,6 @@ class TestMayHaveTakenEffect:
         acted: bool,
     ) -> None:
         fake_chat_completions_api.enqueue(reply)
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(openai.APIStatusError) as raised:
             await model.create(messages=[{"role": "user", "content": "hi"}])
         assert default_classifier.may_have_taken_effect(raised.value) is acted
