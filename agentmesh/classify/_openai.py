@@ -29,11 +29,11 @@ The details of each name `x-request-id`, the status, the error's type, code and 
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from agentmesh._numbers import duration_seconds
 from agentmesh.classify._mappers import Mapper, describe, text
 from agentmesh.classify._sdk import _http_error, _limit_reached, _never_sent, _with_request_id
 from agentmesh.envelope import ErrorCategory
@@ -48,7 +48,7 @@ from agentmesh.errors import (
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["mappers", "may_have_taken_effect", "reset_seconds"]
+__all__ = ["mappers", "may_have_taken_effect"]
 
 _CONTEXT_TOO_LONG: Final = frozenset({"context_length_exceeded", "string_above_max_length"})
 _REFUSED: Final = frozenset({"content_policy_violation", "invalid_prompt", "content_filter"})
@@ -58,20 +58,6 @@ _KNOWN_STATUSES: Final = frozenset({400, 401, 402, 403, 404, 408, 409, 413, 422,
 # Statuses after which the server may already have acted on the request.
 _SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_MESSAGE: Final = 500
-# A Go duration as OpenAI writes a reset: "1s", "6m0s", "20ms", "1h2m3.5s".
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def reset_seconds(value: str | None) -> float | None:
-    """An `x-ratelimit-reset-*` duration in seconds; None when it is no such duration."""
-    if not value:
-        return None
-    value = value.strip()
-    parts = _DURATION_PART.findall(value)
-    if not parts or "".join(number + unit for number, unit in parts) != value:
-        return None
-    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
 
 
 def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
@@ -83,7 +69,7 @@ def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     resets: dict[str, float] = {}
     exhausted: list[float] = []
     for family in ("requests", "tokens"):
-        reset = reset_seconds(headers.get(f"x-ratelimit-reset-{family}"))
+        reset = duration_seconds(headers.get(f"x-ratelimit-reset-{family}"))
         if reset is None:
             continue
         resets[family] = reset

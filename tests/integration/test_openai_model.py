@@ -16,7 +16,9 @@ import pytest
 from pydantic import BaseModel
 
 from agentmesh import ErrorCategory, ErrorEnvelope, Success, UsageError, tool
-from agentmesh.models import OpenAIModel
+from agentmesh._numbers import duration_seconds
+from agentmesh.models import ModelHealth, OpenAIModel
+from agentmesh.scope import RunScope
 from agentmesh.subagents import REPORT_FAILURE, SUBMIT_RESULT, LLMSubagent
 from agentmesh.testing import FakeChatCompletionsAPI, RecordingSleep
 from tests.retrying import fast_retry
@@ -386,3 +388,90 @@ class TestConfiguration:
         assert not client.is_closed()
         await client.chat.completions.create(model="gpt-4o", messages=[])
         await client.close()
+
+
+def ratelimit_headers(family: str, limit: int, remaining: int, reset: str) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{family}": str(limit),
+        f"x-ratelimit-remaining-{family}": str(remaining),
+        f"x-ratelimit-reset-{family}": reset,
+    }
+
+
+class TestRateGate:
+    """OpenAI's `x-ratelimit-*` headers feed the run's gate, as Anthropic's do."""
+
+    @pytest.mark.parametrize(
+        ("family", "limit"), [("requests", 1), ("tokens", 1000)], ids=["requests", "tokens"]
+    )
+    async def test_a_used_up_limit_holds_the_next_call_until_its_reset(
+        self,
+        fake_chat_completions_api: FakeChatCompletionsAPI,
+        model: OpenAIModel,
+        family: str,
+        limit: int,
+    ) -> None:
+        """The answer says nothing is left for 30 s: the next task, sharing the model's
+        health, is not sent; its deadline (5 s) comes first, so it fails saying when.
+        (1,000 tokens are fewer than one call takes, its input and `max_tokens`: it waits
+        for the whole bucket.)"""
+        headers = ratelimit_headers(family, limit, 0, "30s")
+        fake_chat_completions_api.enqueue(F.text("ok", headers=headers))
+        health = ModelHealth()
+        agent = LLMSubagent("a", model, retry=fast_retry(attempts=3))
+
+        first = await agent.run("first", scope=RunScope(model_health=health))
+        second = await agent.run("second", scope=RunScope(model_health=health), timeout=5)
+
+        assert isinstance(first, Success)
+        assert isinstance(second, ErrorEnvelope)
+        assert second.error_type == "rate_limited"
+        assert second.retry_after is not None
+        assert 25 < second.retry_after <= 31
+        assert fake_chat_completions_api.request_count == 1
+
+    async def test_a_limit_with_room_left_admits_the_next_call(
+        self, fake_chat_completions_api: FakeChatCompletionsAPI, model: OpenAIModel
+    ) -> None:
+        headers = {
+            **ratelimit_headers("requests", 500, 499, "120ms"),
+            **ratelimit_headers("tokens", 200_000, 199_000, "300ms"),
+        }
+        fake_chat_completions_api.handler = lambda request: F.text("ok", headers=headers)
+        health = ModelHealth()
+        agent = LLMSubagent("a", model, retry=fast_retry(attempts=3))
+        for query in ("first", "second", "third"):
+            outcome = await agent.run(query, scope=RunScope(model_health=health), timeout=5)
+            assert isinstance(outcome, Success)
+        assert fake_chat_completions_api.request_count == 3
+
+    async def test_the_headers_of_a_429_close_the_gate_until_the_reset(
+        self, fake_chat_completions_api: FakeChatCompletionsAPI, model: OpenAIModel
+    ) -> None:
+        fake_chat_completions_api.enqueue(
+            F.error(429, headers=ratelimit_headers("requests", 3, 0, "20s"))
+        )
+        health = ModelHealth()
+        once = LLMSubagent("a", model, retry=fast_retry(attempts=1))
+
+        refused = await once.run("first", scope=RunScope(model_health=health))
+        later = await once.run("second", scope=RunScope(model_health=health), timeout=5)
+
+        assert isinstance(refused, ErrorEnvelope)
+        assert refused.retry_after == pytest.approx(20)
+        assert isinstance(later, ErrorEnvelope)
+        assert later.error_type == "rate_limited"
+        assert fake_chat_completions_api.request_count == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5s", 0.5)],
+)
+def test_openai_reset_durations_read_as_seconds(text: str, seconds: float) -> None:
+    assert duration_seconds(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "soon", "5", "1x", "2024-01-01T00:00:00Z", "1s junk"])
+def test_what_is_no_duration_is_none(text: str) -> None:
+    assert duration_seconds(text) is None
