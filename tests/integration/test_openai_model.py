@@ -6,6 +6,7 @@ the Anthropic-shaped conversation translated to Chat Completions and the answer 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -13,9 +14,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import structlog
 from pydantic import BaseModel
 
-from agentmesh import ErrorCategory, ErrorEnvelope, Success, UsageError, tool
+from agentmesh import (
+    Coordinator,
+    ErrorCategory,
+    ErrorEnvelope,
+    Success,
+    Task,
+    UsageError,
+    configure_logging,
+    tool,
+)
 from agentmesh._numbers import duration_seconds
 from agentmesh.models import ModelHealth, OpenAIModel
 from agentmesh.scope import RunScope
@@ -475,3 +486,34 @@ def test_openai_reset_durations_read_as_seconds(text: str, seconds: float) -> No
 @pytest.mark.parametrize("text", ["", "soon", "5", "1x", "2024-01-01T00:00:00Z", "1s junk"])
 def test_what_is_no_duration_is_none(text: str) -> None:
     assert duration_seconds(text) is None
+
+
+class TestSecrets:
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "sk-proj-Abc123_def456-GHI789jkl012MNO345",
+            "sk-0123456789abcdefABCDEF0123456789abcdefABCDEF01",
+        ],
+        ids=["project-key", "legacy-key"],
+    )
+    async def test_the_api_key_never_reaches_logs_envelopes_or_reports(
+        self, fake_chat_completions_api: FakeChatCompletionsAPI, key: str
+    ) -> None:
+        """Scan everything a run produces for the key, even when a server echoes it."""
+        stream = io.StringIO()
+        configure_logging("DEBUG", json=True, stream=stream)
+        echoed = F.error(401, f"Incorrect API key provided: {key}.")
+        fake_chat_completions_api.enqueue(echoed, F.error(503), F.error(503))
+        try:
+            async with OpenAIModel(
+                "gpt-4o", api_key=key, base_url=fake_chat_completions_api.base_url
+            ) as gpt:
+                agent = LLMSubagent("a", gpt, retry=fast_retry(attempts=2))
+                report = await Coordinator([agent]).run([Task(query="q1"), Task(query="q2")])
+        finally:
+            structlog.reset_defaults()
+        produced = stream.getvalue() + report.to_json() + report.to_markdown()
+        assert "route_decision" in stream.getvalue()
+        assert key not in produced
+        assert key[8:] not in produced
