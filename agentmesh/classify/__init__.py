@@ -16,6 +16,8 @@ Built-in mappings::
     pydantic.ValidationError            validation  invalid_input, naming the fields
     anthropic and httpx2 errors         by HTTP status and body (see `_sdk`),
                                           loaded once the SDK has been imported
+    openai errors                       by error code, then HTTP status (see `_openai`),
+                                          loaded the same way
     asyncio.CancelledError (stray:      transient   cancelled
       the task is not being cancelled)
     CallFailed                          its envelope's category and type, not retryable
