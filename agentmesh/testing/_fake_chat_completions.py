@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeAlias
 
-from agentmesh.errors import UsageError
+from agentmesh.testing import _chat_builders as builders
 from agentmesh.testing._chat_replies import (
     ChatCompletionReply,
     ChatErrorReply,
@@ -31,11 +31,7 @@ from agentmesh.testing._chat_replies import (
     ChatStreamCut,
     completion_json,
     error_json,
-    error_reply,
-    json_copy,
     stream_chunks,
-    tool_call_json,
-    usage_json,
 )
 from agentmesh.testing._fake_messages_api import RecordedRequest
 from agentmesh.testing._loopback import LoopbackServer
@@ -64,139 +60,6 @@ _PATH = "/v1/chat/completions"
 ChatHandler: TypeAlias = Callable[[RecordedRequest], ChatReply]
 
 
-def _completion(
-    content: str | None = None,
-    tool_calls: Sequence[Mapping[str, Any]] = (),
-    *,
-    finish_reason: str | None = None,
-    refusal: str | None = None,
-    model: str | None = None,
-    prompt_tokens: int = 10,
-    completion_tokens: int = 10,
-    cached_tokens: int = 0,
-    reasoning_tokens: int = 0,
-    usage: Mapping[str, Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> ChatCompletionReply:
-    """A chat completion. `finish_reason` defaults to `tool_calls` when there are tool
-    calls, else `stop`; `usage` is a raw usage object sent as it is, instead of the one
-    built from the counts (`cached_tokens` and `reasoning_tokens` go in its details)."""
-    if finish_reason is None:
-        finish_reason = "tool_calls" if tool_calls else "stop"
-    counts = usage_json(
-        prompt_tokens,
-        completion_tokens,
-        cached_tokens=cached_tokens,
-        reasoning_tokens=reasoning_tokens,
-    )
-    return ChatCompletionReply(
-        content,
-        tuple(json_copy(dict(call), "tool call") for call in tool_calls),
-        finish_reason,
-        refusal,
-        model,
-        counts if usage is None else json_copy(dict(usage), "usage"),
-        dict(headers or {}),
-    )
-
-
-def _text(text: str, **options: Any) -> ChatCompletionReply:
-    """An answer of plain text (options as for `completion`)."""
-    return _completion(text, **options)
-
-
-def _tool_calls(
-    *calls: tuple[str, Mapping[str, Any] | str], text: str | None = None, **options: Any
-) -> ChatCompletionReply:
-    """An answer calling tools: `tool_calls(("search", {"q": "x"}), ("fetch", {...}))`;
-    arguments given as a string are sent as they are (malformed JSON, say)."""
-    return _completion(text, [tool_call_json(name, args) for name, args in calls], **options)
-
-
-def _tool_call(
-    name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None, **options: Any
-) -> ChatCompletionReply:
-    """An answer calling one tool (`id`: the call id, made up when None)."""
-    return _completion(options.pop("text", None), [tool_call_json(name, arguments, id)], **options)
-
-
-def _refusal(
-    text: str = "I'm sorry, I can't help with that.", **options: Any
-) -> ChatCompletionReply:
-    """The model's refusal: `message.refusal` set, `content` null."""
-    return _completion(None, refusal=text, **options)
-
-
-def _content_filter(text: str | None = None, **options: Any) -> ChatCompletionReply:
-    """An answer the content filter stopped: `finish_reason: content_filter`."""
-    return _completion(text, finish_reason="content_filter", **options)
-
-
-def _error(
-    status: int,
-    message: str | None = None,
-    *,
-    type: str | None = None,
-    code: str | None = None,
-    param: str | None = None,
-    retry_after: float | str | None = None,
-    retry_after_ms: float | None = None,
-    ratelimit: Mapping[str, str | int] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> ChatErrorReply:
-    """An API error; what is unset is what OpenAI says for `code`, else for `status`.
-
-    `error(429)` is a rate limit, `error(429, code="insufficient_quota")` a spent quota,
-    `error(400, code="context_length_exceeded")` a prompt too long, `error(400,
-    param="messages[0].content")` a bad field. `retry_after`, `retry_after_ms` set those
-    headers; `ratelimit={"remaining-requests": 0, "reset-requests": "20s"}` the
-    `x-ratelimit-*` ones.
-    """
-    all_headers = dict(headers or {})
-    if retry_after is not None:
-        all_headers["retry-after"] = (
-            retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
-        )
-    if retry_after_ms is not None:
-        all_headers["retry-after-ms"] = f"{retry_after_ms:g}"
-    for name, value in (ratelimit or {}).items():
-        all_headers[f"x-ratelimit-{name}"] = str(value)
-    return error_reply(status, message, type=type, code=code, param=param, headers=all_headers)
-
-
-def _garbage(
-    body: str | bytes = "<html><body><h1>502 Bad Gateway</h1></body></html>",
-    *,
-    status: int = 502,
-    content_type: str = "text/html",
-) -> ChatRawReply:
-    """A body that is not the JSON the SDK expects: by default a proxy's HTML 502."""
-    raw = body.encode() if isinstance(body, str) else body
-    return ChatRawReply(status, raw, content_type)
-
-
-def _slow(delay: float, reply: ChatReply) -> ChatSlowReply:
-    """`reply`, held back for `delay` seconds: for timeout tests."""
-    if delay < 0:
-        raise UsageError(f"delay must be >= 0, got {delay}")
-    return ChatSlowReply(delay, reply)
-
-
-def _stream_cut(
-    reply: ChatCompletionReply | None = None,
-    *,
-    after_chunks: int = 2,
-    error: ChatErrorReply | None = None,
-) -> ChatStreamCut:
-    """A stream that breaks after `after_chunks` chunks of `reply`: with `error` sent as
-    a data event (as OpenAI reports a failure mid-stream), or just ended."""
-    if after_chunks < 0:
-        raise UsageError(f"after_chunks must be >= 0, got {after_chunks}")
-    return ChatStreamCut(
-        reply if reply is not None else _text("partial answer"), after_chunks, error
-    )
-
-
 class FakeChatCompletionsAPI:
     """A scripted OpenAI Chat Completions API on `127.0.0.1`, on a free port.
 
@@ -213,16 +76,16 @@ class FakeChatCompletionsAPI:
         headers: headers sent with every answer.
     """
 
-    completion = staticmethod(_completion)
-    text = staticmethod(_text)
-    tool_call = staticmethod(_tool_call)
-    tool_calls = staticmethod(_tool_calls)
-    refusal = staticmethod(_refusal)
-    content_filter = staticmethod(_content_filter)
-    error = staticmethod(_error)
-    garbage = staticmethod(_garbage)
-    slow = staticmethod(_slow)
-    stream_cut = staticmethod(_stream_cut)
+    completion = staticmethod(builders.completion)
+    text = staticmethod(builders.text)
+    tool_call = staticmethod(builders.tool_call)
+    tool_calls = staticmethod(builders.tool_calls)
+    refusal = staticmethod(builders.refusal)
+    content_filter = staticmethod(builders.content_filter)
+    error = staticmethod(builders.error)
+    garbage = staticmethod(builders.garbage)
+    slow = staticmethod(builders.slow)
+    stream_cut = staticmethod(builders.stream_cut)
 
     def __init__(
         self,
@@ -349,13 +212,13 @@ class FakeChatCompletionsAPI:
         request = self._record(http)
         key = request.api_key
         if self._require_auth and (key is None or self._api_key not in (None, key)):
-            return self._render(request, _error(401))
+            return self._render(request, builders.error(401))
         if (request.method, request.path) != ("POST", _PATH):
             message = f"Invalid URL ({request.method} {request.path})"
-            return self._render(request, _error(404, message, code="unknown_url"))
+            return self._render(request, builders.error(404, message, code="unknown_url"))
         if not isinstance(request.body, dict):
             return self._render(
-                request, _error(400, "We could not parse the JSON body of your request.")
+                request, builders.error(400, "We could not parse the JSON body of your request.")
             )
         return self._render(request, self._next_reply(request))
 
@@ -369,18 +232,18 @@ class FakeChatCompletionsAPI:
         if handler is None:
             problem = f"FakeChatCompletionsAPI script exhausted: {where} had no scripted reply"
             self._add_problem(problem)
-            return _error(500, problem)
+            return builders.error(500, problem)
         try:
             return handler(request)
         except Exception as error:
             problem = f"FakeChatCompletionsAPI handler raised on {where}: {error!r}"
             self._add_problem(problem)
-            return _error(500, problem)
+            return builders.error(500, problem)
 
     def _render(self, request: RecordedRequest, reply: ChatReply) -> Response:
         if isinstance(reply, ChatSlowReply):
             if self._server.closing.wait(reply.delay):
-                return self._render(request, _error(503, "server closed"))
+                return self._render(request, builders.error(503, "server closed"))
             return self._render(request, reply.reply)
         if isinstance(reply, ChatErrorReply):
             body = json.dumps(error_json(reply))
@@ -396,7 +259,7 @@ class FakeChatCompletionsAPI:
             if isinstance(reply, ChatStreamCut):
                 problem = f"request #{request.index} does not stream, but its reply is a stream_cut"
                 self._add_problem(problem)
-                return self._render(request, _error(500, problem))
+                return self._render(request, builders.error(500, problem))
             body = json.dumps(completion_json(completion, id=answer_id, model=model))
             response = Response(body, 200, content_type="application/json")
             return self._with_headers(response, request, completion.headers)
