@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeAlias
 
+from agentmesh._numbers import number, whole
 from agentmesh.testing import _chat_builders as builders
+from agentmesh.testing._chat_limits import ChatLimits
 from agentmesh.testing._chat_replies import (
     ChatCompletionReply,
     ChatErrorReply,
@@ -105,6 +107,7 @@ class FakeChatCompletionsAPI:
         self._headers = dict(headers or {})
         self._requests: list[RecordedRequest] = []
         self._problems: list[str] = []
+        self._limits = ChatLimits()
         self._server = LoopbackServer("FakeChatCompletionsAPI", self._wsgi_app, self._add_problem)
 
     def start(self) -> Self:
@@ -131,6 +134,31 @@ class FakeChatCompletionsAPI:
     def base_url(self) -> str:
         """The URL to give the SDK as `base_url`, e.g. `http://127.0.0.1:54321/v1`."""
         return f"{self._server.base_url}/v1"
+
+    def rate_limit(
+        self,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        *,
+        model: str | None = None,
+        minute: float = 60.0,
+    ) -> None:
+        """Limit `model`'s requests and tokens per minute (when None: one set of limits
+        every model without its own shares), as
+        OpenAI does: token buckets refilled continuously, `x-ratelimit-*` headers on every
+        answer, 429 `rate_limit_exceeded` for a request that does not fit (its tokens:
+        the prompt estimated from its JSON, plus its `max_completion_tokens`; what the
+        reply did not use comes back). `minute`: the seconds a minute lasts."""
+        per_minute = {
+            family: whole(f"FakeChatCompletionsAPI.rate_limit({option}=)", value, at_least=1)
+            for family, option, value in (
+                ("requests", "requests_per_minute", requests_per_minute),
+                ("tokens", "tokens_per_minute", tokens_per_minute),
+            )
+            if value is not None
+        }
+        number("FakeChatCompletionsAPI.rate_limit(minute=)", minute, above=True, unit="seconds")
+        self._limits.set(model or "*", per_minute, minute)
 
     def enqueue(self, *replies: ChatReply) -> None:
         """Append replies to the queue; each request takes the oldest one."""
@@ -220,7 +248,17 @@ class FakeChatCompletionsAPI:
             return self._render(
                 request, builders.error(400, "We could not parse the JSON body of your request.")
             )
-        return self._render(request, self._next_reply(request))
+        model = request.model or self._model
+        ticket, limit_headers, refused = self._limits.admit(model, request.body)
+        if refused is not None:
+            message = f"Rate limit reached for {model} on {refused} per min. Please try again."
+            limited = builders.error(429, message, type=refused, headers=limit_headers)
+            return self._render(request, limited)
+        reply = self._next_reply(request)
+        response = self._render(request, reply)
+        for name, value in self._limits.settle(ticket, _completion_tokens(reply)).items():
+            response.headers.setdefault(name, value)  # a scripted reply's own headers win
+        return response
 
     def _next_reply(self, request: RecordedRequest) -> ChatReply:
         with self._lock:
@@ -298,3 +336,13 @@ def _event_stream(events: list[str]) -> Response:
     response = Response(body(), 200, content_type="text/event-stream; charset=utf-8")
     response.headers["cache-control"] = "no-cache"
     return response
+
+
+def _completion_tokens(reply: ChatReply) -> int:
+    """The completion tokens a reply reports using (0 for an error or a raw body)."""
+    if isinstance(reply, ChatSlowReply | ChatStreamCut):
+        return _completion_tokens(reply.reply)
+    if not isinstance(reply, ChatCompletionReply) or reply.usage is None:
+        return 0
+    used = reply.usage.get("completion_tokens")
+    return used if isinstance(used, int) else 0

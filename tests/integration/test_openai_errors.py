@@ -93,6 +93,27 @@ class TestRateLimits:
         assert not isinstance(outcome, ErrorEnvelope)
         assert sleep.delays[0] >= 1.0
 
+    async def test_the_fake_s_rate_limit_answers_as_openai_does(
+        self, fake_chat_completions_api: FakeChatCompletionsAPI, model: OpenAIModel
+    ) -> None:
+        """Every answer reports the buckets; a request that does not fit is a 429 whose
+        headers say when the used-up limit is back."""
+        fake_chat_completions_api.rate_limit(requests_per_minute=1, tokens_per_minute=90_000)
+        fake_chat_completions_api.handler = lambda request: F.text("ok")
+        await model.create(messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.RateLimitError) as raised:
+            await model.create(messages=[{"role": "user", "content": "hi"}])
+        headers = raised.value.response.headers
+        assert headers["x-ratelimit-remaining-requests"] == "0"
+        assert headers["x-ratelimit-limit-tokens"] == "90000"
+        assert raised.value.code == "rate_limit_exceeded"
+        envelope = default_classifier.classify(
+            raised.value, source="a", attempted_query="hi", attempts=1
+        )
+        assert envelope.error_type == "rate_limited"
+        assert envelope.retry_after is not None
+        assert 55 < envelope.retry_after <= 60
+
     async def test_a_far_reset_is_quota_exhausted_with_resume_at(
         self, fake_chat_completions_api: FakeChatCompletionsAPI, model: OpenAIModel
     ) -> None:
