@@ -219,9 +219,14 @@ class OpenAIModel:
 async def _folded(stream: Any) -> Any:
     """A streamed answer's chunks as one chat completion object (see `ChunkFold`)."""
     fold = ChunkFold()
-    async for chunk in stream:
-        if isinstance(chunk, pydantic.BaseModel):
-            fold.add(chunk.model_dump(mode="json", warnings=False))
-        elif isinstance(chunk, Mapping):
-            fold.add(chunk)
+    try:
+        async for chunk in stream:
+            if isinstance(chunk, pydantic.BaseModel):
+                fold.add(chunk.model_dump(mode="json", warnings=False))
+            elif isinstance(chunk, Mapping):
+                fold.add(chunk)
+    finally:
+        # Ended early (the deadline, a chunk that is not JSON): the connection is closed
+        # now, not whenever the stream is collected.
+        await stream.close()
     return fold.completion()

@@ -539,3 +539,20 @@ class TestSecrets:
         assert "route_decision" in stream.getvalue()
         assert key not in produced
         assert key[8:] not in produced
+
+
+async def test_a_stream_cut_by_the_deadline_is_a_timeout(
+    fake_chat_completions_api: FakeChatCompletionsAPI,
+) -> None:
+    """The whole call has a deadline, the stream's chunks included."""
+    fake_chat_completions_api.handler = lambda request: F.slow(5, F.text("late"))
+    async with OpenAIModel(
+        "gpt-4o",
+        api_key=API_KEY,
+        base_url=fake_chat_completions_api.base_url,
+        timeout=0.2,
+        stream=True,
+    ) as impatient:
+        outcome = await LLMSubagent("a", impatient, retry=fast_retry(attempts=1)).run("hi")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert (outcome.error_category, outcome.error_type) == (ErrorCategory.TRANSIENT, "timeout")
