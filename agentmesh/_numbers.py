@@ -11,10 +11,15 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import re
 
 from agentmesh.errors import UsageError
 
-__all__ = ["number", "whole"]
+__all__ = ["duration_seconds", "number", "whole"]
+
+# A Go duration, as OpenAI writes its rate-limit resets: "1s", "6m0s", "20ms", "1h2m3.5s".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def whole(option: str, value: object, *, at_least: int) -> int:
@@ -72,3 +77,14 @@ def _real(value: object) -> bool:
 
 def _refused(option: str, value: object, requirement: str) -> UsageError:
     return UsageError(f"{option} must be {requirement}, got {value!r}")
+
+
+def duration_seconds(value: str | None) -> float | None:
+    """A Go duration (`6m0s`, `20ms`) in seconds; None when `value` is no such duration."""
+    if not value:
+        return None
+    value = value.strip()
+    parts = _DURATION_PART.findall(value)
+    if not parts or "".join(amount + unit for amount, unit in parts) != value:
+        return None
+    return sum(float(amount) * _UNIT_SECONDS[unit] for amount, unit in parts)

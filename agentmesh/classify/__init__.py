@@ -18,6 +18,8 @@ Built-in mappings::
                                           loaded once the SDK has been imported
     google.genai errors (Gemini)        by Google's status and details (see `_google`),
                                           loaded once the SDK has been imported
+    openai errors                       by error code, then HTTP status (see `_openai`),
+                                          loaded the same way
     asyncio.CancelledError (stray:      transient   cancelled
       the task is not being cancelled)
     CallFailed                          its envelope's category and type, not retryable

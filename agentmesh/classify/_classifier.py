@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from agentmesh._redaction import REDACTED, redact_text
 from agentmesh.classify import _google as _classify_google
+from agentmesh.classify import _openai as _classify_openai
 from agentmesh.classify import _sdk as _classify_sdk
 from agentmesh.classify._builtin import _BUILTIN_MAPPERS, _unexpected
 from agentmesh.classify._groups import (
@@ -166,6 +167,8 @@ class Classifier:
         (429, 503, 529, 408, validation, permission), is not ambiguous.
         """
         known = _classify_sdk.may_have_taken_effect(exc)
+        if known is None:
+            known = _classify_openai.may_have_taken_effect(exc)
         if known is None:
             known = _classify_google.may_have_taken_effect(exc)
         if known is not None:
@@ -326,6 +329,7 @@ _SDK_MAPPERS: dict[type[BaseException], Mapper] = {}
 # provider's from a module of its own (which builds on `_sdk`'s HTTP meaning).
 _SDK_MAPPINGS: dict[str, Callable[[], dict[type[BaseException], Mapper]]] = {
     **_classify_sdk.SDK_MAPPINGS,
+    "openai": _classify_openai.mappers,
     "google.genai": _classify_google.mappers,
 }
 _SDKS_PENDING: set[str] = set(_SDK_MAPPINGS)

@@ -284,7 +284,7 @@ def _limit_reached(
     spend_limit = spent or error_code in _SPEND_LIMIT_CODES
     # The rate-limit headers tell when the per-minute limits return, not a spent quota.
     if wait is None and not spend_limit:
-        wait = _rate_limit_reset(headers, now)
+        wait = reset if reset is not None else _rate_limit_reset(headers, now)
     if wait is None and error_code == "enforced_spend_limit_reached":
         wait = _until_next_month(now)
     if not spend_limit and (wait is None or wait <= QUOTA_RESET_AFTER):
@@ -339,7 +339,8 @@ def _until_next_month(now: float) -> float:
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
-    request_id = headers.get("request-id")
+    # The Messages API's `request-id`, OpenAI's `x-request-id`.
+    request_id = headers.get("request-id") or headers.get("x-request-id")
     error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
     return error
 

@@ -1,5 +1,5 @@
-"""Models: the `Model` protocol, `AnthropicModel` and `GeminiModel` (the providers' SDKs)
-and `ScriptedModel` (offline).
+"""Models: the `Model` protocol; `AnthropicModel`, `OpenAIModel` and `GeminiModel` (the
+providers' own SDKs, Claude on Bedrock and Vertex too) and `ScriptedModel` (offline).
 
 Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
 each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
@@ -24,6 +24,7 @@ from agentmesh.models._base import (
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
 from agentmesh.models._gemini import GeminiModel
 from agentmesh.models._health import ModelHealth
+from agentmesh.models._openai import OpenAIModel
 from agentmesh.models._scripted import ScriptedModel
 from agentmesh.usage import (
     DEFAULT_PRICES,
@@ -49,6 +50,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelUsage",
+    "OpenAIModel",
     "OtherBlock",
     "PriceTable",
     "ScriptedModel",

@@ -14,8 +14,14 @@ never raises a bucket above what this side already took from it (the smaller of 
 counts): calls admitted here may not have reached the server yet. A 429's headers count
 as any answer's: the limit it ran out of reads 0 until it refills.
 
-A model whose answers carry no such header (any model but `AnthropicModel`, a server
-without limits) has no bucket, and the gate admits every call.
+OpenAI (and the compatible servers that copy it) reports
+`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, `reset` the time until the
+bucket is full as a duration (`6m0s`, `20ms`): the same buckets, `requests` and `tokens`,
+where a call's `tokens` are its input and its `max_tokens` together, as OpenAI counts
+them against the limit.
+
+A model whose answers carry no such header (`ScriptedModel`, a server without limits)
+has no bucket, and the gate admits every call.
 """
 
 from __future__ import annotations
@@ -27,11 +33,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from agentmesh._numbers import duration_seconds
+
 __all__ = ["FAMILIES", "RateGate", "heard_headers", "report_headers"]
 
 # The limits a call draws on, by the family name of their headers.
 FAMILIES: Final = ("requests", "input-tokens", "output-tokens")
 _PREFIX: Final = "anthropic-ratelimit-"
+# OpenAI's headers, `x-ratelimit-limit-requests`, ...: its `tokens` take input and output.
+_OPENAI_PREFIX: Final = "x-ratelimit-"
+_OPENAI_FAMILIES: Final = ("requests", "tokens")
 # The Messages API's limits are per minute: the refill rate until a report says better.
 _MINUTE: Final = 60.0
 
@@ -62,7 +73,7 @@ def report_headers(headers: Mapping[str, str] | None) -> None:
     heard.update(
         (name.lower(), value)
         for name, value in headers.items()
-        if name.lower().startswith(_PREFIX) or name.lower() == "retry-after"
+        if name.lower().startswith((_PREFIX, _OPENAI_PREFIX)) or name.lower() == "retry-after"
     )
 
 
@@ -83,7 +94,7 @@ class _Report:
 
 
 def _reports(headers: Mapping[str, str], wall: float) -> dict[str, _Report]:
-    reports = {}
+    reports = _openai_reports(headers)
     for family in FAMILIES:
         prefix = f"{_PREFIX}{family}"
         try:
@@ -96,6 +107,29 @@ def _reports(headers: Mapping[str, str], wall: float) -> dict[str, _Report]:
             continue
         reports[family] = _Report(limit, max(0, min(remaining, limit)), reset.timestamp() - wall)
     return reports
+
+
+def _openai_reports(headers: Mapping[str, str]) -> dict[str, _Report]:
+    reports = {}
+    for family in _OPENAI_FAMILIES:
+        try:
+            limit = int(headers[f"{_OPENAI_PREFIX}limit-{family}"])
+            remaining = int(headers[f"{_OPENAI_PREFIX}remaining-{family}"])
+        except (KeyError, ValueError):
+            continue
+        full_in = duration_seconds(headers.get(f"{_OPENAI_PREFIX}reset-{family}"))
+        if limit < 1 or full_in is None:
+            continue
+        reports[family] = _Report(limit, max(0, min(remaining, limit)), full_in)
+    return reports
+
+
+def _with_tokens(amounts: Mapping[str, int]) -> Mapping[str, int]:
+    """`amounts` with OpenAI's `tokens`, input and output together, when not given."""
+    if "tokens" in amounts:
+        return amounts
+    both = amounts.get("input-tokens", 0) + amounts.get("output-tokens", 0)
+    return {**amounts, "tokens": both}
 
 
 @dataclass(slots=True)
@@ -161,6 +195,8 @@ class RateGate:
         if not self.limited:
             return None
         taken = needs()
+        if "tokens" in self._buckets:
+            taken = _with_tokens(taken)
         waits = [0.0]
         for family, bucket in self._buckets.items():
             bucket.refill(now)
@@ -174,6 +210,8 @@ class RateGate:
 
     def settle(self, unspent: Mapping[str, int], now: float) -> None:
         """Give back what an answered call took and did not spend."""
+        if "tokens" in self._buckets:
+            unspent = _with_tokens(unspent)
         for family, amount in unspent.items():
             bucket = self._buckets.get(family)
             if bucket is not None and amount > 0:

@@ -5,12 +5,13 @@ policy = RetryPolicy(max_attempts=4, initial_delay=0.1, jitter="none", sleep=sle
 ...
 assert sleep.delays == [0.1, 0.2, 0.4]
 
-`FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK;
-the `fake_messages_api` pytest fixture (registered by agentmesh's pytest plugin) gives
-each test a started one; `FakeGeminiAPI` (fixture `fake_gemini_api`) does the same for
-the Gemini Developer API and the `google-genai` SDK. They need the `testing` extra
-(`pip install 'agentmesh-failwell[testing]'`, for their HTTP server) and are imported
-on first use, so `RecordingSleep` and `FailTimes` cost nothing more.
+`FakeMessagesAPI` serves a scripted Anthropic Messages API on loopback for the real SDK,
+`FakeChatCompletionsAPI` OpenAI's Chat Completions API for the `openai` SDK, and
+`FakeGeminiAPI` the Gemini Developer API for the `google-genai` SDK; the
+`fake_messages_api`, `fake_chat_completions_api` and `fake_gemini_api` pytest fixtures
+(registered by agentmesh's pytest plugin) give each test a started one. They need the
+`testing` extra (`pip install 'agentmesh-failwell[testing]'`, for their HTTP server) and
+are imported on first use, so `RecordingSleep` and `FailTimes` cost nothing more.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,15 @@ from typing import TYPE_CHECKING, Any
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
+    from agentmesh.testing._chat_replies import (
+        ChatCompletionReply,
+        ChatErrorReply,
+        ChatRawReply,
+        ChatReply,
+        ChatSlowReply,
+        ChatStreamCut,
+    )
+    from agentmesh.testing._fake_chat_completions import FakeChatCompletionsAPI
     from agentmesh.testing._fake_gemini_api import FakeGeminiAPI, GeminiRequest
     from agentmesh.testing._fake_messages_api import (
         ErrorReply,
@@ -38,8 +48,15 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ChatCompletionReply",
+    "ChatErrorReply",
+    "ChatRawReply",
+    "ChatReply",
+    "ChatSlowReply",
+    "ChatStreamCut",
     "ErrorReply",
     "FailTimes",
+    "FakeChatCompletionsAPI",
     "FakeGeminiAPI",
     "FakeMessagesAPI",
     "GeminiAnswer",
@@ -58,11 +75,16 @@ __all__ = [
 ]
 
 _FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
+_CHAT_NAMES = frozenset(name for name in __all__ if name.startswith(("Chat", "FakeChat")))
 
 
 def __getattr__(name: str) -> Any:
     if name not in _FAKE_API_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _CHAT_NAMES:
+        from agentmesh.testing import _fake_chat_completions
+
+        return getattr(_fake_chat_completions, name)
     if name.startswith(("FakeGemini", "Gemini")):
         from agentmesh.testing import _fake_gemini_api, _gemini_replies
 

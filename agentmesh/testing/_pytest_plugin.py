@@ -1,9 +1,9 @@
 """The agentmesh pytest plugin, registered through the `pytest11` entry point.
 
 It gives every project that installs agentmesh the `fake_messages_api` and
-`fake_gemini_api` fixtures. The fake
-server is imported inside the fixture, so merely having agentmesh installed costs other
-projects' test sessions nothing at start-up.
+`fake_chat_completions_api` and `fake_gemini_api` fixtures. The fake servers are
+imported inside the fixtures, so merely having agentmesh installed costs other projects'
+test sessions nothing at start-up.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from agentmesh.testing._fake_chat_completions import FakeChatCompletionsAPI
     from agentmesh.testing._fake_gemini_api import FakeGeminiAPI
     from agentmesh.testing._fake_messages_api import FakeMessagesAPI
 
@@ -28,6 +29,17 @@ def fake_messages_api() -> Iterator[FakeMessagesAPI]:
     from agentmesh.testing._fake_messages_api import FakeMessagesAPI
 
     with FakeMessagesAPI() as api:
+        yield api
+        api.check()
+
+
+@pytest.fixture
+def fake_chat_completions_api() -> Iterator[FakeChatCompletionsAPI]:
+    """A started `FakeChatCompletionsAPI` on loopback, closed after the test; any problem
+    the server saw fails the test at teardown, unless the test took it with `check()`."""
+    from agentmesh.testing._fake_chat_completions import FakeChatCompletionsAPI
+
+    with FakeChatCompletionsAPI() as api:
         yield api
         api.check()
 

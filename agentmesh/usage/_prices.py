@@ -1,12 +1,14 @@
 """Model prices: what a token costs, so that usage has a cost in US dollars.
 
 `DEFAULT_PRICES` holds Anthropic's list prices per million tokens (cache writes at the
-5-minute rate) at the time of writing; check them against
-https://docs.anthropic.com/en/docs/about-claude/pricing and give a run your own with
+5-minute rate), Google's and OpenAI's at the time of writing; check them against
+https://docs.anthropic.com/en/docs/about-claude/pricing,
+https://ai.google.dev/gemini-api/docs/pricing and
+https://platform.openai.com/docs/pricing, and give a run your own with
 `Coordinator(prices=...)`, which override or extend these. A model is priced by its
 exact name, or as a dated snapshot of a name in the table (`claude-sonnet-4-5-20250929`
-is `claude-sonnet-4-5`). Any other model has no price: its cost
-is None, never a guess.
+is `claude-sonnet-4-5`, `gpt-4o-mini-2024-07-18` is `gpt-4o-mini`). Any other model has
+no price: its cost is None, never a guess.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from agentmesh.errors import UsageError
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable"]
 
-_SNAPSHOT: Final = re.compile(r"(.+)-\d{8}")
+# A dated snapshot: Anthropic's `-20250929`, OpenAI's `-2024-07-18`.
+_SNAPSHOT: Final = re.compile(r"(.+)-(?:\d{8}|\d{4}-\d{2}-\d{2})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,11 @@ _HAIKU_4_5 = ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1)
 _HAIKU_3_5 = ModelPrice(input=0.8, output=4.0, cache_write=1.0, cache_read=0.08)
 _HAIKU_3 = ModelPrice(input=0.25, output=1.25, cache_write=0.3, cache_read=0.03)
 
+
+def _openai(input: float, output: float, cached: float) -> ModelPrice:
+    return ModelPrice(input=input, output=output, cache_write=input, cache_read=cached)
+
+
 DEFAULT_PRICES: Final[Mapping[str, ModelPrice]] = MappingProxyType(
     {
         "claude-opus-4-5": _OPUS_4_5,
@@ -76,10 +84,21 @@ DEFAULT_PRICES: Final[Mapping[str, ModelPrice]] = MappingProxyType(
         "gemini-2.5-flash-lite": ModelPrice(
             input=0.10, output=0.40, cache_write=0.10, cache_read=0.01
         ),
+        # OpenAI, https://platform.openai.com/docs/pricing (standard tier, as listed in late
+        # 2025): no cache-write premium (cache_write = input), cache_read its cached-input price.
+        "gpt-5": _openai(1.25, 10.0, 0.125),
+        "gpt-5-mini": _openai(0.25, 2.0, 0.025),
+        "gpt-5-nano": _openai(0.05, 0.40, 0.005),
+        "gpt-4.1": _openai(2.0, 8.0, 0.5),
+        "gpt-4.1-mini": _openai(0.40, 1.60, 0.10),
+        "gpt-4o": _openai(2.5, 10.0, 1.25),
+        "gpt-4o-mini": _openai(0.15, 0.60, 0.075),
+        "o3": _openai(2.0, 8.0, 0.5),
+        "o4-mini": _openai(1.10, 4.40, 0.275),
     }
 )
-"""Anthropic's and Google's list prices, per million tokens, by model name (see the
-module docstring)."""
+"""Anthropic's, Google's and OpenAI's list prices, per million tokens, by model name (see
+the module docstring)."""
 
 
 class PriceTable:

@@ -162,3 +162,26 @@ async def crowded_server() -> None:
         if isinstance(outcome, ErrorEnvelope) and outcome.error_type == ErrorType.QUOTA_EXHAUSTED:
             wait: float | None = outcome.retry_after
             print(wait, outcome.details, sleep.delays)
+
+
+async def openai_path() -> None:
+    from agentmesh.models import FallbackModel, Model, OpenAIModel
+    from agentmesh.subagents import LLMSubagent
+    from agentmesh.testing import ChatReply, FakeChatCompletionsAPI, RecordedRequest
+
+    F = FakeChatCompletionsAPI
+
+    def answer(request: RecordedRequest) -> ChatReply:
+        return F.text("ok") if request.stream else F.error(503, retry_after=1.5)
+
+    with FakeChatCompletionsAPI(
+        F.tool_call("search", {"q": "x"}), F.refusal(), handler=answer
+    ) as api:
+        api.enqueue(F.stream_cut(after_chunks=1, error=F.error(500)), F.garbage())
+        async with OpenAIModel("gpt-5-mini", api_key="sk-test", base_url=api.base_url) as gpt:
+            local: Model = OpenAIModel(
+                "llama3.1", base_url=api.base_url, stream=True, max_tokens_param="max_tokens"
+            )
+            chain: Model = FallbackModel(gpt, local)
+            outcome = await LLMSubagent("a", chain, output_type=list[str]).run("q")
+            print(outcome, gpt.endpoint, api.requests[0].body, api.request_count)
