@@ -65,6 +65,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "CheckpointStore",
         "MemoryStore",
         "PostgresStore",
+        "RunStamp",
         "SQLiteStore",
     },
     "agentmesh.classify": {
