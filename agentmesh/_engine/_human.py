@@ -283,7 +283,7 @@ class DecisionBook:
                 f"{decision_id!r}; waiting: {waiting or 'none'}"
             )
         if entry.answer is not None:
-            raise UsageError(self._taken(entry))
+            raise AlreadyAnswered(self._taken(entry), entry=entry.frozen())
         check_edit(entry.pending, answer)
 
     def _taken(self, entry: _Entry) -> str:

@@ -1,0 +1,237 @@
+"""The run console over HTTP, served by uvicorn as `python -m agentmesh.console` serves it,
+on a store a real coordinator wrote: its pages, its keys, and a person's answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from agentmesh.checkpoints import SQLiteStore
+from agentmesh.console import Access, RunStatus, create_app, list_runs, load_run
+from agentmesh.report import CoverageStatus
+from tests.console.desk import TICKETS, TOKEN, Answer, Desk, request, served
+
+
+@pytest.fixture
+async def waiting(tmp_path: Path) -> tuple[Path, Desk]:
+    """A store with run `r1` waiting for two approvals (B-2's and C-3's refunds)."""
+    path = tmp_path / "checkpoints.sqlite"
+    desk = Desk(note="<script>alert('found')</script>")
+    async with SQLiteStore(path) as store:
+        report = await desk.coordinator(store).run(TICKETS, run_id="r1")
+    assert len(report.pending_approvals) == 2
+    assert desk.refunds == [("A-1", 40)]
+    return path, desk
+
+
+def console(path: Path, *, read_only: bool = False) -> object:
+    return create_app(SQLiteStore(path), access=Access(TOKEN), read_only=read_only)
+
+
+def approval_ids(page: str) -> list[str]:
+    return [part.split('"', 1)[0] for part in page.split('id="approval-')[1:]]
+
+
+def test_import_agentmesh_imports_no_console() -> None:
+    """The console is an optional extra: the library never imports it, nor its server."""
+    code = (
+        "import sys, agentmesh, agentmesh.coordinator, agentmesh.checkpoints; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn', "
+        "'jsonschema') or m.startswith('agentmesh.console')])"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
+
+
+class TestPages:
+    async def test_the_runs_page_lists_runs_newest_first_with_status(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        path, desk = waiting
+        async with SQLiteStore(path) as store:
+            await desk.coordinator(store).run(TICKETS[:1], run_id="r2")
+            first, more = await list_runs(store, per_page=1)
+            second, more_after = await list_runs(store, page=2, per_page=1)
+        assert [r.run_id for r in (*first, *second)] == ["r2", "r1"]
+        assert (more, more_after) == (True, False)
+        assert first[0].status is RunStatus.FINISHED
+        assert second[0].status is RunStatus.WAITING
+        assert (second[0].tasks, second[0].covered, second[0].waiting) == (3, 1, 2)
+        with served(console(path)) as url:
+            page = request(url + "/").body
+        assert page.index(">r2</a>") < page.index(">r1</a>")
+        assert "waiting for a person</span> (2 to answer)" in page
+
+    def test_the_run_page_shows_the_report_and_escapes_what_the_store_holds(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        """A finding holding a <script> is shown as text, never run."""
+        path, _desk = waiting
+        with served(console(path)) as url:
+            page = request(url + "/runs/r1").body
+            missing = request(url + "/runs/%3Cb%3Enope")
+        assert "<script>alert" not in page
+        assert "&lt;script&gt;alert(&#x27;found&#x27;)&lt;/script&gt;" in page
+        for section in ('id="grid"', 'id="coverage"', 'id="findings"', "Routes", "Usage and cost"):
+            assert section in page
+        assert "refund of 900 is over the limit of 250" in page
+        assert "<code>refund_limit</code>" in page
+        assert missing.status == 404
+        assert "&lt;b&gt;nope" in missing.body
+        assert "<b>nope" not in missing.body
+
+    def test_the_report_downloads_as_markdown_json_and_html(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        path, _desk = waiting
+        with served(console(path)) as url:
+            md, js, page = (
+                request(f"{url}/runs/r1/report.{kind}") for kind in ("md", "json", "html")
+            )
+        assert "attachment" in md.headers["content-disposition"]
+        assert "A-1" in md.body
+        assert "B-2" in md.body
+        data = json.loads(js.body)
+        assert data["runId"] == "r1"
+        assert len(data["pendingApprovals"]) == 2
+        assert page.body.startswith("<!doctype html>")
+        assert "<form" not in page.body
+
+
+class TestKeys:
+    def test_an_answer_needs_the_token_or_a_login_and_none_when_read_only(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        path, _desk = waiting
+        access = Access(TOKEN)
+        code = access.login_code()
+        with served(create_app(SQLiteStore(path), access=access)) as url:
+            first = approval_ids(request(url + "/runs/r1").body)[0]
+            target = f"{url}/runs/r1/approvals/{first}"
+            form = {"action": "approve", "by": "mallory"}
+            assert request(target, form).status == 403
+            assert request(target, form, token="wrong-token-wrong-token").status == 403
+            assert "<form" not in request(url + "/runs/r1").body
+            login = request(f"{url}/login/{code}")
+            assert login.status == 303
+            cookie_header = login.headers["set-cookie"]
+            assert "HttpOnly" in cookie_header
+            assert "SameSite=strict" in cookie_header
+            cookie = cookie_header.split(";", 1)[0]
+            assert request(f"{url}/login/{code}").status == 403  # once only
+            assert "<form" in request(url + "/runs/r1", cookie=cookie).body
+            assert request(target, {**form, "by": "ann"}, cookie=cookie).status == 303
+        with served(console(path, read_only=True)) as url:
+            second = approval_ids(request(url + "/runs/r1").body)[1]
+            refused = request(f"{url}/runs/r1/approvals/{second}", form, token=TOKEN)
+            assert refused.status == 403
+            assert "read-only" in refused.body
+
+
+class TestAnswers:
+    async def test_approved_and_rejected_on_the_page_then_resumed_the_refund_is_made_once(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        """`coordinator.resume(run_id)` without approvals= takes the page's answers."""
+        path, desk = waiting
+        async with SQLiteStore(path) as store:
+            view = await load_run(store, "r1")
+        assert view is not None
+        by_topic = {state.pending.topic: state.pending.id for state in view.approvals}
+        big, other = by_topic["B-2"], by_topic["C-3"]
+        with served(console(path)) as url:
+            approved = request(
+                f"{url}/runs/r1/approvals/{big}", {"action": "approve", "by": "ann"}, token=TOKEN
+            )
+            rejected = request(
+                f"{url}/runs/r1/approvals/{other}",
+                {"action": "reject", "reason": "not our customer", "by": "bob"},
+                token=TOKEN,
+            )
+            assert (approved.status, rejected.status) == (303, 303)
+            shown = request(url + "/runs/r1").body
+        assert "answered, waiting to resume" in shown
+        assert "by ann at" in shown
+        assert "by bob at" in shown
+        async with SQLiteStore(path) as store:
+            report = await desk.coordinator(store).resume("r1")
+            again = await desk.coordinator(store).resume("r1")
+            (summary,), _ = await list_runs(store)
+        assert desk.refunds == [("A-1", 40), ("B-2", 900)]
+        statuses = {e.topic: (e.status, e.reason) for e in report.coverage}
+        assert statuses["B-2"][0] is CoverageStatus.COVERED
+        assert statuses["C-3"][0] is CoverageStatus.PARTIAL  # its lookup is kept
+        assert "rejected by a person: not our customer" in (statuses["C-3"][1] or "")
+        assert not report.pending_approvals
+        assert not again.pending_approvals
+        assert summary.status is RunStatus.FINISHED
+
+    def test_an_edit_is_checked_against_the_tools_schema_before_it_is_sent(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        path, _desk = waiting
+        with served(console(path)) as url:
+            first = approval_ids(request(url + "/runs/r1").body)[0]
+            target = f"{url}/runs/r1/approvals/{first}"
+            bad = request(
+                target,
+                {"action": "edit", "arguments": '{"amount": "lots"}', "by": "ann"},
+                token=TOKEN,
+            )
+            broken = request(target, {"action": "edit", "arguments": "{", "by": "ann"}, token=TOKEN)
+            nameless = request(target, {"action": "approve", "by": " "}, token=TOKEN)
+            good = request(
+                target, {"action": "edit", "arguments": '{"amount": 200}', "by": "ann"}, token=TOKEN
+            )
+            shown = request(url + "/runs/r1").body
+        assert bad.status == 400
+        assert "amount: &#x27;lots&#x27; is not of type" in bad.body
+        assert broken.status == 400
+        assert "not JSON" in broken.body
+        assert nameless.status == 400
+        assert good.status == 303
+        assert "Edit(arguments={&#x27;amount&#x27;: 200})" in shown
+
+
+def race(one: str, two: str, approval: str) -> dict[str, Answer]:
+    """Ann approves through console `one` and Bob rejects through `two`, at one instant."""
+    barrier = threading.Barrier(2)
+    answers: dict[str, Answer] = {}
+
+    def answer(url: str, form: dict[str, str]) -> None:
+        barrier.wait()
+        answers[form["by"]] = request(f"{url}/runs/r1/approvals/{approval}", form, token=TOKEN)
+
+    people = [
+        threading.Thread(target=answer, args=(one, {"action": "approve", "by": "ann"})),
+        threading.Thread(
+            target=answer, args=(two, {"action": "reject", "reason": "too much", "by": "bob"})
+        ),
+    ]
+    for person in people:
+        person.start()
+    for person in people:
+        person.join(30)
+    return answers
+
+
+class TestTwoPeopleAtOnce:
+    def test_of_two_answers_at_once_exactly_one_wins_and_the_other_sees_whose(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        """Two consoles on one store (two connections), two people at a barrier, per question."""
+        path, _desk = waiting
+        with served(console(path)) as one, served(console(path)) as two:
+            for approval in approval_ids(request(one + "/runs/r1").body):
+                answers = race(one, two, approval)
+                assert sorted(a.status for a in answers.values()) == [303, 409], answers
+                winner = next(who for who, a in answers.items() if a.status == 303)
+                loser = answers["bob" if winner == "ann" else "ann"]
+                assert "already answered" in loser.body
+                assert f"by {winner} at" in loser.body
+                assert "Your answer was not recorded" in loser.body
