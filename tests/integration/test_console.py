@@ -3,6 +3,7 @@ on a store a real coordinator wrote: its pages, its keys, and a person's answers
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agentmesh.approvals import Approve, Reject
 from agentmesh.checkpoints import SQLiteStore
-from agentmesh.console import Access, RunStatus, create_app, list_runs, load_run
+from agentmesh.console import Access, RunStatus, answer_approval, create_app, list_runs, load_run
 from agentmesh.report import CoverageStatus
 from tests.console.desk import TICKETS, TOKEN, Answer, Desk, request, served
 
@@ -235,3 +237,30 @@ class TestTwoPeopleAtOnce:
                 assert "already answered" in loser.body
                 assert f"by {winner} at" in loser.body
                 assert "Your answer was not recorded" in loser.body
+
+
+class TestResumeWhenAnswered:
+    async def test_the_application_goes_on_once_every_question_is_answered(
+        self, waiting: tuple[Path, Desk]
+    ) -> None:
+        """The owner of the coordinator waits; answers claimed elsewhere let it go on."""
+        path, desk = waiting
+        async with SQLiteStore(path) as store, SQLiteStore(path) as other:
+            view = await load_run(other, "r1")
+            assert view is not None
+            by_topic = {state.pending.topic: state.pending.id for state in view.approvals}
+            going_on = asyncio.create_task(
+                desk.coordinator(store).resume_when_answered("r1", poll=0.02)
+            )
+            assert await answer_approval(other, "r1", by_topic["B-2"], Approve(), by="ann") is None
+            await asyncio.sleep(0.1)
+            assert not going_on.done()  # C-3 still waits for a person
+            taken = await answer_approval(
+                other, "r1", by_topic["B-2"], Reject("changed my mind"), by="bob"
+            )
+            assert taken is not None
+            assert (taken.answer, taken.by) == ("Approve()", "ann")
+            await answer_approval(other, "r1", by_topic["C-3"], Reject("no"), by="bob")
+            report = await asyncio.wait_for(going_on, 30)
+        assert desk.refunds == [("A-1", 40), ("B-2", 900)]
+        assert not report.pending_approvals
