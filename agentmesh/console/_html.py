@@ -37,7 +37,6 @@ td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:
 .escalated{background:#8e24aa;color:#fff}.unfinished{background:#eee}
 .status{font-weight:600} .notice{padding:.5rem;border:1px solid #c62828}
 .approval{border:1px solid #999;padding:.5rem 1rem;margin:1rem 0}
-.approval form{display:inline-block;margin-right:1rem;vertical-align:top}
 pre{white-space:pre-wrap;margin:0} textarea{width:28rem;height:6rem}
 """
 
@@ -149,28 +148,22 @@ def approval_html(run_id: str, state: ApprovalState, *, can_answer: bool) -> str
 
 
 def _forms(run_id: str, state: ApprovalState) -> str:
+    """One form, three buttons: the one pressed is the answer (`action`)."""
     pending = state.pending
-    action = e(run_url(run_id, f"/approvals/{quote(pending.id, safe='')}"))
-    name = '<label>your name <input name="by" required maxlength="80"></label> '
+    target = e(run_url(run_id, f"/approvals/{quote(pending.id, safe='')}"))
     edit = (
         f'<textarea name="arguments" aria-label="arguments">{e(_json(pending.arguments))}'
         "</textarea>"
         if pending.tool is not None
         else f'<input name="query" aria-label="query" value="{e(pending.query)}">'
     )
-    return "\n".join(
-        (
-            f'<form method="post" action="{action}" class="approve">{name}'
-            '<input type="hidden" name="action" value="approve">'
-            "<button>Approve</button></form>",
-            f'<form method="post" action="{action}" class="reject">{name}'
-            '<input type="hidden" name="action" value="reject">'
-            '<input name="reason" required placeholder="why" aria-label="reason">'
-            "<button>Reject</button></form>",
-            f'<form method="post" action="{action}" class="edit">{name}'
-            f'<input type="hidden" name="action" value="edit">{edit}'
-            "<button>Edit</button></form>",
-        )
+    return (
+        f'<form method="post" action="{target}" class="answer">'
+        '<p><label>your name <input name="by" required maxlength="80"></label> '
+        '<button name="action" value="approve">Approve</button></p>'
+        '<p><input name="reason" placeholder="why (to reject)" aria-label="reason"> '
+        '<button name="action" value="reject">Reject</button></p>'
+        f'<p>{edit} <button name="action" value="edit">Edit</button></p></form>'
     )
 
 

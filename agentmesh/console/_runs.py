@@ -190,7 +190,7 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
             e.status in (CoverageStatus.COVERED, CoverageStatus.EMPTY) for e in report.coverage
         ),
         waiting=sum(state.answer is None for state in approvals),
-        cost_usd=None if usage is None else usage.cost_usd,
+        cost_usd=0.0 if usage is None else usage.cost_usd,  # no model call costs nothing
     )
     return RunView(summary, tuple(plan), report, approvals)
 
