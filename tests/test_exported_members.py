@@ -77,7 +77,6 @@ PUBLIC_API: dict[str, set[str]] = {
         "RunSummary",
         "RunView",
         "answer_approval",
-        "answer_from_form",
         "create_app",
         "list_runs",
         "load_run",

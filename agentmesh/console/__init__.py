@@ -23,7 +23,7 @@ one-time login link it prints at start. Needs the `console` extra
 """
 
 from agentmesh.console._access import Access
-from agentmesh.console._answer import AnswerTaken, answer_approval, answer_from_form
+from agentmesh.console._answer import AnswerTaken, answer_approval
 from agentmesh.console._app import create_app
 from agentmesh.console._runs import (
     ApprovalState,
@@ -44,7 +44,6 @@ __all__ = [
     "RunSummary",
     "RunView",
     "answer_approval",
-    "answer_from_form",
     "create_app",
     "list_runs",
     "load_run",

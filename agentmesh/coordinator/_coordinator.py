@@ -275,7 +275,9 @@ class Coordinator:
         poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
         if self.store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
-        while (await DecisionBook.load(self.store, run_id)).unanswered():
+        # The answers come from other processes through the store: nothing here to wait
+        # on but the store itself (it has no notifications yet), so it is polled.
+        while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110
             await asyncio.sleep(poll)
         return await self.resume(run_id, tasks=tasks)
 
