@@ -4,35 +4,50 @@ on a store a real coordinator wrote: its pages, its keys, and a person's answers
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agentmesh.approvals import Approve, Reject
-from agentmesh.checkpoints import SQLiteStore
+from agentmesh.checkpoints import PostgresStore, SQLiteStore
 from agentmesh.console import Access, RunStatus, answer_approval, create_app, list_runs, load_run
+from agentmesh.console.__main__ import store_of
 from agentmesh.report import CoverageStatus
 from tests.console.desk import TICKETS, TOKEN, Answer, Desk, request, served
 
+Stores = Callable[[], SQLiteStore | PostgresStore]
+"""A new store on the same data each call: the console's, the application's, another's."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Stores:
+    if request.param == "sqlite":
+        return functools.partial(SQLiteStore, tmp_path / "checkpoints.sqlite")
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return functools.partial(PostgresStore, dsn, schema=request.getfixturevalue("postgres_schema"))
+
 
 @pytest.fixture
-async def waiting(tmp_path: Path) -> tuple[Path, Desk]:
+async def waiting(stores: Stores) -> tuple[Stores, Desk]:
     """A store with run `r1` waiting for two approvals (B-2's and C-3's refunds)."""
-    path = tmp_path / "checkpoints.sqlite"
     desk = Desk(note="<script>alert('found')</script>")
-    async with SQLiteStore(path) as store:
+    async with stores() as store:
         report = await desk.coordinator(store).run(TICKETS, run_id="r1")
     assert len(report.pending_approvals) == 2
     assert desk.refunds == [("A-1", 40)]
-    return path, desk
+    return stores, desk
 
 
-def console(path: Path, *, read_only: bool = False) -> object:
-    return create_app(SQLiteStore(path), access=Access(TOKEN), read_only=read_only)
+def console(stores: Stores, *, read_only: bool = False) -> object:
+    return create_app(stores(), access=Access(TOKEN), read_only=read_only)
 
 
 def approval_ids(page: str) -> list[str]:
@@ -52,10 +67,10 @@ def test_import_agentmesh_imports_no_console() -> None:
 
 class TestPages:
     async def test_the_runs_page_lists_runs_newest_first_with_status(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
-        path, desk = waiting
-        async with SQLiteStore(path) as store:
+        stores, desk = waiting
+        async with stores() as store:
             await desk.coordinator(store).run(TICKETS[:1], run_id="r2")
             first, more = await list_runs(store, per_page=1)
             second, more_after = await list_runs(store, page=2, per_page=1)
@@ -64,17 +79,17 @@ class TestPages:
         assert first[0].status is RunStatus.FINISHED
         assert second[0].status is RunStatus.WAITING
         assert (second[0].tasks, second[0].covered, second[0].waiting) == (3, 1, 2)
-        with served(console(path)) as url:
+        with served(console(stores)) as url:
             page = request(url + "/").body
         assert page.index(">r2</a>") < page.index(">r1</a>")
         assert "waiting for a person</span> (2 to answer)" in page
 
     def test_the_run_page_shows_the_report_and_escapes_what_the_store_holds(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
         """A finding holding a <script> is shown as text, never run."""
-        path, _desk = waiting
-        with served(console(path)) as url:
+        stores, _desk = waiting
+        with served(console(stores)) as url:
             page = request(url + "/runs/r1").body
             missing = request(url + "/runs/%3Cb%3Enope")
         assert "<script>alert" not in page
@@ -88,10 +103,10 @@ class TestPages:
         assert "<b>nope" not in missing.body
 
     def test_the_report_downloads_as_markdown_json_and_html(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
-        path, _desk = waiting
-        with served(console(path)) as url:
+        stores, _desk = waiting
+        with served(console(stores)) as url:
             md, js, page = (
                 request(f"{url}/runs/r1/report.{kind}") for kind in ("md", "json", "html")
             )
@@ -107,12 +122,12 @@ class TestPages:
 
 class TestKeys:
     def test_an_answer_needs_the_token_or_a_login_and_none_when_read_only(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
-        path, _desk = waiting
+        stores, _desk = waiting
         access = Access(TOKEN)
         code = access.login_code()
-        with served(create_app(SQLiteStore(path), access=access)) as url:
+        with served(create_app(stores(), access=access)) as url:
             first = approval_ids(request(url + "/runs/r1").body)[0]
             target = f"{url}/runs/r1/approvals/{first}"
             form = {"action": "approve", "by": "mallory"}
@@ -128,7 +143,7 @@ class TestKeys:
             assert request(f"{url}/login/{code}").status == 403  # once only
             assert "<form" in request(url + "/runs/r1", cookie=cookie).body
             assert request(target, {**form, "by": "ann"}, cookie=cookie).status == 303
-        with served(console(path, read_only=True)) as url:
+        with served(console(stores, read_only=True)) as url:
             second = approval_ids(request(url + "/runs/r1").body)[1]
             refused = request(f"{url}/runs/r1/approvals/{second}", form, token=TOKEN)
             assert refused.status == 403
@@ -137,16 +152,16 @@ class TestKeys:
 
 class TestAnswers:
     async def test_approved_and_rejected_on_the_page_then_resumed_the_refund_is_made_once(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
         """`coordinator.resume(run_id)` without approvals= takes the page's answers."""
-        path, desk = waiting
-        async with SQLiteStore(path) as store:
+        stores, desk = waiting
+        async with stores() as store:
             view = await load_run(store, "r1")
         assert view is not None
         by_topic = {state.pending.topic: state.pending.id for state in view.approvals}
         big, other = by_topic["B-2"], by_topic["C-3"]
-        with served(console(path)) as url:
+        with served(console(stores)) as url:
             approved = request(
                 f"{url}/runs/r1/approvals/{big}", {"action": "approve", "by": "ann"}, token=TOKEN
             )
@@ -160,7 +175,7 @@ class TestAnswers:
         assert "answered, waiting to resume" in shown
         assert "by ann at" in shown
         assert "by bob at" in shown
-        async with SQLiteStore(path) as store:
+        async with stores() as store:
             report = await desk.coordinator(store).resume("r1")
             again = await desk.coordinator(store).resume("r1")
             (summary,), _ = await list_runs(store)
@@ -174,10 +189,10 @@ class TestAnswers:
         assert summary.status is RunStatus.FINISHED
 
     def test_an_edit_is_checked_against_the_tools_schema_before_it_is_sent(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
-        path, _desk = waiting
-        with served(console(path)) as url:
+        stores, _desk = waiting
+        with served(console(stores)) as url:
             first = approval_ids(request(url + "/runs/r1").body)[0]
             target = f"{url}/runs/r1/approvals/{first}"
             bad = request(
@@ -224,11 +239,11 @@ def race(one: str, two: str, approval: str) -> dict[str, Answer]:
 
 class TestTwoPeopleAtOnce:
     def test_of_two_answers_at_once_exactly_one_wins_and_the_other_sees_whose(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
         """Two consoles on one store (two connections), two people at a barrier, per question."""
-        path, _desk = waiting
-        with served(console(path)) as one, served(console(path)) as two:
+        stores, _desk = waiting
+        with served(console(stores)) as one, served(console(stores)) as two:
             for approval in approval_ids(request(one + "/runs/r1").body):
                 answers = race(one, two, approval)
                 assert sorted(a.status for a in answers.values()) == [303, 409], answers
@@ -241,11 +256,11 @@ class TestTwoPeopleAtOnce:
 
 class TestResumeWhenAnswered:
     async def test_the_application_goes_on_once_every_question_is_answered(
-        self, waiting: tuple[Path, Desk]
+        self, waiting: tuple[Stores, Desk]
     ) -> None:
         """The owner of the coordinator waits; answers claimed elsewhere let it go on."""
-        path, desk = waiting
-        async with SQLiteStore(path) as store, SQLiteStore(path) as other:
+        stores, desk = waiting
+        async with stores() as store, stores() as other:
             view = await load_run(other, "r1")
             assert view is not None
             by_topic = {state.pending.topic: state.pending.id for state in view.approvals}
@@ -264,3 +279,53 @@ class TestResumeWhenAnswered:
             report = await asyncio.wait_for(going_on, 30)
         assert desk.refunds == [("A-1", 40), ("B-2", 900)]
         assert not report.pending_approvals
+
+
+class TestCommandLine:
+    @pytest.mark.parametrize("read_only", [False, True])
+    def test_it_serves_a_sqlite_store_on_localhost_with_a_login_link(
+        self, tmp_path: Path, read_only: bool
+    ) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        flags = ["--read-only"] if read_only else []
+        command = [sys.executable, "-m", "agentmesh.console", str(tmp_path / "c.sqlite")]
+        with subprocess.Popen(
+            [*command, "--port", str(port), *flags], stdout=subprocess.PIPE, text=True
+        ) as process:
+            try:
+                assert process.stdout is not None
+                first = process.stdout.readline()
+                assert first.startswith(f"agentmesh console{' (read-only)' if read_only else ''}:")
+                assert f"http://127.0.0.1:{port}/" in first
+                if not read_only:
+                    link = process.stdout.readline().split()[-1]
+                    assert "/login/" in link
+                    assert "Bearer" in process.stdout.readline()
+                    page = request_until_up(f"http://127.0.0.1:{port}/")
+                    assert request(link).status == 303
+                else:
+                    page = request_until_up(f"http://127.0.0.1:{port}/")
+                assert 'id="runs"' in page
+            finally:
+                process.terminate()
+                process.wait(10)
+
+    def test_a_connection_string_is_a_postgres_store_and_anything_else_a_sqlite_path(
+        self,
+    ) -> None:
+        assert isinstance(store_of("postgresql://app@db/agentmesh"), PostgresStore)
+        assert isinstance(store_of("host=db dbname=agentmesh"), PostgresStore)
+        assert isinstance(store_of("runs/checkpoints.sqlite"), SQLiteStore)
+
+
+def request_until_up(url: str) -> str:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return request(url).body
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
