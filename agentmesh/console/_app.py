@@ -63,9 +63,10 @@ def create_app(
         Route("/", console.runs),
         Route("/approvals", console.approvals),
         Route("/login/{code}", console.login),
-        Route("/runs/{run_id}", console.run),
-        Route("/runs/{run_id}/report.{kind}", console.report),
-        Route("/runs/{run_id}/approvals/{approval_id}", console.answer, methods=["POST"]),
+        # A run id may hold "/": the longer routes are tried first.
+        Route("/runs/{run_id:path}/report.{kind}", console.report),
+        Route("/runs/{run_id:path}/approvals/{approval_id}", console.answer, methods=["POST"]),
+        Route("/runs/{run_id:path}", console.run),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

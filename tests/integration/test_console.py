@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -118,6 +120,23 @@ class TestPages:
         assert len(data["pendingApprovals"]) == 2
         assert page.body.startswith("<!doctype html>")
         assert "<form" not in page.body
+
+    async def test_a_run_id_with_a_slash_and_markup_is_reachable_and_shown_as_text(
+        self, waiting: tuple[Stores, Desk]
+    ) -> None:
+        stores, desk = waiting
+        odd = "ops/<i>r</i>"
+        async with stores() as store:
+            await desk.coordinator(store).run(TICKETS[:1], run_id=odd)
+        with served(console(stores)) as url:
+            runs = request(url + "/").body
+            link = re.findall(r'href="(/runs/[^"]+)"', runs)[0]  # the newest run's
+            page = request(url + html.unescape(link))
+            report = request(url + html.unescape(link) + "/report.json")
+        assert "ops/&lt;i&gt;r&lt;/i&gt;" in runs
+        assert page.status == 200
+        assert "Run ops/&lt;i&gt;r&lt;/i&gt;" in page.body
+        assert json.loads(report.body)["runId"] == odd
 
 
 class TestKeys:
