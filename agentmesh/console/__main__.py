@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from agentmesh.checkpoints import CheckpointStore, PostgresStore, SQLiteStore
 from agentmesh.console._access import Access
 from agentmesh.console._app import create_app
+from agentmesh.coordinator import Coordinator
 
 TOKEN_VARIABLE = "AGENTMESH_CONSOLE_TOKEN"
 
@@ -21,6 +23,17 @@ def store_of(where: str) -> CheckpointStore:
     return SQLiteStore(where)
 
 
+def coordinator_of(spec: str) -> Coordinator:
+    """The application's coordinator named `module:attribute` (`app.desk:coordinator`)."""
+    module, _, attribute = spec.partition(":")
+    if not module or not attribute:
+        raise SystemExit(f"--coordinator takes module:attribute, got {spec!r}")
+    found = getattr(importlib.import_module(module), attribute, None)
+    if not isinstance(found, Coordinator):
+        raise SystemExit(f"--coordinator {spec}: {found!r} is not a Coordinator")
+    return found
+
+
 def parser() -> argparse.ArgumentParser:
     found = argparse.ArgumentParser(
         prog="python -m agentmesh.console",
@@ -30,6 +43,11 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--host", default="127.0.0.1", help="the address to bind (127.0.0.1)")
     found.add_argument("--port", type=int, default=8400, help="the port (8400)")
     found.add_argument("--read-only", action="store_true", help="refuse every answer")
+    found.add_argument(
+        "--coordinator",
+        metavar="MODULE:NAME",
+        help="the application's coordinator: the console resumes a run once it is answered",
+    )
     found.add_argument(
         "--stale-after",
         type=float,
@@ -46,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The token from the environment, never from the command line (visible in `ps`).
     access = Access(os.environ.get(TOKEN_VARIABLE) or None)
     app = create_app(
-        store_of(args.store), access=access, read_only=args.read_only, stale_after=args.stale_after
+        store_of(args.store),
+        access=access,
+        read_only=args.read_only,
+        stale_after=args.stale_after,
+        coordinator=None if args.coordinator is None else coordinator_of(args.coordinator),
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     if args.read_only:

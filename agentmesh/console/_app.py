@@ -21,8 +21,10 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._access import COOKIE, Access
 from agentmesh.console._answer import answer_approval, answer_from_form
 from agentmesh.console._html import approval_html, e, page, run_url, runs_html
+from agentmesh.console._resumer import Resumer
 from agentmesh.console._run_page import report_html, run_html
 from agentmesh.console._runs import STALE_AFTER, list_runs, load_run, run_stamps
+from agentmesh.coordinator import Coordinator
 from agentmesh.errors import UsageError
 
 __all__ = ["create_app"]
@@ -43,20 +45,27 @@ def create_app(
     access: Access | None = None,
     read_only: bool = False,
     stale_after: float = STALE_AFTER,
+    coordinator: Coordinator | None = None,
 ) -> Starlette:
     """The console for `store`; it closes the store when the application shuts down.
 
     `access` holds the bearer token and the login links (a new `Access()` by default);
     `read_only` refuses every answer; `stale_after`: seconds without a save after which
-    an unfinished run is shown as stopped.
+    an unfinished run is shown as stopped. With the application's `coordinator` (its
+    store the same data as `store`), the console resumes a run itself once a person's
+    answer leaves nothing of it unanswered.
     """
-    console = _Console(store, access if access is not None else Access(), read_only, stale_after)
+    resumer = None if coordinator is None else Resumer(coordinator, store)
+    keys = access if access is not None else Access()
+    console = _Console(store, keys, read_only, stale_after, resumer)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            if resumer is not None:
+                await resumer.wait()
             await store.close()
 
     routes = [
@@ -79,6 +88,7 @@ class _Console:
     keys: Access
     read_only: bool
     stale_after: float
+    resumer: Resumer | None
 
     def answering(self, request: Request) -> bool:
         return not self.read_only and self.keys.allows(request)
@@ -131,19 +141,16 @@ class _Console:
         return response
 
     async def answer(self, request: Request) -> Response:
-        return await _answer(
-            request, self.store, self.stale_after, self.answering(request), self.read_only
-        )
+        return await _answer(request, self)
 
 
-async def _answer(
-    request: Request, store: CheckpointStore, stale_after: float, allowed: bool, read_only: bool
-) -> Response:
+async def _answer(request: Request, console: _Console) -> Response:
     """Claim the answer a form gives; 303 to the run page when it stands, 409 when another
     answer stood first (with whose and when), 400 for an answer that does not fit."""
     run_id, approval_id = request.path_params["run_id"], request.path_params["approval_id"]
-    if not allowed:
-        why = "the console is read-only" if read_only else "log in or send the bearer token"
+    store, stale_after = console.store, console.stale_after
+    if not console.answering(request):
+        why = "the console is read-only" if console.read_only else "log in or send the bearer token"
         return HTMLResponse(page("Not allowed", [f"<p>{why}.</p>"]), status_code=403)
     view = await load_run(store, run_id, stale_after=stale_after)
     state = (
@@ -161,6 +168,8 @@ async def _answer(
         return HTMLResponse(run_html(view, can_answer=True, notice=str(exc)), status_code=400)
     if taken is None:
         _log.info("approval_answered", run_id=run_id, approval=approval_id)
+        if console.resumer is not None:
+            console.resumer.soon(run_id)
         return RedirectResponse(run_url(run_id) + f"#approval-{approval_id}", status_code=303)
     notice = (
         f"Approval {approval_id} was already answered: {taken.answer}"

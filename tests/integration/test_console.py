@@ -21,7 +21,7 @@ import pytest
 from agentmesh.approvals import Approve, Reject
 from agentmesh.checkpoints import PostgresStore, SQLiteStore
 from agentmesh.console import Access, RunStatus, answer_approval, create_app, list_runs, load_run
-from agentmesh.console.__main__ import store_of
+from agentmesh.console.__main__ import coordinator_of, store_of
 from agentmesh.report import CoverageStatus
 from tests.console.desk import TICKETS, TOKEN, Answer, Desk, request, served
 
@@ -348,3 +348,41 @@ def request_until_up(url: str) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+class TestConsoleThatResumes:
+    def test_given_the_coordinator_the_console_resumes_once_all_is_answered(
+        self, waiting: tuple[Stores, Desk]
+    ) -> None:
+        """`python -m agentmesh.console STORE --coordinator app:coordinator`: no
+        application process needs to call resume; the refund is still made once."""
+        stores, desk = waiting
+        app = create_app(stores(), access=Access(TOKEN), coordinator=desk.coordinator(stores()))
+        with served(app) as url:
+            asked = re.findall(
+                r'id="approval-(\w+)".*?refund of (\d+)', request(url + "/runs/r1").body, re.S
+            )
+            by_amount = {amount: approval for approval, amount in asked}
+            big, other = by_amount["900"], by_amount["600"]
+            approve = {"action": "approve", "by": "ann"}
+            first = request(f"{url}/runs/r1/approvals/{big}", approve, token=TOKEN)
+            assert first.status == 303
+            time.sleep(0.3)
+            assert "waiting for a person" in request(url + "/runs/r1").body  # one still open
+            second = request(
+                f"{url}/runs/r1/approvals/{other}",
+                {"action": "reject", "reason": "no", "by": "bob"},
+                token=TOKEN,
+            )
+            assert second.status == 303
+            deadline = time.monotonic() + 30
+            while 'id="status">finished<' not in request(url + "/runs/r1").body:
+                assert time.monotonic() < deadline, "the console never resumed the run"
+                time.sleep(0.05)
+        assert desk.refunds == [("A-1", 40), ("B-2", 900)]
+
+    def test_the_command_line_names_a_coordinator_as_module_and_attribute(self) -> None:
+        with pytest.raises(SystemExit, match="module:attribute"):
+            coordinator_of("tests.console.desk")
+        with pytest.raises(SystemExit, match="is not a Coordinator"):
+            coordinator_of("tests.console.desk:TICKETS")
