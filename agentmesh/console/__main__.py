@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from agentmesh.checkpoints import CheckpointStore, PostgresStore, SQLiteStore
 from agentmesh.console._access import Access
 from agentmesh.console._app import create_app
-from agentmesh.coordinator import Coordinator
+from agentmesh.console._resumer import Resumable
 
 TOKEN_VARIABLE = "AGENTMESH_CONSOLE_TOKEN"
 
@@ -23,15 +25,16 @@ def store_of(where: str) -> CheckpointStore:
     return SQLiteStore(where)
 
 
-def coordinator_of(spec: str) -> Coordinator:
+def coordinator_of(spec: str) -> Resumable:
     """The application's coordinator named `module:attribute` (`app.desk:coordinator`)."""
     module, _, attribute = spec.partition(":")
     if not module or not attribute:
         raise SystemExit(f"--coordinator takes module:attribute, got {spec!r}")
-    found = getattr(importlib.import_module(module), attribute, None)
-    if not isinstance(found, Coordinator):
+    found: Any = getattr(importlib.import_module(module), attribute, None)
+    if not inspect.iscoroutinefunction(getattr(found, "resume", None)):
         raise SystemExit(f"--coordinator {spec}: {found!r} is not a Coordinator")
-    return found
+    resumable: Resumable = found
+    return resumable
 
 
 def parser() -> argparse.ArgumentParser:

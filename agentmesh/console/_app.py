@@ -21,10 +21,9 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._access import COOKIE, Access
 from agentmesh.console._answer import answer_approval, answer_from_form
 from agentmesh.console._html import approval_html, e, page, run_url, runs_html
-from agentmesh.console._resumer import Resumer
+from agentmesh.console._resumer import Resumable, Resumer
 from agentmesh.console._run_page import report_html, run_html
 from agentmesh.console._runs import STALE_AFTER, list_runs, load_run, run_stamps
-from agentmesh.coordinator import Coordinator
 from agentmesh.errors import UsageError
 
 __all__ = ["create_app"]
@@ -45,7 +44,7 @@ def create_app(
     access: Access | None = None,
     read_only: bool = False,
     stale_after: float = STALE_AFTER,
-    coordinator: Coordinator | None = None,
+    coordinator: Resumable | None = None,
 ) -> Starlette:
     """The console for `store`; it closes the store when the application shuts down.
 

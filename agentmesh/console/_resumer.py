@@ -9,25 +9,31 @@ answered for the application to resume.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
+from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._runs import RunStatus, load_run
+from agentmesh.report import Report
 
-if TYPE_CHECKING:
-    from agentmesh.checkpoints import CheckpointStore
-    from agentmesh.coordinator import Coordinator
-
-__all__ = ["Resumer"]
+__all__ = ["Resumable", "Resumer"]
 
 _log = structlog.get_logger("agentmesh.console")
+
+
+class Resumable(Protocol):
+    """What the console needs of the application's `Coordinator`: to resume a run.
+
+    (A protocol, not the class: the console stays below the hub's entry points.)"""
+
+    async def resume(self, run_id: str) -> Report: ...
 
 
 class Resumer:
     """Resumes the runs of `coordinator` once they are answered, in the background."""
 
-    def __init__(self, coordinator: Coordinator, store: CheckpointStore) -> None:
+    def __init__(self, coordinator: Resumable, store: CheckpointStore) -> None:
         self.coordinator = coordinator
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
