@@ -15,7 +15,8 @@ An answer is claimed atomically in the store, as `coordinator.resume(run_id,
 approvals=...)` claims one: of two people answering at once exactly one wins, and the
 other sees whose answer stands and when. The application that owns the coordinator
 then goes on with `await coordinator.resume(run_id)`, which takes the answers from the
-store.
+store; or the console, started with it (`--coordinator app.module:coordinator`, or
+`create_app(store, coordinator=...)`), resumes the run itself once it is answered.
 
 The console binds 127.0.0.1 by default. Answering needs the bearer token or the
 one-time login link it prints at start. Needs the `console` extra
