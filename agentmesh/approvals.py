@@ -57,7 +57,9 @@ class PendingApproval:
     """A question for a person, kept as data in the run's checkpoint store.
 
     `arguments` are the call's, with secrets masked (None for an escalation); `policy`
-    names the policy that asked (or `router` for a router's escalation).
+    names the policy that asked (or `router` for a router's escalation); `input_schema`
+    the tool's JSON schema, so that edited arguments can be checked where a person
+    answers (the run console) before they are sent.
     """
 
     __pydantic_config__: ClassVar[ConfigDict] = _CAMEL
@@ -72,6 +74,7 @@ class PendingApproval:
     policy: str
     tool: str | None = None
     arguments: dict[str, Any] | None = None
+    input_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,13 @@ import pydantic
 from pydantic import Discriminator, StrictBool, Tag, TypeAdapter
 
 from agentmesh._codec import read_as
+from agentmesh._engine._answer_checks import (
+    MAY_HAVE_RUN,
+    AlreadyAnswered,
+    BookEntry,
+    check_edit,
+    describe,
+)
 from agentmesh._engine._ledger import claim_in, digest
 from agentmesh._limits import recorded
 from agentmesh._redaction import redact
@@ -46,8 +53,10 @@ if TYPE_CHECKING:
 __all__ = [
     "MAY_HAVE_RUN",
     "PERSON",
+    "AlreadyAnswered",
     "AskWithoutStore",
     "Asker",
+    "BookEntry",
     "DecisionBook",
     "Go",
     "RuleAgain",
@@ -59,8 +68,6 @@ STAGE: Final = "agentmesh.decisions"
 # The answers, one key per decision id, each claimed: apart from the pending records,
 # so that saving a question and claiming its answer never overwrite each other.
 ANSWERS: Final = "agentmesh.answers"
-# The "policy" that asks a person before a call that may have run is made again.
-MAY_HAVE_RUN: Final = "agentmesh.ledger"
 # The "policy" a person's rejection is recorded under, in rulings and envelopes.
 PERSON: Final = "person"
 _PENDING: Final[TypeAdapter[PendingApproval]] = TypeAdapter(PendingApproval)
@@ -89,6 +96,12 @@ class _Entry:
     answer: Approval | None = None
     applied: bool = False
     answered_at: datetime | None = None
+    answered_by: str | None = None  # who, as the console that claimed the answer named them
+
+    def frozen(self) -> BookEntry:
+        return BookEntry(
+            self.pending, self.answer, self.applied, self.answered_at, self.answered_by
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,6 +148,7 @@ class _ClaimedAnswer:
     """An answer as `give` claims it under its own key (stage `ANSWERS`), read back typed."""
 
     answer: _StoredAnswer
+    by: str | None = None
 
 
 class DecisionBook:
@@ -162,7 +176,7 @@ class DecisionBook:
                 answer: _ClaimedAnswer = read_as(
                     store, claimed, _ClaimedAnswer, expected="a claimed answer"
                 )
-                entry.answer = answer.answer
+                entry.answer, entry.answered_by = answer.answer, answer.by
                 entry.answered_at = claimed.saved_at
         return book
 
@@ -205,12 +219,19 @@ class DecisionBook:
         await self.store.put(self.run_id, STAGE, pending.id, entry.to_json())
         self._entries[pending.id] = entry
 
-    async def give(self, decisions: Mapping[str, Approval]) -> None:
+    def entries(self) -> tuple[BookEntry, ...]:
+        """Every question with its answer, if any: who gave it, when, whether it was used."""
+        return tuple(
+            BookEntry(e.pending, e.answer, e.applied, e.answered_at, e.answered_by)
+            for e in self._entries.values()
+        )
+
+    async def give(self, decisions: Mapping[str, Approval], *, by: str | None = None) -> None:
         """Check every answer, then claim each in the store, before anything runs.
 
         Of two callers answering one decision at once, in any processes, exactly one
-        wins; the other gets a `UsageError` naming the answer that won. Answers this
-        call claimed before losing one stand.
+        wins; the other gets an `AlreadyAnswered` naming the answer that won. Answers
+        this call claimed before losing one stand. `by` names who answers (a console's).
         """
         for decision_id, answer in decisions.items():
             self._check(decision_id, answer)
@@ -222,19 +243,23 @@ class DecisionBook:
                 self.run_id,
                 ANSWERS,
                 decision_id,
-                {"answer": _answer_json(answer)},
+                {"answer": _answer_json(answer), **({} if by is None else {"by": by})},
                 purpose=f"the answer to approval {decision_id!r}",
             )
             if winner is not None:
                 won: _ClaimedAnswer = read_as(
                     self.store, winner, _ClaimedAnswer, expected="a claimed answer"
                 )
-                entry.answer, entry.answered_at = won.answer, winner.saved_at
+                entry.answer, entry.answered_at, entry.answered_by = (
+                    won.answer,
+                    winner.saved_at,
+                    won.by,
+                )
                 stand = (
                     f" This call claimed {claimed} first: those answers stand." if claimed else ""
                 )
-                raise UsageError(self._taken(entry) + stand)
-            entry.answer, entry.answered_at = answer, datetime.now(UTC)
+                raise AlreadyAnswered(self._taken(entry) + stand, entry=entry.frozen())
+            entry.answer, entry.answered_at, entry.answered_by = answer, datetime.now(UTC), by
             claimed.append(decision_id)
 
     async def applied(self, task_id: str) -> None:
@@ -258,52 +283,18 @@ class DecisionBook:
                 f"{decision_id!r}; waiting: {waiting or 'none'}"
             )
         if entry.answer is not None:
-            raise UsageError(self._taken(entry))
-        _check_edit(entry.pending, answer)
+            raise AlreadyAnswered(self._taken(entry), entry=entry.frozen())
+        check_edit(entry.pending, answer)
 
     def _taken(self, entry: _Entry) -> str:
         """Why an answered decision takes no other answer, naming the one that won."""
         assert entry.answer is not None
         when = "" if entry.answered_at is None else f" at {entry.answered_at:%Y-%m-%d %H:%M:%S} UTC"
+        when = when if entry.answered_by is None else f" by {entry.answered_by!r}{when}"
         return (
             f"resume(approvals=): approval {entry.pending.id!r} was already answered: "
             f"{describe(entry.answer)}{when}. An approval is answered once; to go on with "
             f"that answer, call resume({self.run_id!r}) without it"
-        )
-
-
-def describe(answer: Approval) -> str:
-    """An answer as a person would write it, with secrets masked."""
-    if isinstance(answer, Approve):
-        return "Approve()"
-    if isinstance(answer, Reject):
-        return f"Reject({redact(answer.reason)!r})"
-    if answer.arguments is not None:
-        return f"Edit(arguments={redact(answer.arguments)!r})"
-    return f"Edit(query={redact(answer.query)!r})"
-
-
-def _check_edit(pending: PendingApproval, answer: Approval) -> None:
-    if not isinstance(answer, Edit):
-        return
-    if pending.policy == MAY_HAVE_RUN:
-        # Other arguments would be another call, claimed under another key.
-        raise UsageError(
-            f"approval {pending.id!r} asks whether to call {pending.tool} again after a call "
-            "that may have run: answer Approve() or Reject(reason), not Edit"
-        )
-    if pending.kind is ApprovalKind.TOOL_CALL and answer.arguments is None:
-        raise UsageError(
-            f"approval {pending.id!r} is about a call of {pending.tool}: "
-            "use Edit(arguments=...), not Edit(query=...)"
-        )
-    if pending.kind is ApprovalKind.ESCALATION and answer.query is None:
-        raise UsageError(f"approval {pending.id!r} is about an escalated task: use Edit(query=...)")
-    if answer.arguments is not None and redact(answer.arguments) != answer.arguments:
-        # Stored masked, the call would later get "[REDACTED]" instead of the value.
-        raise UsageError(
-            f"Edit(arguments=) for {pending.id!r} holds a secret; it cannot be stored "
-            "masked and sent in clear later"
         )
 
 
@@ -416,6 +407,8 @@ async def _pend(
         policy=asked.policy,
         tool=tool.name,
         arguments=masked if isinstance(masked, dict) else {"arguments": masked},
+        # Masked as it will be at rest: a secret's property reads "[REDACTED]" here too.
+        input_schema=redact(tool.input_schema),
     )
     # Durable before the task stops: the question must outlive this process.
     await book.pend(pending)

@@ -6,6 +6,8 @@
 * `PostgresStore(dsn)`: a PostgreSQL database, for runs that span machines (the
   `postgres` extra).
 * `MemoryStore`: the same behaviour in memory, for tests.
+* `store.runs()`: the runs a built-in store holds, newest first (`RunStamp`s): what
+  the run console (`agentmesh.console`) lists.
 
 `Pipeline` (in `agentmesh.coordinator`) checkpoints each stage's output; a subagent run
 with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`, its
@@ -17,7 +19,7 @@ from agentmesh._signatures import kept_for_one_release
 from agentmesh.checkpoints import _sqlite
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import SQLiteStore
-from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore
+from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore, RunStamp
 from agentmesh.errors import CheckpointError
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "CheckpointStore",
     "MemoryStore",
     "PostgresStore",
+    "RunStamp",
     "SQLiteStore",
 ]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints._store import Row, RunSpan, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
@@ -382,6 +382,23 @@ class PostgresStore(StoreBase):
             "timeout": self.timeout,
         }
         return (_rebuild, (self._dsn, options))
+
+    async def _runs(self, stage: str | None, limit: int, offset: int) -> Sequence[RunSpan]:
+        from psycopg.sql import SQL
+
+        having = "" if stage is None else "HAVING bool_or(stage = %s) "
+        statement = SQL(
+            "SELECT run_id, extract(epoch FROM min(saved_at))::float8, "
+            "extract(epoch FROM max(saved_at))::float8 FROM {} GROUP BY run_id "
+            f"{having}ORDER BY min(saved_at) DESC, run_id LIMIT %s OFFSET %s"
+        ).format(self._table)
+        parameters = (*(() if stage is None else (stage,)), limit, offset)
+
+        async def select(connection: AsyncConnection[TupleRow]) -> list[RunSpan]:
+            cursor = await connection.execute(statement, parameters)
+            return [(str(r[0]), float(r[1]), float(r[2])) for r in await cursor.fetchall()]
+
+        return await self._run(select)
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self._server} schema={self.schema}>"

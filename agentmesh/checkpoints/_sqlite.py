@@ -21,7 +21,7 @@ from typing import Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints._store import Row, RunSpan, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
 
 __all__ = ["DEFAULT_PATH", "SQLiteStore"]
@@ -295,6 +295,20 @@ class SQLiteStore(StoreBase):
             return count
 
         return await self._run(self._execute(delete))
+
+    async def _runs(self, stage: str | None, limit: int, offset: int) -> Sequence[RunSpan]:
+        having = "" if stage is None else "HAVING sum(stage = ?) > 0 "
+        statement = (
+            "SELECT run_id, min(saved_at), max(saved_at) FROM checkpoints GROUP BY run_id "
+            f"{having}ORDER BY min(saved_at) DESC, run_id LIMIT ? OFFSET ?"
+        )
+        parameters = (*(() if stage is None else (stage,)), limit, offset)
+
+        def select(connection: sqlite3.Connection) -> list[RunSpan]:
+            rows: list[RunSpan] = connection.execute(statement, parameters).fetchall()
+            return rows
+
+        return await self._run(self._execute(select))
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path}>"

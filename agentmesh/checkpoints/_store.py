@@ -15,14 +15,14 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
+from typing import Any, NamedTuple, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
 from agentmesh.errors import UsageError
 
-__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
+__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "RunStamp", "StoreBase"]
 
 T = TypeVar("T")
 
@@ -253,6 +253,27 @@ class StoreBase(abc.ABC):
     @abc.abstractmethod
     async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int: ...
 
+    # -- reading for a console (kept apart from the write path above) --------------------
+
+    async def runs(
+        self, *, stage: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Sequence[RunStamp]:
+        """The runs the store holds (those with a checkpoint of `stage`, if given),
+        newest first by their first save: `limit` of them after skipping `offset`."""
+        _check_names(run_id="-", stage=stage)
+        for name, count in (("limit", limit), ("offset", offset)):
+            if type(count) is not int or count < 0:
+                raise UsageError(f"runs({name}=) takes an int >= 0, got {count!r}")
+        await self.open()
+        return tuple(
+            RunStamp(run_id, datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
+            for run_id, first, last in await self._runs(stage, limit, offset)
+        )
+
+    async def _runs(self, stage: str | None, limit: int, offset: int) -> Sequence[RunSpan]:
+        """`(run_id, first saved_at, last saved_at)`, newest first; a store may not list."""
+        raise UsageError(f"{self!r} cannot list the runs it holds")
+
 
 def _check_names(**names: Any) -> None:
     for argument, value in names.items():
@@ -311,7 +332,31 @@ class MemoryStore(StoreBase):
             del self._rows[address]
         return len(doomed)
 
+    async def _runs(self, stage: str | None, limit: int, offset: int) -> Sequence[RunSpan]:
+        spans: dict[str, tuple[float, float]] = {}
+        for run_id, _stage, _key, _version, _text, saved_at in self._rows.values():
+            first, last = spans.get(run_id, (saved_at, saved_at))
+            spans[run_id] = (min(first, saved_at), max(last, saved_at))
+        wanted = {row[0] for row in self._rows.values() if stage is None or row[1] == stage}
+        found = sorted(
+            ((run_id, *span) for run_id, span in spans.items() if run_id in wanted),
+            key=lambda span: (-span[1], span[0]),
+        )
+        return found[offset : offset + limit]
+
     def __repr__(self) -> str:
         # Its identity, not its size: an error that names the store names the same one
         # before and after a write.
         return f"<MemoryStore at {id(self):#x}>"
+
+
+RunSpan: TypeAlias = tuple[str, float, float]
+"""`(run_id, first saved_at, last saved_at)`, as a store lists its runs."""
+
+
+class RunStamp(NamedTuple):
+    """One run a store holds (`StoreBase.runs`): its id, its first and its last save."""
+
+    run_id: str
+    first_saved: datetime
+    last_saved: datetime

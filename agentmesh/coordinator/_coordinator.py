@@ -7,14 +7,15 @@ the rules no router may change are the router's guard (`_guard.py`); planning is
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias
 
-from agentmesh._engine._human import refuse_asks_without_store
-from agentmesh._numbers import whole
+from agentmesh._engine._human import DecisionBook, refuse_asks_without_store
+from agentmesh._numbers import number, whole
 from agentmesh.approvals import Approval
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._answers import given_approvals
@@ -249,7 +250,8 @@ class Coordinator:
         anything runs (of two at once, in any processes, exactly one wins), and a later
         resume that gives it again gets `UsageError` naming the answer that won. To go
         on after an interrupted resume, call `resume(run_id)` without that approval:
-        claimed answers are read from the store. The store holds tasks with secrets
+        answers claimed in the store (by an interrupted resume, or a person on the run
+        console, `agentmesh.console`) are read from it. The store holds tasks with secrets
         masked: a task stored masked that must run again needs `tasks`, the tasks the
         run was started with (checked against its plan). Raises `UsageError` for a run
         the store does not have, an unknown approval id, an approval already answered,
@@ -258,6 +260,26 @@ class Coordinator:
         """
         approvals = given_approvals("resume", approvals, decisions)
         return await self.resume_stream(run_id, approvals=approvals, tasks=tasks).drain()
+
+    async def resume_when_answered(
+        self,
+        run_id: str,
+        *,
+        poll: float = 1.0,
+        tasks: Task | str | Iterable[Task | str] | None = None,
+    ) -> Report:
+        """Wait until a person has answered every pending approval of run `run_id` (on
+        the run console, or by another process's `resume`), then `resume(run_id)` with
+        the answers the store holds. Checks the store every `poll` seconds; bound the
+        wait with `asyncio.timeout(...)` around the call. `tasks` as for `resume()`."""
+        poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
+        if self.store is None:
+            raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
+        # The answers come from other processes through the store: nothing here to wait
+        # on but the store itself (it has no notifications yet), so it is polled.
+        while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110
+            await asyncio.sleep(poll)
+        return await self.resume(run_id, tasks=tasks)
 
     def resume_stream(
         self,

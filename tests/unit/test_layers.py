@@ -40,6 +40,7 @@ ABOVE_THE_REPORT = (
     "agentmesh.models",
     "agentmesh.policies",
     "agentmesh.mcp",
+    "agentmesh.console",
     "agentmesh.pipeline",
     "agentmesh._engine",
 )
@@ -181,6 +182,7 @@ ABOVE_THE_ENGINE = (
     "agentmesh.coordinator",
     "agentmesh.executors",
     "agentmesh.mcp",
+    "agentmesh.console",
     "agentmesh.pipeline",
 )
 
