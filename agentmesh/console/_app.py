@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import structlog
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._access import COOKIE, Access
 from agentmesh.console._answer import answer_approval, answer_from_form
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["create_app"]
 
-_log = structlog.get_logger("agentmesh.console")
 _KINDS: Final = {
     "md": "text/markdown; charset=utf-8",
     "json": "application/json",
@@ -169,7 +168,9 @@ async def _answer(request: Request, console: _Console) -> Response:
     except UsageError as exc:
         return HTMLResponse(run_html(view, can_answer=True, notice=str(exc)), status_code=400)
     if taken is None:
-        _log.info("approval_answered", run_id=run_id, approval=approval_id)
+        get_logger(component="console").info(
+            "approval_answered", run_id=run_id, approval=approval_id
+        )
         if console.resumer is not None:
             console.resumer.soon(run_id)
         return RedirectResponse(run_url(run_id) + f"#approval-{approval_id}", status_code=303)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-import structlog
-
+from agentmesh._logging import get_logger
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._runs import RunStatus, load_run
 
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from agentmesh.coordinator import Coordinator
 
 __all__ = ["Resumer"]
-
-_log = structlog.get_logger("agentmesh.console")
 
 
 class Resumer:
@@ -52,6 +49,8 @@ class Resumer:
             try:
                 report = await self.coordinator.resume(run_id)
             except Exception:
-                _log.exception("console_resume_failed", run_id=run_id)
+                get_logger(component="console").exception("console_resume_failed", run_id=run_id)
                 return
-            _log.info("console_resumed", run_id=run_id, pending=len(report.pending_approvals))
+            get_logger(component="console").info(
+                "console_resumed", run_id=run_id, pending=len(report.pending_approvals)
+            )
