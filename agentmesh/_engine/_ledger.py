@@ -29,7 +29,7 @@ import pydantic_core
 from pydantic import StrictBool
 
 from agentmesh._codec import read_as
-from agentmesh._redaction import redact
+from agentmesh._redaction import redact, redact_data
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
 from agentmesh.errors import UsageError
@@ -59,7 +59,7 @@ def _at_rest(value: Any) -> Any:
 
     Raises pydantic's serialisation error for a value that is not JSON.
     """
-    return redact(pydantic_core.to_jsonable_python(value, by_alias=True))
+    return redact_data(pydantic_core.to_jsonable_python(value, by_alias=True))
 
 
 def _kept(arguments: Mapping[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints._store import Address, Row, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
@@ -76,6 +76,8 @@ class PostgresStore(StoreBase):
 
     Use it as `async with PostgresStore(dsn) as store:`, or call `await store.close()`.
     """
+
+    _group_commit = True
 
     def __init__(
         self,
@@ -278,6 +280,9 @@ class PostgresStore(StoreBase):
             raise self._error(f"{type(exc).__name__}: {exc}") from exc
 
     async def _put(self, row: Row) -> None:
+        await self._put_many([row])
+
+    async def _put_many(self, rows: Sequence[Row]) -> Sequence[None]:
         from psycopg.sql import SQL
 
         statement = SQL(
@@ -288,11 +293,13 @@ class PostgresStore(StoreBase):
             "saved_at = excluded.saved_at"
         ).format(self._table)
 
-        async def put(connection: AsyncConnection[TupleRow]) -> None:
-            # One statement in autocommit mode: one transaction, whoever else writes the key.
-            await connection.execute(statement, row)
+        async def put_many(connection: AsyncConnection[TupleRow]) -> Sequence[None]:
+            # One transaction, whoever else writes the keys: one commit for the batch.
+            async with connection.transaction(), connection.cursor() as cursor:
+                await cursor.executemany(statement, rows)
+            return [None] * len(rows)
 
-        await self._run(put)
+        return await self._run(put_many)
 
     async def _claim(self, row: Row) -> Row | None:
         from psycopg.sql import SQL
@@ -321,14 +328,21 @@ class PostgresStore(StoreBase):
         return await self._run(claim)
 
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
-        statement = self._select("run_id = %s AND stage = %s AND key = %s")
+        (row,) = await self._get_many([(run_id, stage, key)])
+        return row
 
-        async def get(connection: AsyncConnection[TupleRow]) -> Row | None:
-            cursor = await connection.execute(statement, (run_id, stage, key))
-            row = await cursor.fetchone()
-            return None if row is None else _row(row)
+    async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
+        statement = self._select(
+            "(run_id, stage, key) IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))"
+        )
+        columns = tuple(list(column) for column in zip(*addresses, strict=True))
 
-        return await self._run(get)
+        async def get_many(connection: AsyncConnection[TupleRow]) -> list[Row | None]:
+            cursor = await connection.execute(statement, columns)
+            found = {row[:3]: _row(row) for row in await cursor.fetchall()}
+            return [found.get(address) for address in addresses]
+
+        return await self._run(get_many)
 
     async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
         parameters: tuple[str, ...]

@@ -21,7 +21,7 @@ from typing import Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
-from agentmesh.checkpoints._store import Row, StoreBase
+from agentmesh.checkpoints._store import Address, Row, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
 
 __all__ = ["DEFAULT_PATH", "SQLiteStore"]
@@ -62,7 +62,7 @@ _SELECT_ONE: Final = (
 
 
 class SQLiteStore(StoreBase):
-    """Checkpoints in a SQLite file (WAL, one transaction per put).
+    """Checkpoints in a SQLite file (WAL; puts made at once share one transaction).
 
     Args:
         path: the database file; its directory is created. Default
@@ -74,6 +74,8 @@ class SQLiteStore(StoreBase):
 
     Use it as `async with SQLiteStore(path) as store:`, or call `await store.close()`.
     """
+
+    _group_commit = True
 
     def __init__(
         self,
@@ -229,6 +231,27 @@ class SQLiteStore(StoreBase):
                 raise
 
         await self._run(self._execute(put))
+
+    async def _put_many(self, rows: Sequence[Row]) -> Sequence[None]:
+        def put_many(connection: sqlite3.Connection) -> Sequence[None]:
+            # One transaction, one commit (one fsync) for every row of the batch.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany(_UPSERT, rows)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            return [None] * len(rows)
+
+        return await self._run(self._execute(put_many))
+
+    async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
+        def get_many(connection: sqlite3.Connection) -> list[Row | None]:
+            return [connection.execute(_SELECT_ONE, address).fetchone() for address in addresses]
+
+        return await self._run(self._execute(get_many))
 
     async def _claim(self, row: Row) -> Row | None:
         def claim(connection: sqlite3.Connection) -> Row | None:

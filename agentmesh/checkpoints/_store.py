@@ -15,19 +15,22 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
+from agentmesh.checkpoints._batch import Batcher
 from agentmesh.errors import UsageError
 
-__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
+__all__ = ["Address", "Checkpoint", "CheckpointStore", "MemoryStore", "Row", "StoreBase"]
 
 T = TypeVar("T")
 
 Row: TypeAlias = tuple[str, str, str, int, str, float]
 """`(run_id, stage, key, schema_version, json_text, saved_at)`, as a store keeps it."""
+Address: TypeAlias = tuple[str, str, str]
+"""`(run_id, stage, key)`: where a row is."""
 
 
 class Checkpoint(BaseModel):
@@ -111,9 +114,15 @@ class StoreBase(abc.ABC):
     `close()` it refuses every call with a `UsageError`.
     """
 
+    # Whether `put` and `get` join a batch (`_put_many`, `_get_many`: one transaction, one
+    # hop to the store) with the calls made meanwhile, rather than each making its own.
+    _group_commit: ClassVar[bool] = False
+
     def __init__(self) -> None:
         self._state = _State.UNOPENED
         self._opening = asyncio.Lock()
+        self._writes: Batcher[Row, None] = Batcher(self._put_many, self._put)
+        self._reads: Batcher[Address, Row | None] = Batcher(self._get_many, self._get_one)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -133,6 +142,8 @@ class StoreBase(abc.ABC):
         """Release the store (a no-op when already closed)."""
         async with self._opening:
             if self._state is _State.OPEN:
+                await self._writes.drained()
+                await self._reads.drained()
                 await self._close()
             self._state = _State.CLOSED
 
@@ -158,7 +169,9 @@ class StoreBase(abc.ABC):
         _check_names(run_id=run_id, stage=stage, key=key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         await self.open()
-        await self._put((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+        row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
+        # In a batch, still done on return: only the transaction is shared.
+        await (self._writes.call(row) if self._group_commit else self._put(row))
 
     async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
         """Save `value` only if the key holds nothing, in one atomic step.
@@ -185,7 +198,8 @@ class StoreBase(abc.ABC):
         """
         _check_names(run_id=run_id, stage=stage, key=key)
         await self.open()
-        row = await self._get(run_id, stage, key)
+        address = (run_id, stage, key)
+        row = await (self._reads.call(address) if self._group_commit else self._get(*address))
         if row is None:
             return None
         checkpoint = self._record(row)
@@ -242,6 +256,19 @@ class StoreBase(abc.ABC):
     async def _close(self) -> None: ...
     @abc.abstractmethod
     async def _put(self, row: Row) -> None: ...
+    async def _put_many(self, rows: Sequence[Row]) -> Sequence[None]:
+        """Write `rows` in order, in one transaction (a store with `_group_commit`)."""
+        for row in rows:
+            await self._put(row)
+        return [None] * len(rows)
+
+    async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
+        """The rows at `addresses`, read together (a store with `_group_commit`)."""
+        return [await self._get(*address) for address in addresses]
+
+    async def _get_one(self, address: Address) -> Row | None:
+        return await self._get(*address)
+
     @abc.abstractmethod
     async def _claim(self, row: Row) -> Row | None:
         """Insert `row` unless its key exists, atomically: None, or the existing row."""

@@ -189,7 +189,7 @@ class Run:
                 run.redo[index] = settled
                 continue
             if answers:
-                settled = await stored(book, store, settled, None, None, run.events)
+                settled = await stored(book, store, settled, None, None, run.events, task)
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             run.records[index] = settled
 
