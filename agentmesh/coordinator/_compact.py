@@ -86,17 +86,20 @@ def compact_task(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_plan(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The plan's jobs: a task id `task-<index>` and the subagent of the job before are
-    left out, and so is `masked` when false."""
-    compacted: list[dict[str, Any]] = []
+    """The plan's jobs, changed in place: a task id `task-<index>`, the subagent of the
+    job before and `masked` when false are left out. Tasks come without their defaults
+    (`exclude_defaults`): `expanded_plan` puts those back too."""
     previous: Any = None
     for index, item in enumerate(items):
-        item = {**item, "task": compact_task(item["task"])}
         subagent = item["subagent"]
-        _without(item, {"masked": False}, {"taskId": f"task-{index}", "subagent": previous})
+        if item["taskId"] == f"task-{index}":
+            del item["taskId"]
+        if subagent == previous:
+            del item["subagent"]
+        if item.get("masked") is False:
+            del item["masked"]
         previous = subagent
-        compacted.append(item)
-    return compacted
+    return items
 
 
 def expanded_plan(value: Any) -> Any:

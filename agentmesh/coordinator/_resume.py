@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, ClassVar, Final
+from typing import Annotated, Any, ClassVar, Final
 
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
@@ -82,12 +82,23 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
     await store.delete(run_id, STAGE)
     await store.delete(run_id, DECISIONS)
     await store.delete(run_id, ANSWERS)
-    plan = []
-    for task_id, task, sub in jobs:
-        data = _TASK.dump_python(task, mode="json")
-        kept = redact_data(data)
-        plan.append({"taskId": task_id, "task": kept, "subagent": sub.name, "masked": kept != data})
-    await store.put(run_id, STAGE, _PLAN, compact_plan(plan))
+    await store.put(run_id, STAGE, _PLAN, compact_plan(_planned(jobs)))
+
+
+def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """The plan's jobs as JSON data, each task with secrets masked (and saying so)."""
+    # Each task without the fields at their defaults (the reader fills them in again).
+    plan: list[dict[str, Any]] = [
+        {"taskId": task_id, "task": _TASK.dump_python(task, mode="json", exclude_defaults=True)}
+        | {"subagent": sub.name, "masked": False}
+        for task_id, task, sub in jobs
+    ]
+    if redact_data(plan) is plan:  # one screening of the whole plan: most hold no secret
+        return plan
+    for job in plan:
+        kept = redact_data(job["task"])
+        job["masked"], job["task"] = kept != job["task"], kept
+    return plan
 
 
 async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Subagent]) -> Plan:
