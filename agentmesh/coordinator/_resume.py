@@ -93,7 +93,8 @@ def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
         | {"subagent": sub.name, "masked": False}
         for task_id, task, sub in jobs
     ]
-    if redact_data(plan) is plan:  # one screening of the whole plan: most hold no secret
+    clean = redact_data(plan) is plan  # one screening of the whole plan: most hold no secret
+    if clean:
         return plan
     for job in plan:
         kept = redact_data(job["task"])
