@@ -37,13 +37,17 @@ class Batcher(Generic[T, R]):
 
     async def call(self, item: T) -> R:
         """`item`'s result, once the batch that holds it is done."""
+        return await self.submit(item)
+
+    def submit(self, item: T) -> asyncio.Future[R]:
+        """Queue `item` for the next batch; its result when that batch is done."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[R] = loop.create_future()
         self._queued.append((item, done))
         worker = self._worker
         if worker is None or worker.done() or worker.get_loop() is not loop:
             self._worker = loop.create_task(self._work())
-        return await done
+        return done
 
     async def drained(self) -> None:
         """Wait until every queued call is done (before the store closes)."""

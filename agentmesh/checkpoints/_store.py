@@ -122,6 +122,7 @@ class StoreBase(abc.ABC):
         self._state = _State.UNOPENED
         self._opening = asyncio.Lock()
         self._writes: Batcher[Row, None] = Batcher(self._put_many, self._put)
+        self._behind_failed: BaseException | None = None
         self._reads: Batcher[Address, Row | None] = Batcher(self._get_many, self._get_one)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -166,12 +167,51 @@ class StoreBase(abc.ABC):
 
     async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
         """Save `value` (a pydantic model or JSON data) as JSON, in one transaction."""
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         await self.open()
         row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
         # In a batch, still done on return: only the transaction is shared.
         await (self._writes.call(row) if self._group_commit else self._put(row))
+
+    # -- written behind (the coordinator's task records) ---------------------------------
+
+    def _put_soon(self, run_id: str, stage: str, key: str, value: object) -> bool:
+        """Queue a put for the next batch without waiting for it; False when this store
+        cannot (no group commit, or not open yet): then `put` it.
+
+        The value is checked and encoded now. The put is durable once `_flush()` returns,
+        which raises its failure: a caller must flush before it reports anything saved.
+        """
+        done = self._queue_put(run_id, stage, key, value)
+        if done is None:
+            return False
+        done.add_done_callback(self._behind_done)
+        return True
+
+    def _queue_put(
+        self, run_id: str, stage: str, key: str, value: object
+    ) -> asyncio.Future[None] | None:
+        """Queue a put for the next batch: done (or failed) once that batch is; None when
+        this store cannot (no group commit, or not open yet)."""
+        if not self._group_commit or self._state is not _State.OPEN:
+            return None
+        _check_address(run_id, stage, key)
+        text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
+        return self._writes.submit((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+
+    def _behind_done(self, done: asyncio.Future[None]) -> None:
+        # Nobody awaits a put written behind: its failure waits here for `_flush`.
+        if not done.cancelled() and done.exception() is not None and self._behind_failed is None:
+            self._behind_failed = done.exception()
+
+    async def _flush(self) -> None:
+        """Wait until every queued put is committed; raise the first failure of a put
+        written behind (`_put_soon`) since the last flush."""
+        await self._writes.drained()
+        failed, self._behind_failed = self._behind_failed, None
+        if failed is not None:
+            raise failed
 
     async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
         """Save `value` only if the key holds nothing, in one atomic step.
@@ -179,7 +219,7 @@ class StoreBase(abc.ABC):
         Returns None when this call saved it, else the checkpoint already there (the
         winner's, untouched): of concurrent callers in any process, exactly one gets None.
         """
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         await self.open()
         row = await self._claim((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
@@ -196,7 +236,7 @@ class StoreBase(abc.ABC):
 
         With `model`, its value validated as that type (None still means "not found").
         """
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         await self.open()
         address = (run_id, stage, key)
         row = await (self._reads.call(address) if self._group_commit else self._get(*address))
@@ -279,6 +319,13 @@ class StoreBase(abc.ABC):
     async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]: ...
     @abc.abstractmethod
     async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int: ...
+
+
+def _check_address(run_id: str, stage: str, key: str) -> None:
+    # Called for every put and get: three non-empty strings pass without the loop below.
+    strings = type(run_id) is str and type(stage) is str and type(key) is str
+    if not (strings and run_id and stage and key):
+        _check_names(run_id=run_id, stage=stage, key=key)
 
 
 def _check_names(**names: Any) -> None:

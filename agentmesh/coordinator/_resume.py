@@ -42,6 +42,7 @@ from agentmesh.task import Task
 __all__ = [
     "Plan",
     "Redo",
+    "flush",
     "load_plan",
     "load_records",
     "opening",
@@ -257,10 +258,33 @@ async def stored(
                         ApprovalApplied, record.task_id, subagent=answer.subagent, approval=answer
                     )
     await book.applied(record.task_id)
+    # A record a person's answer or question touched is saved at once, in step with the
+    # decisions; any other is written behind (`_keep`).
+    asked = isinstance(decision, Escalate) or (outcome is not None and _asked(outcome))
+    await _keep(store, book.run_id, record, planned, at_once=bool(given) or asked)
+    return record
+
+
+async def _keep(
+    store: CheckpointStore, run_id: str, record: TaskRecord, planned: Task | None, at_once: bool
+) -> None:
+    """Save a finished task's record; unless `at_once`, written behind when the store can:
+    queued for its next batch, committed before the run reports (`flush`). A process
+    killed before that runs those tasks again when resumed (their side effects are
+    claimed in the ledger at once, and never made twice)."""
     # The plan's subagent for the task is the record's: a task keeps its subagent.
     data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
-    await store.put(book.run_id, STAGE, f"record/{record.task_id}", redact_data(data))
-    return record
+    key, data = f"record/{record.task_id}", redact_data(data)
+    put_soon = None if at_once else getattr(store, "_put_soon", None)
+    if put_soon is None or not put_soon(run_id, STAGE, key, data):
+        await store.put(run_id, STAGE, key, data)
+
+
+async def flush(store: CheckpointStore) -> None:
+    """Wait until every record written behind is committed (raising a failure to)."""
+    flushed = getattr(store, "_flush", None)
+    if flushed is not None:
+        await flushed()
 
 
 def _asked(outcome: Outcome) -> bool:
