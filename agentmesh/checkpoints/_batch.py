@@ -19,34 +19,32 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+Many = Callable[[Sequence[T]], Awaitable[Sequence[R]]]
+One = Callable[[T], Awaitable[R]]
+
+
 class Batcher(Generic[T, R]):
     """Makes queued calls `many(items)` at a time (one transaction); `one(item)` alone
-    when a batch fails, so that each caller gets its own outcome."""
+    when a batch fails, so that each caller gets its own outcome.
 
-    __slots__ = ("_many", "_one", "_queued", "_worker")
+    The store's methods are passed with each item, not kept: a store holding a batcher
+    that held its bound methods would be a reference cycle, freed only by the GC.
+    """
 
-    def __init__(
-        self,
-        many: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
-        one: Callable[[T], Awaitable[R]],
-    ) -> None:
-        self._many = many
-        self._one = one
+    __slots__ = ("_queued", "_worker")
+
+    def __init__(self) -> None:
         self._queued: list[tuple[T, asyncio.Future[R]]] = []
         self._worker: asyncio.Task[None] | None = None
 
-    async def call(self, item: T) -> R:
-        """`item`'s result, once the batch that holds it is done."""
-        return await self.submit(item)
-
-    def submit(self, item: T) -> asyncio.Future[R]:
+    def submit(self, item: T, many: Many[T, R], one: One[T, R]) -> asyncio.Future[R]:
         """Queue `item` for the next batch; its result when that batch is done."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[R] = loop.create_future()
         self._queued.append((item, done))
         worker = self._worker
         if worker is None or worker.done() or worker.get_loop() is not loop:
-            self._worker = loop.create_task(self._work())
+            self._worker = loop.create_task(self._work(many, one))
         return done
 
     async def drained(self) -> None:
@@ -56,13 +54,13 @@ class Batcher(Generic[T, R]):
         if worker is not None and not worker.done() and worker.get_loop() is loop:
             await asyncio.shield(worker)
 
-    async def _work(self) -> None:
+    async def _work(self, many: Many[T, R], one: One[T, R]) -> None:
         while self._queued:
             batch, self._queued = self._queued, []
             try:
-                results = await self._many([item for item, _done in batch])
+                results = await many([item for item, _done in batch])
             except Exception:
-                await self._each(batch)
+                await self._each(batch, one)
             except BaseException:
                 for _item, done in batch:
                     done.cancel()
@@ -72,10 +70,10 @@ class Batcher(Generic[T, R]):
                     if not done.done():
                         done.set_result(result)
 
-    async def _each(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+    async def _each(self, batch: list[tuple[T, asyncio.Future[R]]], one: One[T, R]) -> None:
         for item, done in batch:
             try:
-                result = await self._one(item)
+                result = await one(item)
             except Exception as exc:
                 if not done.done():
                     done.set_exception(exc)

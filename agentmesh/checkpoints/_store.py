@@ -121,9 +121,9 @@ class StoreBase(abc.ABC):
     def __init__(self) -> None:
         self._state = _State.UNOPENED
         self._opening = asyncio.Lock()
-        self._writes: Batcher[Row, None] = Batcher(self._put_many, self._put)
+        self._writes: Batcher[Row, None] = Batcher()
         self._behind_failed: BaseException | None = None
-        self._reads: Batcher[Address, Row | None] = Batcher(self._get_many, self._get_one)
+        self._reads: Batcher[Address, Row | None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -172,7 +172,10 @@ class StoreBase(abc.ABC):
         await self.open()
         row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
         # In a batch, still done on return: only the transaction is shared.
-        await (self._writes.call(row) if self._group_commit else self._put(row))
+        if self._group_commit:
+            await self._writes.submit(row, self._put_many, self._put)
+        else:
+            await self._put(row)
 
     # -- written behind (the coordinator's task records) ---------------------------------
 
@@ -198,7 +201,8 @@ class StoreBase(abc.ABC):
             return None
         _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
-        return self._writes.submit((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+        row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
+        return self._writes.submit(row, self._put_many, self._put)
 
     def _behind_done(self, done: asyncio.Future[None]) -> None:
         # Nobody awaits a put written behind: its failure waits here for `_flush`.
@@ -239,7 +243,10 @@ class StoreBase(abc.ABC):
         _check_address(run_id, stage, key)
         await self.open()
         address = (run_id, stage, key)
-        row = await (self._reads.call(address) if self._group_commit else self._get(*address))
+        if self._group_commit:
+            row = await self._reads.submit(address, self._get_many, self._get_one)
+        else:
+            row = await self._get(*address)
         if row is None:
             return None
         checkpoint = self._record(row)
