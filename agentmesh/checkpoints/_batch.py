@@ -31,21 +31,32 @@ class Batcher(Generic[T, R]):
     that held its bound methods would be a reference cycle, freed only by the GC.
     """
 
-    __slots__ = ("_queued", "_worker")
+    __slots__ = ("_queued", "_worker", "failed")
 
     def __init__(self) -> None:
-        self._queued: list[tuple[T, asyncio.Future[R]]] = []
+        self._queued: list[tuple[T, asyncio.Future[R] | None]] = []
         self._worker: asyncio.Task[None] | None = None
+        # The first failure of a call nobody waits for (`behind`), until taken.
+        self.failed: Exception | None = None
 
     def submit(self, item: T, many: Many[T, R], one: One[T, R]) -> asyncio.Future[R]:
         """Queue `item` for the next batch; its result when that batch is done."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[R] = loop.create_future()
+        done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue(item, done, many, one)
+        return done
+
+    def behind(self, item: T, many: Many[T, R], one: One[T, R]) -> None:
+        """Queue `item` for the next batch, nobody waiting: a failure is kept in `failed`."""
+        self._queue(item, None, many, one)
+
+    def _queue(
+        self, item: T, done: asyncio.Future[R] | None, many: Many[T, R], one: One[T, R]
+    ) -> None:
         self._queued.append((item, done))
         worker = self._worker
+        loop = asyncio.get_running_loop()
         if worker is None or worker.done() or worker.get_loop() is not loop:
             self._worker = loop.create_task(self._work(many, one))
-        return done
 
     async def drained(self) -> None:
         """Wait until every queued call is done (before the store closes)."""
@@ -63,20 +74,23 @@ class Batcher(Generic[T, R]):
                 await self._each(batch, one)
             except BaseException:
                 for _item, done in batch:
-                    done.cancel()
+                    if done is not None:
+                        done.cancel()
                 raise
             else:
                 for (_item, done), result in zip(batch, results, strict=True):
-                    if not done.done():
+                    if done is not None and not done.done():
                         done.set_result(result)
 
-    async def _each(self, batch: list[tuple[T, asyncio.Future[R]]], one: One[T, R]) -> None:
+    async def _each(self, batch: list[tuple[T, asyncio.Future[R] | None]], one: One[T, R]) -> None:
         for item, done in batch:
             try:
                 result = await one(item)
             except Exception as exc:
-                if not done.done():
+                if done is None:
+                    self.failed = self.failed or exc
+                elif not done.done():
                     done.set_exception(exc)
             else:
-                if not done.done():
+                if done is not None and not done.done():
                     done.set_result(result)

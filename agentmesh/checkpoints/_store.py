@@ -122,7 +122,6 @@ class StoreBase(abc.ABC):
         self._state = _State.UNOPENED
         self._opening = asyncio.Lock()
         self._writes: Batcher[Row, None] = Batcher()
-        self._behind_failed: BaseException | None = None
         self._reads: Batcher[Address, Row | None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -186,10 +185,10 @@ class StoreBase(abc.ABC):
         The value is checked and encoded now. The put is durable once `_flush()` returns,
         which raises its failure: a caller must flush before it reports anything saved.
         """
-        done = self._queue_put(run_id, stage, key, value)
-        if done is None:
+        row = self._row_now(run_id, stage, key, value)
+        if row is None:
             return False
-        done.add_done_callback(self._behind_done)
+        self._writes.behind(row, self._put_many, self._put)
         return True
 
     def _queue_put(
@@ -197,23 +196,21 @@ class StoreBase(abc.ABC):
     ) -> asyncio.Future[None] | None:
         """Queue a put for the next batch: done (or failed) once that batch is; None when
         this store cannot (no group commit, or not open yet)."""
+        row = self._row_now(run_id, stage, key, value)
+        return None if row is None else self._writes.submit(row, self._put_many, self._put)
+
+    def _row_now(self, run_id: str, stage: str, key: str, value: object) -> Row | None:
         if not self._group_commit or self._state is not _State.OPEN:
             return None
         _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
-        row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
-        return self._writes.submit(row, self._put_many, self._put)
-
-    def _behind_done(self, done: asyncio.Future[None]) -> None:
-        # Nobody awaits a put written behind: its failure waits here for `_flush`.
-        if not done.cancelled() and done.exception() is not None and self._behind_failed is None:
-            self._behind_failed = done.exception()
+        return (run_id, stage, key, SCHEMA_VERSION, text, time.time())
 
     async def _flush(self) -> None:
         """Wait until every queued put is committed; raise the first failure of a put
         written behind (`_put_soon`) since the last flush."""
         await self._writes.drained()
-        failed, self._behind_failed = self._behind_failed, None
+        failed, self._writes.failed = self._writes.failed, None
         if failed is not None:
             raise failed
 
