@@ -31,11 +31,15 @@ class Batcher(Generic[T, R]):
     that held its bound methods would be a reference cycle, freed only by the GC.
     """
 
-    __slots__ = ("_queued", "_worker", "failed")
+    __slots__ = ("_finished", "_queued", "_submitted", "_wakers", "_worker", "failed")
 
     def __init__(self) -> None:
         self._queued: list[tuple[T, asyncio.Future[R] | None]] = []
         self._worker: asyncio.Task[None] | None = None
+        # Counted so that `drained` waits for what was queued before it, not for a queue
+        # that other callers keep filling.
+        self._submitted = self._finished = 0
+        self._wakers: list[asyncio.Future[None]] = []
         # The first failure of a call nobody waits for (`behind`), until taken.
         self.failed: Exception | None = None
 
@@ -53,19 +57,31 @@ class Batcher(Generic[T, R]):
         self, item: T, done: asyncio.Future[R] | None, many: Many[T, R], one: One[T, R]
     ) -> None:
         self._queued.append((item, done))
+        self._submitted += 1
         worker = self._worker
         loop = asyncio.get_running_loop()
         if worker is None or worker.done() or worker.get_loop() is not loop:
             self._worker = loop.create_task(self._work(many, one))
 
     async def drained(self) -> None:
-        """Wait until every queued call is done (before the store closes)."""
-        worker = self._worker
+        """Wait until every call queued so far is done."""
+        target = self._submitted
         loop = asyncio.get_running_loop()
-        if worker is not None and not worker.done() and worker.get_loop() is loop:
-            await asyncio.shield(worker)
+        while self._finished < target:
+            worker = self._worker
+            if worker is None or worker.done() or worker.get_loop() is not loop:
+                return  # nothing is writing in this loop: nothing left to wait for
+            waker: asyncio.Future[None] = loop.create_future()
+            self._wakers.append(waker)
+            await waker
 
     async def _work(self, many: Many[T, R], one: One[T, R]) -> None:
+        try:
+            await self._batches(many, one)
+        finally:
+            self._wake()  # a worker cancelled (its loop closing) leaves nobody waiting
+
+    async def _batches(self, many: Many[T, R], one: One[T, R]) -> None:
         while self._queued:
             batch, self._queued = self._queued, []
             try:
@@ -81,6 +97,14 @@ class Batcher(Generic[T, R]):
                 for (_item, done), result in zip(batch, results, strict=True):
                     if done is not None and not done.done():
                         done.set_result(result)
+            self._finished += len(batch)
+            self._wake()
+
+    def _wake(self) -> None:
+        wakers, self._wakers = self._wakers, []
+        for waker in wakers:
+            if not waker.done():
+                waker.set_result(None)
 
     async def _each(self, batch: list[tuple[T, asyncio.Future[R] | None]], one: One[T, R]) -> None:
         for item, done in batch:

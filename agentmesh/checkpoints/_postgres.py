@@ -1,8 +1,9 @@
 """`PostgresStore`: checkpoints in a PostgreSQL database, for runs that span machines.
 
 Any number of processes on any number of machines share one store through the server:
-each `put` is a single upsert, one transaction, so concurrent writers of the same key
-never fail and a reader sees the old value or the new one. Each store keeps a small
+each `put` is an upsert in a transaction (shared by the puts made while the store is
+busy: group commit), so concurrent writers of the same key never fail and a reader
+sees the old value or the new one. Each store keeps a small
 pool of connections (psycopg 3, `psycopg_pool`), so hundreds of concurrent tasks share
 a few connections instead of opening one each.
 

@@ -59,8 +59,9 @@ class Checkpoint(BaseModel):
 class CheckpointStore(Protocol):
     """Durable JSON values namespaced by run id, stage and key.
 
-    `put` replaces a value in one transaction, so a crash leaves either the old value or
-    the new one. `claim` saves a value only where there is none, atomically: of any
+    `put` replaces a value in one transaction (which built-in stores share among the
+    puts made at once), committed when `put` returns, so a crash leaves either the old
+    value or the new one. `claim` saves a value only where there is none, atomically: of any
     number of callers at once, in any number of processes, exactly one wins. Whatever
     two processes or two people may do at once (answer a decision, make a
     non-idempotent call) is claimed this way, never checked and then done.
