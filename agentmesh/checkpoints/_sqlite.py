@@ -56,6 +56,9 @@ _INSERT_NEW: Final = f"""
 INSERT INTO checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id, stage, key) DO NOTHING
 """
+# Addresses looked up by one statement: 3 parameters each, within SQLite's 999 of old.
+_READ_CHUNK: Final = 300
+_JOINED: Final = ", ".join(f"c.{column}" for column in _COLUMNS.split(", "))
 _SELECT_ONE: Final = (
     f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = ? AND stage = ? AND key = ?"
 )
@@ -249,7 +252,21 @@ class SQLiteStore(StoreBase):
 
     async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
         def get_many(connection: sqlite3.Connection) -> list[Row | None]:
-            return [connection.execute(_SELECT_ONE, address).fetchone() for address in addresses]
+            # One statement per chunk (each key looked up in the primary key's index), not
+            # one per address: a batch is as many reads as tasks starting at once.
+            found: dict[tuple[str, ...], Row] = {}
+            for start in range(0, len(addresses), _READ_CHUNK):
+                chunk = addresses[start : start + _READ_CHUNK]
+                values = ", ".join(["(?, ?, ?)"] * len(chunk))
+                cursor = connection.execute(
+                    # CROSS JOIN: the addresses outside, each a search of the index (an
+                    # `IN (VALUES ...)` would scan the table).
+                    f"SELECT {_JOINED} FROM (VALUES {values}) AS a CROSS JOIN checkpoints AS c "
+                    "ON c.run_id = a.column1 AND c.stage = a.column2 AND c.key = a.column3",
+                    [name for address in chunk for name in address],
+                )
+                found.update((row[:3], row) for row in cursor.fetchall())
+            return [found.get(address) for address in addresses]
 
         return await self._run(self._execute(get_many))
 

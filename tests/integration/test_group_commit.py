@@ -194,6 +194,19 @@ class TestABatch:
             json.dumps({"i": i}) for i in range(200)
         )
 
+    async def test_gets_made_at_once_each_find_their_own_value(
+        self, store: CheckpointStore
+    ) -> None:
+        """Reads batched together: each gets its key's value, the same key twice alike,
+        a missing key None."""
+        for index in range(0, 100, 2):
+            await store.put("r", f"stage {index}", "k", {"index": index})
+        wanted = [f"stage {index}" for index in range(100)] + ["stage 4", "stage 5"]
+        found = await asyncio.gather(*(store.get("r", stage, "k") for stage in wanted))
+        values = [None if checkpoint is None else checkpoint.value for checkpoint in found]
+        expected = [{"index": index} if index % 2 == 0 else None for index in range(100)]
+        assert values == [*expected, {"index": 4}, None]
+
     async def test_a_write_that_fails_fails_its_own_put_only(self) -> None:
         """One refused row in a batch: its put raises, the others are saved."""
         async with _Refusing("refused") as store:
