@@ -241,7 +241,11 @@ class ProgressSaver:
 
     def schedule(self, partials: PartialRecorder) -> None:
         """Save the task's progress so far (its newest snapshot), without waiting."""
-        snapshot = partials.at_rest()
+        try:
+            snapshot = partials.at_rest()
+        except Exception as exc:  # a finding that is not JSON: the task goes on unsaved
+            self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
+            return
         if snapshot is None:
             return
         snapshot = redact_data(snapshot)

@@ -232,6 +232,23 @@ class TestABatch:
                 await Coordinator([lines], store=store).run(tasks, run_id="r")
 
 
+class TestSavedProgress:
+    async def test_progress_that_is_not_json_is_not_saved_and_the_task_goes_on(
+        self, tmp_path: Path
+    ) -> None:
+        """A finding only repr can show: the task still answers; its progress is not kept."""
+
+        @subagent(name="odd", checkpoint=True)
+        async def odd(task: Task, ctx: Context) -> str:
+            ctx.record_partial([object()], completed="first")
+            return "answered"
+
+        async with SQLiteStore(tmp_path / "checkpoints.sqlite") as store:
+            outcome = await odd.run(Task(query="q", id="t"), run_id="r", store=store)
+            assert outcome.data == "answered"
+            assert await store.get("r", "odd/t", "partials") is None
+
+
 class TestSize:
     async def test_a_finished_one_line_task_costs_a_few_hundred_bytes(self, tmp_path: Path) -> None:
         """1,000 one-line tasks: the file grows by their data and under 300 bytes each."""
