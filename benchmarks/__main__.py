@@ -30,6 +30,7 @@ from benchmarks import (
     rate,
     rate_limits,
     retry_storm,
+    stores,
 )
 from benchmarks._harness import Samples, machine, rotated, spread, table, time_call
 
@@ -43,6 +44,7 @@ SECTIONS = (
     "overload",
     "costcap",
     "ratelimits",
+    "stores",
 )
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
@@ -460,13 +462,20 @@ def main(argv: list[str] | None = None) -> None:
         results["rate_limits"] = {row.name: row.to_json() for row in limit_rows}
         rate_limits.print_table(limit_rows)
 
-    checks = targets(results, sizes)
+    if "stores" in sections:
+        print("stores ", end="", flush=True)
+        store_n = 2_000 if quick else 10_000
+        store_rows = stores.run(3 if quick else 5, store_n)
+        results["stores"] = {"n": store_n, **{row.name: row.to_json() for row in store_rows}}
+        stores.print_table(store_rows, store_n)
+
+    checks = targets(results, sizes) + stores.targets(results.get("stores", {}))
     if checks:
         print(
             table(
                 ["target", "measured", "met"],
                 [[name, value, "yes" if ok else "NO"] for name, value, ok in checks],
-                "Targets (issues 7, 18 and 26)",
+                "Targets (issues 7, 18, 26 and 28)",
             )
         )
         results["targets"] = [

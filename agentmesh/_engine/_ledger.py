@@ -29,7 +29,8 @@ import pydantic_core
 from pydantic import StrictBool
 
 from agentmesh._codec import read_as
-from agentmesh._redaction import redact
+from agentmesh._engine._partials import PartialRecorder
+from agentmesh._redaction import redact, redact_data
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
 from agentmesh.errors import UsageError
@@ -52,14 +53,6 @@ def task_key(task: Task) -> str:
     """A task id that is the same in every process: for a task given without one."""
     content = {"query": task.query, "topic": task.topic, "metadata": task.metadata}
     return "task-" + digest(content)[:16]
-
-
-def _at_rest(value: Any) -> Any:
-    """`value` as JSON data with secrets masked: what may be written to a store.
-
-    Raises pydantic's serialisation error for a value that is not JSON.
-    """
-    return redact(pydantic_core.to_jsonable_python(value, by_alias=True))
 
 
 def _kept(arguments: Mapping[str, Any]) -> Any:
@@ -228,44 +221,78 @@ class ProgressSaver:
 
     `record_partial` is synchronous, so saving is scheduled, not awaited: writes happen in
     order, only the newest snapshot is written when several queue up, and `flush` waits
-    for the last one.
+    for the last one. A store with group commit takes each snapshot into its next batch
+    at once (no task of our own to drain them).
     """
 
-    __slots__ = ("_latest", "_task", "log", "run_id", "stage", "store")
+    __slots__ = ("_latest", "_queued", "_task", "log", "run_id", "stage", "store")
 
     def __init__(self, store: CheckpointStore, run_id: str, stage: str, log: Any) -> None:
         self.store = store
         self.run_id = run_id
         self.stage = stage
         self.log = log
-        self._latest: PartialResults | None = None
+        self._latest: dict[str, Any] | None = None  # JSON data, secrets masked
         self._task: asyncio.Task[None] | None = None
+        self._queued: asyncio.Future[None] | None = None
 
     async def load(self) -> PartialResults | None:
         return await self.store.get(self.run_id, self.stage, PARTIALS_KEY, model=PartialResults)
 
-    def schedule(self, snapshot: PartialResults | None) -> None:
+    def schedule(self, partials: PartialRecorder) -> None:
+        """Save the task's progress so far (its newest snapshot), without waiting."""
+        try:
+            snapshot = partials.at_rest()
+        except Exception as exc:  # a finding that is not JSON: the task goes on unsaved
+            self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
+            return
         if snapshot is None:
+            return
+        snapshot = redact_data(snapshot)
+        if self._task is None and self._queue(snapshot):
             return
         self._latest = snapshot
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
+    def _queue(self, snapshot: dict[str, Any]) -> bool:
+        """Hand `snapshot` to the store's next batch; False when the store has none."""
+        queue_put = getattr(self.store, "_queue_put", None)
+        if queue_put is None:
+            return False
+        try:
+            queued = queue_put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
+        except Exception as exc:
+            self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
+            return True
+        if queued is None:
+            return False
+        self._queued = queued
+        return True
+
     async def flush(self) -> None:
         if self._task is not None:
             await self._task
+        queued, self._queued = self._queued, None
+        if queued is not None:
+            try:
+                await queued  # the newest snapshot: the batches commit in order
+            except Exception as exc:
+                self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
+            else:
+                self.log.debug("checkpoint_saved", key=PARTIALS_KEY)
 
     async def _drain(self) -> None:
         while self._latest is not None:
             snapshot, self._latest = self._latest, None
             try:
-                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, _at_rest(snapshot))
+                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
             except Exception as exc:
                 self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
             else:
                 self.log.debug(
                     "checkpoint_saved",
                     key=PARTIALS_KEY,
-                    completed=len(snapshot.completed),
-                    pending=len(snapshot.pending),
+                    completed=len(snapshot["completed"]),
+                    pending=len(snapshot["pending"]),
                 )

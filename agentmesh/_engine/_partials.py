@@ -80,6 +80,17 @@ class PartialRecorder:
         # Over it: the validator cuts the findings and says so.
         return PartialResults(completed=completed, pending=pending, findings=findings)
 
+    def at_rest(self) -> dict[str, Any] | None:
+        """The progress so far as JSON data, as `snapshot()` dumps (None when nothing was
+        recorded): without building the model when the findings are within the bound."""
+        if self._json_bytes > MAX_PARTIAL_JSON_BYTES:  # the validator cuts them: use it
+            snapshot = self.snapshot()
+            return None if snapshot is None else snapshot.model_dump(mode="json", by_alias=True)
+        if not (self._completed or self._pending or self._findings):
+            return None
+        findings = pydantic_core.to_jsonable_python(tuple(self._findings.values()), by_alias=True)
+        return {"completed": [*self._completed], "pending": [*self._pending], "findings": findings}
+
 
 def merge_partials(*blocks: PartialResults | None) -> PartialResults | None:
     """One block from several, in order, without duplicates; None when all are None."""

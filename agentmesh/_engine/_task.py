@@ -198,7 +198,7 @@ class TaskEngine:
             self.events.record(self.partials, findings, completed, pending)
         self.log.debug("partial_recorded", completed=completed, pending=pending)
         if self._progress is not None:
-            self._progress.schedule(self.partials.snapshot())
+            self._progress.schedule(self.partials)
 
     def annotate(self, outcome: Success[Any] | ErrorEnvelope) -> Success[Any] | ErrorEnvelope:
         """The task's outcome carrying its rulings, local retries, model usage and the

@@ -17,9 +17,10 @@ partial results) so that a resumed run neither repeats a side effect nor starts 
 from agentmesh import _codec
 from agentmesh._signatures import kept_for_one_release
 from agentmesh.checkpoints import _sqlite
+from agentmesh.checkpoints._memory import MemoryStore
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import SQLiteStore
-from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, MemoryStore, RunStamp
+from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, RunStamp
 from agentmesh.errors import CheckpointError
 
 __all__ = [

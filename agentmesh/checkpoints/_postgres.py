@@ -1,8 +1,9 @@
 """`PostgresStore`: checkpoints in a PostgreSQL database, for runs that span machines.
 
 Any number of processes on any number of machines share one store through the server:
-each `put` is a single upsert, one transaction, so concurrent writers of the same key
-never fail and a reader sees the old value or the new one. Each store keeps a small
+each `put` is an upsert in a transaction (shared by the puts made while the store is
+busy: group commit), so concurrent writers of the same key never fail and a reader
+sees the old value or the new one. Each store keeps a small
 pool of connections (psycopg 3, `psycopg_pool`), so hundreds of concurrent tasks share
 a few connections instead of opening one each.
 
@@ -19,12 +20,13 @@ another process (a Ray worker) opens its own pool on first use, on the same data
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
-from agentmesh.checkpoints._store import Row, RunSpan, StoreBase
+from agentmesh.checkpoints._postgres_driver import describe, require_driver
+from agentmesh.checkpoints._store import Address, Row, RunSpan, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
@@ -77,6 +79,8 @@ class PostgresStore(StoreBase):
     Use it as `async with PostgresStore(dsn) as store:`, or call `await store.close()`.
     """
 
+    _group_commit = True
+
     def __init__(
         self,
         dsn: str,
@@ -86,7 +90,7 @@ class PostgresStore(StoreBase):
         timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        _require_driver()
+        require_driver()
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -118,7 +122,7 @@ class PostgresStore(StoreBase):
         }
         self._dsn = dsn
         self._conninfo = make_conninfo(dsn, **defaults)
-        self._server = _describe(params)
+        self._server = describe(params)
         self._pool: AsyncConnectionPool[AsyncConnection[TupleRow]] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -278,6 +282,9 @@ class PostgresStore(StoreBase):
             raise self._error(f"{type(exc).__name__}: {exc}") from exc
 
     async def _put(self, row: Row) -> None:
+        await self._put_many([row])
+
+    async def _put_many(self, rows: Sequence[Row]) -> Sequence[None]:
         from psycopg.sql import SQL
 
         statement = SQL(
@@ -288,11 +295,13 @@ class PostgresStore(StoreBase):
             "saved_at = excluded.saved_at"
         ).format(self._table)
 
-        async def put(connection: AsyncConnection[TupleRow]) -> None:
-            # One statement in autocommit mode: one transaction, whoever else writes the key.
-            await connection.execute(statement, row)
+        async def put_many(connection: AsyncConnection[TupleRow]) -> Sequence[None]:
+            # One transaction, whoever else writes the keys: one commit for the batch.
+            async with connection.transaction(), connection.cursor() as cursor:
+                await cursor.executemany(statement, rows)
+            return [None] * len(rows)
 
-        await self._run(put)
+        return await self._run(put_many)
 
     async def _claim(self, row: Row) -> Row | None:
         from psycopg.sql import SQL
@@ -321,14 +330,21 @@ class PostgresStore(StoreBase):
         return await self._run(claim)
 
     async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
-        statement = self._select("run_id = %s AND stage = %s AND key = %s")
+        (row,) = await self._get_many([(run_id, stage, key)])
+        return row
 
-        async def get(connection: AsyncConnection[TupleRow]) -> Row | None:
-            cursor = await connection.execute(statement, (run_id, stage, key))
-            row = await cursor.fetchone()
-            return None if row is None else _row(row)
+    async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
+        statement = self._select(
+            "(run_id, stage, key) IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))"
+        )
+        columns = tuple(list(column) for column in zip(*addresses, strict=True))
 
-        return await self._run(get)
+        async def get_many(connection: AsyncConnection[TupleRow]) -> list[Row | None]:
+            cursor = await connection.execute(statement, columns)
+            found = {row[:3]: _row(row) for row in await cursor.fetchall()}
+            return [found.get(address) for address in addresses]
+
+        return await self._run(get_many)
 
     async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
         parameters: tuple[str, ...]
@@ -424,23 +440,3 @@ async def _alive(connection: AsyncConnection[TupleRow]) -> bool:
 def _row(row: TupleRow) -> Row:
     run_id, stage, key, version, text, saved_at = row
     return (run_id, stage, key, version, text, saved_at)
-
-
-def _describe(params: Mapping[str, object]) -> str:
-    """The server and database of a connection string, without its password."""
-    user = f"{params['user']}@" if params.get("user") else ""
-    host = str(params.get("host") or "")
-    port = f":{params['port']}" if params.get("port") else ""
-    database = f"/{params['dbname']}" if params.get("dbname") else ""
-    return f"postgresql://{user}{host}{port}{database}"
-
-
-def _require_driver() -> None:
-    try:
-        import psycopg  # noqa: F401  # only checking that the extra is installed
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            "PostgresStore needs psycopg 3 and psycopg_pool: "
-            "pip install 'agentmesh-failwell[postgres]'"
-        ) from exc

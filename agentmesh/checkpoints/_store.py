@@ -15,19 +15,39 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, Self, TypeAlias, TypeVar, overload, runtime_checkable
+from typing import (
+    Any,
+    ClassVar,
+    NamedTuple,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+    overload,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
+from agentmesh.checkpoints._batch import Batcher
 from agentmesh.errors import UsageError
 
-__all__ = ["Checkpoint", "CheckpointStore", "MemoryStore", "Row", "RunStamp", "StoreBase"]
+__all__ = [
+    "Address",
+    "Checkpoint",
+    "CheckpointStore",
+    "Row",
+    "RunStamp",
+    "StoreBase",
+]
 
 T = TypeVar("T")
 
 Row: TypeAlias = tuple[str, str, str, int, str, float]
 """`(run_id, stage, key, schema_version, json_text, saved_at)`, as a store keeps it."""
+Address: TypeAlias = tuple[str, str, str]
+"""`(run_id, stage, key)`: where a row is."""
 
 
 class Checkpoint(BaseModel):
@@ -56,8 +76,9 @@ class Checkpoint(BaseModel):
 class CheckpointStore(Protocol):
     """Durable JSON values namespaced by run id, stage and key.
 
-    `put` replaces a value in one transaction, so a crash leaves either the old value or
-    the new one. `claim` saves a value only where there is none, atomically: of any
+    `put` replaces a value in one transaction (which built-in stores share among the
+    puts made at once), committed when `put` returns, so a crash leaves either the old
+    value or the new one. `claim` saves a value only where there is none, atomically: of any
     number of callers at once, in any number of processes, exactly one wins. Whatever
     two processes or two people may do at once (answer a decision, make a
     non-idempotent call) is claimed this way, never checked and then done.
@@ -111,9 +132,15 @@ class StoreBase(abc.ABC):
     `close()` it refuses every call with a `UsageError`.
     """
 
+    # Whether `put` and `get` join a batch (`_put_many`, `_get_many`: one transaction, one
+    # hop to the store) with the calls made meanwhile, rather than each making its own.
+    _group_commit: ClassVar[bool] = False
+
     def __init__(self) -> None:
         self._state = _State.UNOPENED
         self._opening = asyncio.Lock()
+        self._writes: Batcher[Row, None] = Batcher()
+        self._reads: Batcher[Address, Row | None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -133,6 +160,8 @@ class StoreBase(abc.ABC):
         """Release the store (a no-op when already closed)."""
         async with self._opening:
             if self._state is _State.OPEN:
+                await self._writes.drained()
+                await self._reads.drained()
                 await self._close()
             self._state = _State.CLOSED
 
@@ -155,10 +184,53 @@ class StoreBase(abc.ABC):
 
     async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
         """Save `value` (a pydantic model or JSON data) as JSON, in one transaction."""
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         await self.open()
-        await self._put((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
+        row = (run_id, stage, key, SCHEMA_VERSION, text, time.time())
+        # In a batch, still done on return: only the transaction is shared.
+        if self._group_commit:
+            await self._writes.submit(row, self._put_many, self._put)
+        else:
+            await self._put(row)
+
+    # -- written behind (the coordinator's task records) ---------------------------------
+
+    def _put_soon(self, run_id: str, stage: str, key: str, value: object) -> bool:
+        """Queue a put for the next batch without waiting for it; False when this store
+        cannot (no group commit, or not open yet): then `put` it.
+
+        The value is checked and encoded now. The put is durable once `_flush()` returns,
+        which raises its failure: a caller must flush before it reports anything saved.
+        """
+        row = self._row_now(run_id, stage, key, value)
+        if row is None:
+            return False
+        self._writes.behind(row, self._put_many, self._put)
+        return True
+
+    def _queue_put(
+        self, run_id: str, stage: str, key: str, value: object
+    ) -> asyncio.Future[None] | None:
+        """Queue a put for the next batch: done (or failed) once that batch is; None when
+        this store cannot (no group commit, or not open yet)."""
+        row = self._row_now(run_id, stage, key, value)
+        return None if row is None else self._writes.submit(row, self._put_many, self._put)
+
+    def _row_now(self, run_id: str, stage: str, key: str, value: object) -> Row | None:
+        if not self._group_commit or self._state is not _State.OPEN:
+            return None
+        _check_address(run_id, stage, key)
+        text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
+        return (run_id, stage, key, SCHEMA_VERSION, text, time.time())
+
+    async def _flush(self) -> None:
+        """Wait until every queued put is committed; raise the first failure of a put
+        written behind (`_put_soon`) since the last flush."""
+        await self._writes.drained()
+        failed, self._writes.failed = self._writes.failed, None
+        if failed is not None:
+            raise failed
 
     async def claim(self, run_id: str, stage: str, key: str, value: object) -> Checkpoint | None:
         """Save `value` only if the key holds nothing, in one atomic step.
@@ -166,7 +238,7 @@ class StoreBase(abc.ABC):
         Returns None when this call saved it, else the checkpoint already there (the
         winner's, untouched): of concurrent callers in any process, exactly one gets None.
         """
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         await self.open()
         row = await self._claim((run_id, stage, key, SCHEMA_VERSION, text, time.time()))
@@ -183,9 +255,13 @@ class StoreBase(abc.ABC):
 
         With `model`, its value validated as that type (None still means "not found").
         """
-        _check_names(run_id=run_id, stage=stage, key=key)
+        _check_address(run_id, stage, key)
         await self.open()
-        row = await self._get(run_id, stage, key)
+        address = (run_id, stage, key)
+        if self._group_commit:
+            row = await self._reads.submit(address, self._get_many, self._get_one)
+        else:
+            row = await self._get(*address)
         if row is None:
             return None
         checkpoint = self._record(row)
@@ -242,6 +318,19 @@ class StoreBase(abc.ABC):
     async def _close(self) -> None: ...
     @abc.abstractmethod
     async def _put(self, row: Row) -> None: ...
+    async def _put_many(self, rows: Sequence[Row]) -> Sequence[None]:
+        """Write `rows` in order, in one transaction (a store with `_group_commit`)."""
+        for row in rows:
+            await self._put(row)
+        return [None] * len(rows)
+
+    async def _get_many(self, addresses: Sequence[Address]) -> Sequence[Row | None]:
+        """The rows at `addresses`, read together (a store with `_group_commit`)."""
+        return [await self._get(*address) for address in addresses]
+
+    async def _get_one(self, address: Address) -> Row | None:
+        return await self._get(*address)
+
     @abc.abstractmethod
     async def _claim(self, row: Row) -> Row | None:
         """Insert `row` unless its key exists, atomically: None, or the existing row."""
@@ -275,79 +364,19 @@ class StoreBase(abc.ABC):
         raise UsageError(f"{self!r} cannot list the runs it holds")
 
 
+def _check_address(run_id: str, stage: str, key: str) -> None:
+    # Called for every put and get: three non-empty strings pass without the loop below.
+    strings = type(run_id) is str and type(stage) is str and type(key) is str
+    if not (strings and run_id and stage and key):
+        _check_names(run_id=run_id, stage=stage, key=key)
+
+
 def _check_names(**names: Any) -> None:
     for argument, value in names.items():
         if value is None and argument != "run_id":
             continue
         if not isinstance(value, str) or not value:
             raise UsageError(f"checkpoint {argument}= must be a non-empty string, got {value!r}")
-
-
-class MemoryStore(StoreBase):
-    """Checkpoints in this process's memory: for tests, and runs that need no durability.
-
-    Values are kept as JSON text, exactly as `SQLiteStore` keeps them, so a test against
-    a `MemoryStore` sees what a durable store would give back.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rows: dict[tuple[str, str, str], Row] = {}
-
-    async def _open(self) -> None:
-        pass
-
-    async def _close(self) -> None:
-        self._rows.clear()
-
-    async def _put(self, row: Row) -> None:
-        self._rows[row[:3]] = row
-
-    async def _claim(self, row: Row) -> Row | None:
-        # No await between the look and the write: atomic within the event loop.
-        existing = self._rows.get(row[:3])
-        if existing is None:
-            self._rows[row[:3]] = row
-        return existing
-
-    async def _get(self, run_id: str, stage: str, key: str) -> Row | None:
-        return self._rows.get((run_id, stage, key))
-
-    async def _list(self, run_id: str, stage: str | None) -> Sequence[Row]:
-        return [
-            row
-            for row in self._rows.values()
-            if row[0] == run_id and (stage is None or row[1] == stage)
-        ]
-
-    async def _delete(self, run_id: str, stage: str | None, key: str | None) -> int:
-        doomed = [
-            address
-            for address in self._rows
-            if address[0] == run_id
-            and (stage is None or address[1] == stage)
-            and (key is None or address[2] == key)
-        ]
-        for address in doomed:
-            del self._rows[address]
-        return len(doomed)
-
-    async def _runs(self, stage: str | None, limit: int, offset: int) -> Sequence[RunSpan]:
-        spans: dict[str, tuple[float, float]] = {}
-        for run_id, _stage, _key, _version, _text, saved_at in self._rows.values():
-            first, last = spans.get(run_id, (saved_at, saved_at))
-            spans[run_id] = (min(first, saved_at), max(last, saved_at))
-        wanted = {row[0] for row in self._rows.values() if stage is None or row[1] == stage}
-        found = sorted(
-            ((run_id, *span) for run_id, span in spans.items() if run_id in wanted),
-            key=lambda span: (-span[1], span[0]),
-        )
-        return found[offset : offset + limit]
-
-    def __repr__(self) -> str:
-        # Its identity, not its size: an error that names the store names the same one
-        # before and after a write.
-        return f"<MemoryStore at {id(self):#x}>"
 
 
 RunSpan: TypeAlias = tuple[str, float, float]

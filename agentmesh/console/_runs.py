@@ -23,6 +23,7 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from agentmesh._codec import read_as
+from agentmesh._engine._at_rest import expanded_plan, expanded_record
 from agentmesh._engine._human import DecisionBook
 from agentmesh.approvals import Approval, PendingApproval
 from agentmesh.checkpoints import CheckpointStore, RunStamp
@@ -162,12 +163,24 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
     saved = await store.get(stamp.run_id, RUN_STAGE, _PLAN)
     if saved is None:
         return None
-    plan: list[PlannedTask] = read_as(store, saved, list[PlannedTask], expected="a run's plan")
-    found: dict[str, TaskRecord] = {
-        c.key.removeprefix(_RECORD): read_as(store, c, TaskRecord, expected="a task's record")
-        for c in await store.list(stamp.run_id, RUN_STAGE)
-        if c.key.startswith(_RECORD)
-    }
+    # At rest, plan and records leave out what can be derived (`_at_rest`): expanded first.
+    plan: list[PlannedTask] = read_as(
+        store, saved, list[PlannedTask], part=expanded_plan(saved.value), expected="a run's plan"
+    )
+    planned = {task.task_id: task for task in plan}
+    found: dict[str, TaskRecord] = {}
+    for c in await store.list(stamp.run_id, RUN_STAGE):
+        if not c.key.startswith(_RECORD):
+            continue
+        task_id = c.key.removeprefix(_RECORD)
+        known = planned.get(task_id)
+        value = expanded_record(
+            c.value,
+            task_id,
+            None if known is None else known.task,
+            None if known is None else known.subagent,
+        )
+        found[task_id] = read_as(store, c, TaskRecord, part=value, expected="a task's record")
     records = [found[task.task_id] for task in plan if task.task_id in found]
     book = await DecisionBook.load(store, stamp.run_id)
     approvals = tuple(

@@ -192,7 +192,7 @@ class TaskFlow:
         # Read from the scope, once: the run's one carrier of its book and event sink.
         book, events, store = run.scope.decisions, run.scope.events, run.hub.store
         if book is not None and store is not None:
-            record = await stored(book, store, record, route, outcome, events)
+            record = await stored(book, store, record, route, outcome, events, self.original)
         run.records[self.index] = record
         if events is None:
             return

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, ClassVar, Final
+from typing import Annotated, Any, ClassVar, Final
 
-import pydantic_core
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from agentmesh._codec import read_as
+from agentmesh._engine._at_rest import (
+    compact_plan,
+    compact_record,
+    expanded_plan,
+    expanded_record,
+)
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
-from agentmesh._redaction import redact
+from agentmesh._redaction import redact, redact_data
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._answers import answered
@@ -37,6 +42,7 @@ from agentmesh.task import Task
 __all__ = [
     "Plan",
     "Redo",
+    "flush",
     "load_plan",
     "load_records",
     "opening",
@@ -77,12 +83,24 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
     await store.delete(run_id, STAGE)
     await store.delete(run_id, DECISIONS)
     await store.delete(run_id, ANSWERS)
-    plan = []
-    for task_id, task, sub in jobs:
-        data = _TASK.dump_python(task, mode="json")
-        kept = redact(data)
-        plan.append({"taskId": task_id, "task": kept, "subagent": sub.name, "masked": kept != data})
-    await store.put(run_id, STAGE, _PLAN, plan)
+    await store.put(run_id, STAGE, _PLAN, compact_plan(_planned(jobs)))
+
+
+def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """The plan's jobs as JSON data, each task with secrets masked (and saying so)."""
+    # Each task without the fields at their defaults (the reader fills them in again).
+    plan: list[dict[str, Any]] = [
+        {"taskId": task_id, "task": _TASK.dump_python(task, mode="json", exclude_defaults=True)}
+        | {"subagent": sub.name, "masked": False}
+        for task_id, task, sub in jobs
+    ]
+    clean = redact_data(plan) is plan  # one screening of the whole plan: most hold no secret
+    if clean:
+        return plan
+    for job in plan:
+        kept = redact_data(job["task"])
+        job["masked"], job["task"] = kept != job["task"], kept
+    return plan
 
 
 async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Subagent]) -> Plan:
@@ -94,7 +112,9 @@ async def load_plan(store: CheckpointStore, run_id: str, subagents: dict[str, Su
         )
     jobs: list[Job] = []
     masked: set[str] = set()
-    items: list[_PlannedJob] = read_as(store, saved, list[_PlannedJob], expected="a run's plan")
+    items: list[_PlannedJob] = read_as(
+        store, saved, list[_PlannedJob], part=expanded_plan(saved.value), expected="a run's plan"
+    )
     for item in items:
         if item.subagent not in subagents:
             raise UsageError(
@@ -178,14 +198,20 @@ def _runs_again(record: TaskRecord | None, book: DecisionBook, task: Task) -> bo
     return bool(answers) and isinstance(settle(record, answers, task), Redo)
 
 
-async def load_records(store: CheckpointStore, run_id: str) -> dict[str, TaskRecord]:
+async def load_records(store: CheckpointStore, run_id: str, plan: Plan) -> dict[str, TaskRecord]:
     """The run's finished tasks; a damaged record raises `CheckpointError` naming it."""
-    records = await store.list(run_id, STAGE)
-    return {
-        c.key.removeprefix("record/"): read_as(store, c, _StoredRecord, expected="a task's record")
-        for c in records
-        if c.key.startswith("record/")
-    }
+    jobs = {task_id: (task, sub.name) for task_id, task, sub in plan.jobs}
+    records: dict[str, TaskRecord] = {}
+    for saved in await store.list(run_id, STAGE):
+        if not saved.key.startswith("record/"):
+            continue
+        task_id = saved.key.removeprefix("record/")
+        task, subagent = jobs.get(task_id, (None, None))
+        value = expanded_record(saved.value, task_id, task, subagent)
+        records[task_id] = read_as(
+            store, saved, _StoredRecord, part=value, expected="a task's record"
+        )
+    return records
 
 
 async def stored(
@@ -195,10 +221,14 @@ async def stored(
     decision: Route | None,
     outcome: Outcome | None,
     events: EventSink | None = None,
+    planned: Task | None = None,
 ) -> TaskRecord:
     """Keep a finished task: an escalation becomes a pending decision, answers used are
     spent (each in the record, and an `ApprovalApplied` event), and the record is saved
-    for a later resume. Returns the record to report."""
+    for a later resume. Returns the record to report.
+
+    `planned`: the task as the run's plan has it, which the record then need not repeat.
+    """
     if isinstance(decision, Escalate) and outcome is not None and not _asked(outcome):
         pending = PendingApproval(
             id=book.escalation_id(record.task_id),
@@ -228,9 +258,33 @@ async def stored(
                         ApprovalApplied, record.task_id, subagent=answer.subagent, approval=answer
                     )
     await book.applied(record.task_id)
-    data = redact(pydantic_core.to_jsonable_python(record, by_alias=True, fallback=str))
-    await store.put(book.run_id, STAGE, f"record/{record.task_id}", data)
+    # A record a person's answer or question touched is saved at once, in step with the
+    # decisions; any other is written behind (`_keep`).
+    asked = isinstance(decision, Escalate) or (outcome is not None and _asked(outcome))
+    await _keep(store, book.run_id, record, planned, at_once=bool(given) or asked)
     return record
+
+
+async def _keep(
+    store: CheckpointStore, run_id: str, record: TaskRecord, planned: Task | None, at_once: bool
+) -> None:
+    """Save a finished task's record; unless `at_once`, written behind when the store can:
+    queued for its next batch, committed before the run reports (`flush`). A process
+    killed before that runs those tasks again when resumed (their side effects are
+    claimed in the ledger at once, and never made twice)."""
+    # The plan's subagent for the task is the record's: a task keeps its subagent.
+    data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
+    key, data = f"record/{record.task_id}", redact_data(data)
+    put_soon = None if at_once else getattr(store, "_put_soon", None)
+    if put_soon is None or not put_soon(run_id, STAGE, key, data):
+        await store.put(run_id, STAGE, key, data)
+
+
+async def flush(store: CheckpointStore) -> None:
+    """Wait until every record written behind is committed (raising a failure to)."""
+    flushed = getattr(store, "_flush", None)
+    if flushed is not None:
+        await flushed()
 
 
 def _asked(outcome: Outcome) -> bool:
@@ -299,7 +353,7 @@ async def opening(
     jobs = list(plan.jobs) if given is None else originals(plan, given, run_id)
     book = await DecisionBook.load(store, run_id)
     await book.give(decisions)
-    saved = await load_records(store, run_id)
+    saved = await load_records(store, run_id, plan)
     if given is None:
         refuse_masked(plan, saved, book, run_id)
     return jobs, book, saved

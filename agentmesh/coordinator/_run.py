@@ -23,7 +23,7 @@ from agentmesh.coordinator._flow import TaskFlow
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_synthesizer import LLMSynthesizer
 from agentmesh.coordinator._plan import Job
-from agentmesh.coordinator._resume import Redo, save_plan, settle, stored
+from agentmesh.coordinator._resume import Redo, flush, save_plan, settle, stored
 from agentmesh.coordinator._state import Hub, RunState
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer
 from agentmesh.envelope import Outcome, Success
@@ -116,6 +116,8 @@ class Run:
             await self._fill_resumed(jobs, saved)
         await self._pool(jobs)
         del jobs
+        if self.hub.store is not None:
+            await flush(self.hub.store)  # every record committed before the run reports
         report = await self._synthesize(cast(list[TaskRecord], records))
         if run.book is not None:
             report = report.model_copy(update={"pending_approvals": run.book.unanswered()})
@@ -189,7 +191,7 @@ class Run:
                 run.redo[index] = settled
                 continue
             if answers:
-                settled = await stored(book, store, settled, None, None, run.events)
+                settled = await stored(book, store, settled, None, None, run.events, task)
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             run.records[index] = settled
 
@@ -201,6 +203,8 @@ class Run:
         called for a run that its caller stopped.
         """
         run = self.state
+        if self.hub.store is not None:
+            await flush(self.hub.store)  # the records of the tasks that finished, committed
         records: list[TaskRecord] = []
         unfinished = 0
         for index, (task_id, task, subagent) in enumerate(jobs):

@@ -554,7 +554,8 @@ class TestPostgresStore:
         dsn = make_conninfo(postgres_dsn, application_name=name)
         # A timeout shorter than a back-off between dead connections would add up to.
         async with PostgresStore(dsn, schema=postgres_schema, timeout=3) as store:
-            await asyncio.gather(*(store.put("run-1", f"s{i}", "k", i) for i in range(100)))
+            # Claims, each its own transaction: puts made at once would share one connection.
+            await asyncio.gather(*(store.claim("run-1", f"s{i}", "k", i) for i in range(100)))
             ended = await query(
                 postgres_dsn,
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
