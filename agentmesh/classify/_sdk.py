@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from agentmesh.classify._claude import claude_error, plain_message
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorType
 from agentmesh.errors import (
@@ -148,7 +149,15 @@ def _anthropic_status(exc: anthropic.APIStatusError) -> AgentError:
     facts = [f"HTTP {exc.status_code} {body_type}" if body_type else f"HTTP {exc.status_code}"]
     if exc.error_code:
         facts.append(f"error_code: {exc.error_code}")
-    message = api_message or exc.message[:_MAX_BODY_MESSAGE]
+    message = api_message or plain_message(exc.body) or exc.message[:_MAX_BODY_MESSAGE]
+    # Context too long, Claude on Bedrock's own errors, a 4xx no table knows.
+    known = frozenset(_BY_BODY_TYPE)
+    decided = claude_error(
+        exc.status_code, body_type, exc.response.headers, message, known_types=known
+    )
+    if decided is not None:
+        facts += [decided.details] if decided.details else []
+        return _with_request_id(decided, exc.response.headers, facts)
     if exc.status_code == 429:
         return _limit_reached(exc.response.headers, exc.error_code, message, facts)
     return _http_error(exc.status_code, body_type, exc.response.headers, message, facts)
@@ -327,7 +336,8 @@ def _until_next_month(now: float) -> float:
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
-    request_id = headers.get("request-id")
+    # Bedrock names its request id its own way.
+    request_id = headers.get("request-id") or headers.get("x-amzn-requestid")
     error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
     return error
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 import pydantic
 
@@ -21,6 +22,11 @@ from agentmesh.models._rates import report_headers
 if TYPE_CHECKING:
     import anthropic
 
+    # Claude through Anthropic's API, Amazon Bedrock or Google Vertex AI: one Messages API.
+    AnthropicClient: TypeAlias = (
+        anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+    )
+
 __all__ = ["MODEL_ENV", "AnthropicModel"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
@@ -28,6 +34,8 @@ MODEL_ENV = "AGENTMESH_MODEL"
 # Where the SDK sends requests when neither `base_url` nor ANTHROPIC_BASE_URL says.
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
 _PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
+_BEDROCK = "aws.bedrock"
+_VERTEX = "gcp.vertex_ai"
 
 
 class AnthropicModel:
@@ -42,9 +50,12 @@ class AnthropicModel:
 
     Args:
         model: the model name; defaults to the `AGENTMESH_MODEL` environment variable.
-        client: an `AsyncAnthropic` to use (its owner closes it); by default one is
-            built at the first call from `api_key` / `base_url` or the environment
-            (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by `aclose()`.
+        client: an `AsyncAnthropic` to use (its owner closes it), or the SDK's
+            `AsyncAnthropicBedrock` / `AsyncAnthropicVertex` for Claude on Amazon Bedrock
+            or Google Vertex AI (`model` is then the platform's model id); by default
+            one is built at the first call from `api_key` / `base_url` or the
+            environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by
+            `aclose()`.
         timeout: seconds for one whole call.
         stream: use the streaming endpoint (long outputs; mid-stream errors surface).
         prompt_caching: mark the system prompt, the tool definitions and the
@@ -57,7 +68,7 @@ class AnthropicModel:
         self,
         model: str | None = None,
         *,
-        client: anthropic.AsyncAnthropic | None = None,
+        client: AnthropicClient | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 120.0,
@@ -86,7 +97,21 @@ class AnthropicModel:
             "/"
         )
 
-    def _sdk(self) -> anthropic.AsyncAnthropic:
+    @property
+    def provider(self) -> str:
+        """Who serves the model, as the GenAI conventions name it: `anthropic`,
+        `aws.bedrock` or `gcp.vertex_ai`."""
+        # A client is an object of the SDK, so the SDK is imported by then.
+        anthropic = sys.modules.get("anthropic")
+        if anthropic is None or self._client is None:
+            return _PROVIDER
+        if isinstance(self._client, anthropic.AsyncAnthropicBedrock):
+            return _BEDROCK
+        if isinstance(self._client, anthropic.AsyncAnthropicVertex):
+            return _VERTEX
+        return _PROVIDER
+
+    def _sdk(self) -> AnthropicClient:
         # The SDK costs about a second to import: only a model that is used pays for it.
         import anthropic
 
@@ -116,9 +141,10 @@ class AnthropicModel:
             params["tool_choice"] = dict(tool_choice)
         if self.prompt_caching:
             params = with_cache_breakpoints(params)
-        with chat_span(provider=_PROVIDER, model=self.name, max_tokens=max_tokens) as current:
+        provider = self.provider
+        with chat_span(provider=provider, model=self.name, max_tokens=max_tokens) as current:
             response = await self._send(params)
-            record_response(current, response, provider=_PROVIDER, model=self.name)
+            record_response(current, response, provider=provider, model=self.name)
         return response
 
     async def _send(self, params: dict[str, Any]) -> ModelResponse:
