@@ -1,5 +1,8 @@
 """Models: the `Model` protocol, `AnthropicModel` (the real SDK) and `ScriptedModel` (offline).
 
+`resolve_model("anthropic:claude-sonnet-4-5")` builds one from a string; every place that
+takes a model takes such a string too.
+
 Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
 each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
 the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
@@ -23,6 +26,7 @@ from agentmesh.models._base import (
 from agentmesh.models._fallback import DEFAULT_FAILOVER_ON, FallbackModel
 from agentmesh.models._health import ModelHealth
 from agentmesh.models._scripted import ScriptedModel
+from agentmesh.models._shorthand import resolve_model
 from agentmesh.usage import (
     DEFAULT_PRICES,
     ModelFailover,
@@ -54,6 +58,7 @@ __all__ = [
     "Usage",
     "UsageLimits",
     "UsageSummary",
+    "resolve_model",
 ]
 
 

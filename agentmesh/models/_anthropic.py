@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
     )
 
-__all__ = ["MODEL_ENV", "AnthropicModel"]
+__all__ = ["MODEL_ENV", "AnthropicModel", "claude_on"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
 """The environment variable `AnthropicModel` reads its model name from when given none."""
@@ -214,3 +214,27 @@ class AnthropicModel:
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r}, timeout={self.timeout}, stream={self.stream})"
+
+
+def claude_on(platform: str, name: str) -> AnthropicModel:
+    """Claude on `platform` ("bedrock" or "vertex"): a model that owns its SDK client.
+
+    The client takes its region, project and credentials from the environment, as the
+    SDK reads them (`AWS_REGION`, the AWS credential chain or `AWS_BEARER_TOKEN_BEDROCK`;
+    `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` and Google's default credentials);
+    building it touches no network. Raises `UsageError` when the environment says too
+    little (no region) for the SDK to build one.
+    """
+    import anthropic
+
+    client: AnthropicClient
+    try:
+        if platform == "bedrock":
+            client = anthropic.AsyncAnthropicBedrock()
+        else:
+            client = anthropic.AsyncAnthropicVertex()
+    except (ValueError, anthropic.AnthropicError) as exc:
+        raise UsageError(f"Claude on {platform}: {exc}") from None
+    model = AnthropicModel(name, client=client)
+    model._owns_client = True  # built here, for this model alone: aclose() closes it
+    return model
