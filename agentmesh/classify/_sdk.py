@@ -9,6 +9,7 @@ none of them: the anthropic SDK alone takes about a second to import.
       reset within QUOTA_RESET_AFTER    transient   rate_limited (retry_after: the reset)
       reset later, or a spend limit     business    quota_exhausted, not retryable,
                                           retry_after and `resumeAt` the reset
+      prompt too long, Bedrock's errors, unknown 4xx: see `_claude`
     anthropic.APIResponseValidationError transient  invalid_response
     anthropic.APITimeoutError           transient   timeout
     anthropic.APIConnectionError        transient   unavailable

@@ -159,12 +159,24 @@ class TestBedrockErrors:
         )
         assert exception in (envelope.details or "")
 
-    async def test_a_model_error_is_transient_server_error(
-        self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
+    @pytest.mark.parametrize(
+        ("exception", "error_type"),
+        [
+            ("ModelErrorException", "server_error"),
+            ("InternalServerException", "server_error"),
+            ("ModelTimeoutException", "timeout"),
+        ],
+    )
+    async def test_model_and_server_errors_are_transient(
+        self,
+        fake_messages_api: FakeMessagesAPI,
+        bedrock: AnthropicModel,
+        exception: str,
+        error_type: str,
     ) -> None:
-        fake_messages_api.enqueue(F.bedrock_error("ModelErrorException"))
+        fake_messages_api.enqueue(F.bedrock_error(exception))
         envelope = await envelope_of(bedrock)
-        assert (envelope.error_type, envelope.is_retryable) == ("server_error", True)
+        assert (envelope.error_type, envelope.is_retryable) == (error_type, True)
 
     async def test_input_too_long_is_validation_context_too_long(
         self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
