@@ -83,7 +83,7 @@ def claude_error(
     Its `details`, when set, are facts to add to the caller's (status, request id).
     """
     exception = _bedrock_exception(headers, body_type)
-    if status in (400, 413) and _TOO_LONG.search(message):
+    if status in (400, 413, 424) and _TOO_LONG.search(message):
         return AgentError(message, category=ErrorCategory.VALIDATION, error_type="context_too_long")
     if exception == _QUOTA:
         return BusinessError(

@@ -38,6 +38,20 @@ _NEVER: Final = frozenset(
 )
 
 
+def _where(index: int) -> str:
+    return "primary" if index == 0 else f"fallbacks[{index - 1}]"
+
+
+def _resolved(index: int, model: Model | str) -> Model:
+    """A model string ("openai:gpt-5-mini") becomes its model here, at the boundary."""
+    if not isinstance(model, str):
+        return model
+    try:
+        return resolve_model(model)
+    except UsageError as exc:
+        raise UsageError(f"FallbackModel({_where(index)}=): {exc}") from None
+
+
 class FallbackModel:
     """`primary`, then each of `fallbacks` in order, for a request the one before failed.
 
@@ -57,17 +71,12 @@ class FallbackModel:
         on: Iterable[str] = DEFAULT_FAILOVER_ON,
         classifier: Classifier | None = None,
     ) -> None:
-        # A model string ("openai:gpt-5-mini") becomes its model here, at the boundary.
-        models = tuple(
-            resolve_model(model) if isinstance(model, str) else model
-            for model in (primary, *fallbacks)
-        )
+        models = tuple(_resolved(index, model) for index, model in enumerate((primary, *fallbacks)))
         for index, model in enumerate(models):
             if not callable(getattr(model, "create", None)) or not isinstance(
                 getattr(model, "name", None), str
             ):
-                where = "primary" if index == 0 else f"fallbacks[{index - 1}]"
-                raise UsageError(f"FallbackModel({where}=) takes a Model, got {model!r}")
+                raise UsageError(f"FallbackModel({_where(index)}=) takes a Model, got {model!r}")
         if not fallbacks:
             raise UsageError("FallbackModel(*fallbacks) needs at least one fallback model")
         if isinstance(on, str):

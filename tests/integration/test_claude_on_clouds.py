@@ -178,12 +178,21 @@ class TestBedrockErrors:
         envelope = await envelope_of(bedrock)
         assert (envelope.error_type, envelope.is_retryable) == (error_type, True)
 
+    @pytest.mark.parametrize(
+        ("exception", "message"),
+        [
+            ("ValidationException", "Input is too long for requested model."),
+            ("ModelErrorException", "prompt is too long: 210000 tokens > 200000 maximum"),
+        ],
+    )
     async def test_input_too_long_is_validation_context_too_long(
-        self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
+        self,
+        fake_messages_api: FakeMessagesAPI,
+        bedrock: AnthropicModel,
+        exception: str,
+        message: str,
     ) -> None:
-        fake_messages_api.enqueue(
-            F.bedrock_error("ValidationException", "Input is too long for requested model.")
-        )
+        fake_messages_api.enqueue(F.bedrock_error(exception, message))
         envelope = await envelope_of(bedrock)
         assert (envelope.error_category, envelope.error_type) == (
             ErrorCategory.VALIDATION,

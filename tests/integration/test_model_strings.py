@@ -191,3 +191,20 @@ class TestBadStrings:
             cwd=tmp_path,
         )
         assert f"pip install 'agentmesh-failwell[{extra}]'" in done.stdout, done.stderr
+
+
+def test_importing_agentmesh_imports_no_provider_sdk() -> None:
+    """Model strings name providers by module path: nothing is imported until one is used."""
+    script = (
+        "import sys, agentmesh, agentmesh.models, agentmesh.subagents, agentmesh.coordinator\n"
+        "sdks = ('anthropic', 'openai', 'google.genai', 'google.auth', 'botocore')\n"
+        "print([name for name in sdks if name in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(Path(__file__).parents[2]), "PATH": ""},
+        check=True,
+    )
+    assert done.stdout.strip() == "[]", done.stderr
