@@ -223,10 +223,13 @@ def claude_on(platform: str, name: str) -> AnthropicModel:
     SDK reads them (`AWS_REGION`, the AWS credential chain or `AWS_BEARER_TOKEN_BEDROCK`;
     `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` and Google's default credentials);
     building it touches no network. Raises `UsageError` when the environment says too
-    little (no region) for the SDK to build one.
+    little (no region, no Vertex project) for the SDK to build one.
     """
     import anthropic
 
+    if platform == "vertex" and not os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID"):
+        # The SDK builds the URL, project included, before it loads any credentials.
+        raise UsageError("Claude on vertex needs the ANTHROPIC_VERTEX_PROJECT_ID variable")
     client: AnthropicClient
     try:
         if platform == "bedrock":

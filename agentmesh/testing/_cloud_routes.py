@@ -5,10 +5,13 @@ The anthropic SDK's `AsyncAnthropicBedrock` posts the Messages body (without `mo
 is AWS event-stream frames; it signs with AWS SigV4 (or sends a Bedrock API key as a
 bearer token). `AsyncAnthropicVertex` posts it to
 `/projects/{p}/locations/{r}/publishers/anthropic/models/{model}:rawPredict` (or
-`:streamRawPredict`, server-sent events as the Messages API's) with a Google OAuth
-bearer token. Both answer in the Messages format; their own errors have shapes of
-their own, built here: Bedrock's `{"message": ...}` named by `x-amzn-errortype`,
-Vertex's Google `{"error": {"code", "message", "status"}}`.
+`:streamRawPredict`, server-sent events as the Messages API's) with a Google OAuth bearer
+token, which a service account's key buys at its `token_uri`: `GOOGLE_TOKEN_PATH` here
+answers that exchange, so Google's default credentials work offline.
+
+Both answer in the Messages format; their own errors have shapes of their own, built
+here: Bedrock's `{"message": ...}` named by `x-amzn-errortype`, Vertex's Google
+`{"error": {"code", "message", "status"}}`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from agentmesh.errors import UsageError
 
 __all__ = [
     "BEDROCK_EXCEPTIONS",
+    "GOOGLE_TOKEN_PATH",
     "CloudRoute",
     "bedrock_error",
     "cloud_route",
     "event_stream",
+    "google_token",
     "sigv4_access_key",
     "vertex_error",
 ]
@@ -40,6 +45,8 @@ _VERTEX = re.compile(
     r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/"
     r"(?P<model>[^/:]+):(?P<action>rawPredict|streamRawPredict)"
 )
+GOOGLE_TOKEN_PATH = "/oauth2/token"
+"""Where the fake sells Google access tokens (a service account's `token_uri`)."""
 _SIGV4 = re.compile(r"AWS4-HMAC-SHA256\s+Credential=(?P<key>[^/,\s]+)/")
 
 BEDROCK_EXCEPTIONS: dict[str, tuple[int, str]] = {
@@ -102,6 +109,12 @@ def cloud_route(path: str) -> CloudRoute | None:
     if found := _VERTEX.fullmatch(path):
         return CloudRoute("vertex", found["model"], found["action"] == "streamRawPredict")
     return None
+
+
+def google_token(index: int) -> bytes:
+    """The answer to an OAuth token request: a bearer token valid for an hour."""
+    token = {"access_token": f"ya29.fake-{index}", "expires_in": 3600, "token_type": "Bearer"}
+    return json.dumps(token).encode()
 
 
 def sigv4_access_key(authorization: str) -> str | None:

@@ -30,9 +30,11 @@ from typing import Any, Literal, Self, TypeAlias
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
 from agentmesh.testing._cloud_routes import (
+    GOOGLE_TOKEN_PATH,
     bedrock_error,
     cloud_route,
     event_stream,
+    google_token,
     sigv4_access_key,
     vertex_error,
 )
@@ -562,7 +564,8 @@ class FakeMessagesAPI:
     `x-api-key` or `Authorization: Bearer` (or exactly `api_key` when given), or they are
     answered 401 `authentication_error`; other paths than `POST /v1/messages` (and the
     Bedrock and Vertex AI paths of Claude, `/model/{model}/invoke...` and
-    `.../publishers/anthropic/models/{model}:rawPredict`) get 404.
+    `.../publishers/anthropic/models/{model}:rawPredict`) get 404. `POST /oauth2/token`
+    sells a Google access token, for a service account key whose `token_uri` points here.
 
     Build replies with the static builders: `text`, `tool_use`, `tool_use_block`,
     `message`, `error`, `garbage`, `slow` and `stream_error`; `bedrock_error` and
@@ -820,6 +823,12 @@ class FakeMessagesAPI:
 
     def _respond(self, http: Request) -> Response:
         request = self._record(http)
+        if (request.method, request.path) == ("POST", GOOGLE_TOKEN_PATH):
+            # Google's credentials buy their token here before they call Vertex.
+            token = google_token(request.index)
+            return self._with_headers(
+                Response(token, 200, mimetype="application/json"), request, {}
+            )
         key = request.api_key
         if self._require_auth and (key is None or (self._api_key not in (None, key))):
             message = "invalid x-api-key" if key is not None else "x-api-key header is required"

@@ -3,6 +3,7 @@ builds, every place that takes a model takes one, and each bad string's `UsageEr
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from agentmesh import Success, UsageError
 from agentmesh.coordinator import LLMRewriter, LLMSynthesizer
@@ -85,6 +88,46 @@ class TestForms:
             await model.create(messages=[{"role": "user", "content": "hi"}])
         assert bedrock_environment.requests[0].api_key == "bedrock-api-key-fake"
 
+    async def test_vertex_calls_with_the_token_google_s_default_credentials_buy(
+        self,
+        fake_messages_api: FakeMessagesAPI,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+    ) -> None:
+        """A service account's key file (GOOGLE_APPLICATION_CREDENTIALS) whose token_uri is
+        the fake's: google-auth signs its JWT, buys a token, and Vertex is called with it."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        account = {
+            "type": "service_account",
+            "project_id": "key-project",
+            "private_key_id": "1",
+            "private_key": pem.decode(),
+            "client_email": "agent@key-project.iam.gserviceaccount.com",
+            "client_id": "1",
+            "token_uri": f"{fake_messages_api.base_url}/oauth2/token",
+        }
+        (tmp_path / "key.json").write_text(json.dumps(account))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
+        monkeypatch.setenv("CLOUD_ML_REGION", "us-east5")
+        monkeypatch.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "my-project")
+        monkeypatch.setenv("ANTHROPIC_VERTEX_BASE_URL", f"{fake_messages_api.base_url}/v1")
+        fake_messages_api.enqueue(F.text("from Vertex"))
+        async with resolve_model("vertex:claude-sonnet-4-5@20250929") as model:
+            outcome = await LLMSubagent("a", model).run("hello")
+        assert isinstance(outcome, Success)
+        token, call = fake_messages_api.requests
+        assert token.path == "/oauth2/token"
+        assert call.path == (
+            "/v1/projects/my-project/locations/us-east5/publishers/anthropic/"
+            "models/claude-sonnet-4-5@20250929:rawPredict"
+        )
+        assert call.api_key == "ya29.fake-0"
+
     def test_vertex_is_claude_on_vertex_in_the_environment_s_region(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -151,7 +194,16 @@ class TestBadStrings:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.delenv("CLOUD_ML_REGION", raising=False)
+        monkeypatch.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "my-project")
         with pytest.raises(UsageError, match=r"Claude on vertex: .*CLOUD_ML_REGION"):
+            resolve_model("vertex:claude-sonnet-4-5@20250929")
+
+    def test_vertex_without_a_project_names_the_variable(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("CLOUD_ML_REGION", "us-east5")
+        monkeypatch.delenv("ANTHROPIC_VERTEX_PROJECT_ID", raising=False)
+        with pytest.raises(UsageError, match="ANTHROPIC_VERTEX_PROJECT_ID"):
             resolve_model("vertex:claude-sonnet-4-5@20250929")
 
     @pytest.mark.parametrize(
