@@ -33,6 +33,7 @@ __all__ = [
     "GOOGLE_TOKEN_PATH",
     "CloudRoute",
     "bedrock_error",
+    "bedrock_exception_for",
     "cloud_route",
     "event_stream",
     "google_token",
@@ -141,6 +142,14 @@ def bedrock_error(
     }
     body = json.dumps({"message": message if message is not None else text}).encode()
     return status if status is not None else code, body, headers
+
+
+def bedrock_exception_for(status: int, error_code: str | None) -> str:
+    """What Bedrock says where the Messages API says `status`: the fake's crowded-server
+    answers (`rate_limit`, `overload`, `exhaust_quota`) on a Bedrock path."""
+    if error_code is not None:
+        return "ServiceQuotaExceededException"
+    return "ThrottlingException" if status == 429 else "ServiceUnavailableException"
 
 
 def vertex_error(status: int, message: str | None = None) -> bytes:

@@ -32,6 +32,7 @@ from agentmesh.errors import UsageError
 from agentmesh.testing._cloud_routes import (
     GOOGLE_TOKEN_PATH,
     bedrock_error,
+    bedrock_exception_for,
     cloud_route,
     event_stream,
     google_token,
@@ -579,7 +580,9 @@ class FakeMessagesAPI:
     `retry-after` when a request does not fit), `overload` (529 bursts) and
     `exhaust_quota` (429 with the spend-limit error code until a reset hours away);
     `advance` moves the fake's clock so a recorded sleep "waits" without waiting. A
-    request refused this way takes no reply from the script.
+    request refused this way takes no reply from the script. On a Bedrock path these
+    refusals are Bedrock's: `ThrottlingException`, `ServiceUnavailableException`,
+    `ServiceQuotaExceededException`.
     """
 
     text = staticmethod(_text)
@@ -841,6 +844,12 @@ class FakeMessagesAPI:
         if not isinstance(request.body, dict):
             return self._error_response(request, _error(400, message="body must be JSON"))
         ticket = self._load.admit(request.model or self._model, request.body)
+        route = cloud_route(request.path)
+        if isinstance(ticket, Refusal) and route is not None and route.platform == "bedrock":
+            exception = bedrock_exception_for(ticket.status, ticket.error_code)
+            code, body, headers = bedrock_error(exception, ticket.message)
+            bedrock = RawReply(code, body, "application/json", {**ticket.headers, **headers})
+            return self._render(request, bedrock)
         if isinstance(ticket, Refusal):
             refusal = ErrorReply(
                 ticket.status, ticket.type, ticket.message, ticket.headers, ticket.error_code

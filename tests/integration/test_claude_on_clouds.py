@@ -242,6 +242,35 @@ class TestBedrockErrors:
         assert not envelope.is_retryable
 
 
+class TestCrowdedBedrock:
+    async def test_an_overload_storm_is_bedrock_s_service_unavailable(
+        self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
+    ) -> None:
+        """The fake's crowded-server modes answer in Bedrock's shape on its paths."""
+        fake_messages_api.overload(1)
+        envelope = await envelope_of(bedrock)
+        assert (envelope.error_type, envelope.is_retryable) == ("unavailable", True)
+        assert "ServiceUnavailableException" in (envelope.details or "")
+
+    async def test_a_rate_limit_is_throttling_with_the_wait(
+        self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
+    ) -> None:
+        fake_messages_api.rate_limit(requests_per_minute=1)
+        fake_messages_api.enqueue(F.text("first"))
+        await bedrock.create(messages=HI)
+        envelope = await envelope_of(bedrock)
+        assert (envelope.error_type, envelope.is_retryable) == ("rate_limited", True)
+        assert envelope.retry_after is not None
+        assert envelope.retry_after > 0
+
+    async def test_a_spent_quota_is_service_quota_exceeded(
+        self, fake_messages_api: FakeMessagesAPI, bedrock: AnthropicModel
+    ) -> None:
+        fake_messages_api.exhaust_quota()
+        envelope = await envelope_of(bedrock)
+        assert (envelope.error_type, envelope.is_retryable) == ("quota_exhausted", False)
+
+
 class TestVertex:
     async def test_a_call_reaches_the_model_s_raw_predict_path(
         self, fake_messages_api: FakeMessagesAPI, vertex: AnthropicModel
