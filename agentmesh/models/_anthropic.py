@@ -85,6 +85,9 @@ class AnthropicModel:
         self.prompt_caching = prompt_caching
         self._client = client
         self._owns_client = client is None
+        # Set by `claude_on`: the platform whose client this model builds, and its URL.
+        self._platform: tuple[str, str] | None = None
+        self._provider = _provider_of(client)
         self._api_key = api_key
         self._base_url = base_url
 
@@ -93,6 +96,8 @@ class AnthropicModel:
         """The base URL this model calls: its client's, or the one its client will have."""
         if self._client is not None:
             return str(self._client.base_url).rstrip("/")
+        if self._platform is not None:
+            return self._platform[1]
         return (self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL).rstrip(
             "/"
         )
@@ -101,21 +106,15 @@ class AnthropicModel:
     def provider(self) -> str:
         """Who serves the model, as the GenAI conventions name it: `anthropic`,
         `aws.bedrock` or `gcp.vertex_ai`."""
-        # A client is an object of the SDK, so the SDK is imported by then.
-        anthropic = sys.modules.get("anthropic")
-        if anthropic is None or self._client is None:
-            return _PROVIDER
-        if isinstance(self._client, anthropic.AsyncAnthropicBedrock):
-            return _BEDROCK
-        if isinstance(self._client, anthropic.AsyncAnthropicVertex):
-            return _VERTEX
-        return _PROVIDER
+        return self._provider
 
     def _sdk(self) -> AnthropicClient:
         # The SDK costs about a second to import: only a model that is used pays for it.
         import anthropic
 
-        if self._client is None:
+        if self._client is None and self._platform is not None:
+            self._client = _platform_client(self._platform[0])  # again, after aclose()
+        elif self._client is None:
             self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url)
         return self._client.with_options(max_retries=0, timeout=self.timeout)
 
@@ -225,19 +224,35 @@ def claude_on(platform: str, name: str) -> AnthropicModel:
     building it touches no network. Raises `UsageError` when the environment says too
     little (no region, no Vertex project) for the SDK to build one.
     """
+    client = _platform_client(platform)
+    model = AnthropicModel(name, client=client)
+    # Built here, for this model alone: aclose() closes it, the next call builds another.
+    model._owns_client = True
+    model._platform = (platform, str(client.base_url).rstrip("/"))
+    return model
+
+
+def _platform_client(platform: str) -> AnthropicClient:
     import anthropic
 
     if platform == "vertex" and not os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID"):
         # The SDK builds the URL, project included, before it loads any credentials.
         raise UsageError("Claude on vertex needs the ANTHROPIC_VERTEX_PROJECT_ID variable")
-    client: AnthropicClient
     try:
         if platform == "bedrock":
-            client = anthropic.AsyncAnthropicBedrock()
-        else:
-            client = anthropic.AsyncAnthropicVertex()
+            return anthropic.AsyncAnthropicBedrock()
+        return anthropic.AsyncAnthropicVertex()
     except (ValueError, anthropic.AnthropicError) as exc:
         raise UsageError(f"Claude on {platform}: {exc}") from None
-    model = AnthropicModel(name, client=client)
-    model._owns_client = True  # built here, for this model alone: aclose() closes it
-    return model
+
+
+def _provider_of(client: AnthropicClient | None) -> str:
+    # A client is an object of the SDK, so the SDK is imported by then.
+    anthropic = sys.modules.get("anthropic")
+    if anthropic is None or client is None:
+        return _PROVIDER
+    if isinstance(client, anthropic.AsyncAnthropicBedrock):
+        return _BEDROCK
+    if isinstance(client, anthropic.AsyncAnthropicVertex):
+        return _VERTEX
+    return _PROVIDER

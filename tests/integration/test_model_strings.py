@@ -74,8 +74,13 @@ class TestForms:
         (request,) = bedrock_environment.requests
         assert request.path == f"/model/{BEDROCK_MODEL}/invoke"
         assert request.auth_scheme == "sigv4"
-        # The model built its client, so closing the model closed (and dropped) it.
-        assert model._client is None
+        # The model built its client, so closing the model closed it; the next call
+        # builds another for the same platform, never Anthropic's API.
+        assert (model.provider, model.endpoint) == ("aws.bedrock", bedrock_environment.base_url)
+        bedrock_environment.enqueue(F.text("again"))
+        async with model:
+            await model.create(messages=[{"role": "user", "content": "hi"}])
+        assert bedrock_environment.requests[-1].path == f"/model/{BEDROCK_MODEL}/invoke"
 
     async def test_bedrock_with_a_bedrock_api_key_needs_no_signature(
         self, bedrock_environment: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
