@@ -191,6 +191,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "TextBlock",
         "ToolUseBlock",
         "Usage",
+        "resolve_model",
         # Re-exported from agentmesh.usage (the same objects, TestReExports).
         "DEFAULT_PRICES",
         "ModelFailover",

@@ -9,6 +9,7 @@ none of them: the anthropic SDK alone takes about a second to import.
       reset within QUOTA_RESET_AFTER    transient   rate_limited (retry_after: the reset)
       reset later, or a spend limit     business    quota_exhausted, not retryable,
                                           retry_after and `resumeAt` the reset
+      prompt too long, Bedrock's errors, unknown 4xx: see `_claude`
     anthropic.APIResponseValidationError transient  invalid_response
     anthropic.APITimeoutError           transient   timeout
     anthropic.APIConnectionError        transient   unavailable
@@ -41,6 +42,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from agentmesh.classify._claude import claude_error, plain_message
 from agentmesh.classify._mappers import Mapper, describe, text, timeout, unavailable
 from agentmesh.envelope import ErrorCategory, ErrorType
 from agentmesh.errors import (
@@ -151,7 +153,15 @@ def _anthropic_status(exc: anthropic.APIStatusError) -> AgentError:
     facts = [f"HTTP {exc.status_code} {body_type}" if body_type else f"HTTP {exc.status_code}"]
     if exc.error_code:
         facts.append(f"error_code: {exc.error_code}")
-    message = api_message or exc.message[:_MAX_BODY_MESSAGE]
+    message = api_message or plain_message(exc.body) or exc.message[:_MAX_BODY_MESSAGE]
+    # Context too long, Claude on Bedrock's own errors, a 4xx no table knows.
+    known = frozenset(_BY_BODY_TYPE)
+    decided = claude_error(
+        exc.status_code, body_type, exc.response.headers, message, known_types=known
+    )
+    if decided is not None:
+        facts += [decided.details] if decided.details else []
+        return _with_request_id(decided, exc.response.headers, facts)
     if exc.status_code == 429:
         return _limit_reached(exc.response.headers, exc.error_code, message, facts)
     return _http_error(exc.status_code, body_type, exc.response.headers, message, facts)
@@ -339,8 +349,10 @@ def _until_next_month(now: float) -> float:
 
 
 def _with_request_id(error: AgentError, headers: Mapping[str, str], facts: list[str]) -> AgentError:
-    # The Messages API's `request-id`, OpenAI's `x-request-id`.
-    request_id = headers.get("request-id") or headers.get("x-request-id")
+    # The Messages API's `request-id`, OpenAI's `x-request-id`, Bedrock's its own.
+    request_id = (
+        headers.get("request-id") or headers.get("x-request-id") or headers.get("x-amzn-requestid")
+    )
     error.details = "; ".join([f"request-id: {request_id}", *facts] if request_id else facts)
     return error
 

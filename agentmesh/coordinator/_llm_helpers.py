@@ -27,7 +27,7 @@ from agentmesh.classify import Classifier, default_classifier
 from agentmesh.coordinator._helper_models import REWRITER, HelperModels, helper_context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import CallFailed, UsageError
-from agentmesh.models import Model, ModelResponse
+from agentmesh.models import Model, ModelResponse, resolve_model
 from agentmesh.report import RecordGap
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
@@ -177,7 +177,8 @@ class LLMRewriter:
     refuses any query already tried. It never raises for a model failure.
 
     Args:
-        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
+        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...), or a model string
+            (see `resolve_model`).
         retry: local retries of the model call (default `RetryPolicy()`); its
             `deadline` bounds the whole call, attempts in flight included.
         max_tokens: for the model's answer.
@@ -186,13 +187,13 @@ class LLMRewriter:
 
     def __init__(
         self,
-        model: Model,
+        model: Model | str,
         *,
         retry: RetryPolicy | None = None,
         max_tokens: int = 512,
         classifier: Classifier | None = None,
     ) -> None:
-        self.model = model
+        self.model = resolve_model(model)
         self.retry = _check_options("LLMRewriter", max_tokens, retry)
         self.max_tokens = max_tokens
         self.classifier = classifier or default_classifier

@@ -27,7 +27,7 @@ from agentmesh.coordinator._llm_helpers import (
 )
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorEnvelope
-from agentmesh.models import Model
+from agentmesh.models import Model, resolve_model
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding, Report, TaskRecord
 from agentmesh.retry import RetryPolicy
 from agentmesh.scope import RunScope
@@ -107,7 +107,7 @@ class LLMSynthesizer:
     there is nothing to cite, and so nothing the model could say safely.
 
     Args:
-        model: any `Model`.
+        model: any `Model`, or a model string (see `resolve_model`).
         fallback: builds the report; default `DeterministicSynthesizer()`.
         retry: local retries of the model call (default `RetryPolicy()`); its
             `deadline` bounds the whole call, attempts in flight included.
@@ -117,14 +117,14 @@ class LLMSynthesizer:
 
     def __init__(
         self,
-        model: Model,
+        model: Model | str,
         *,
         fallback: Synthesizer | None = None,
         retry: RetryPolicy | None = None,
         max_tokens: int = 1024,
         classifier: Classifier | None = None,
     ) -> None:
-        self.model = model
+        self.model = resolve_model(model)
         self.fallback: Synthesizer = fallback or DeterministicSynthesizer()
         self.retry = _check_options("LLMSynthesizer", max_tokens, retry)
         self.max_tokens = max_tokens

@@ -1,6 +1,9 @@
 """Models: the `Model` protocol; `AnthropicModel`, `OpenAIModel` and `GeminiModel` (the
 providers' own SDKs, Claude on Bedrock and Vertex too) and `ScriptedModel` (offline).
 
+`resolve_model("anthropic:claude-sonnet-4-5")` builds one from a string; every place that
+takes a model takes such a string too.
+
 Also what a run's model calls may use and did use: `FallbackModel` chains, the health of
 each model that the tasks of a run share (`ModelHealth`), `UsageLimits`,
 the usage an outcome carries (`UsageSummary`, `ModelUsage`, `ModelFailover`) and the
@@ -26,6 +29,7 @@ from agentmesh.models._gemini import GeminiModel
 from agentmesh.models._health import ModelHealth
 from agentmesh.models._openai import OpenAIModel
 from agentmesh.models._scripted import ScriptedModel
+from agentmesh.models._shorthand import resolve_model
 from agentmesh.usage import (
     DEFAULT_PRICES,
     ModelFailover,
@@ -59,6 +63,7 @@ __all__ = [
     "Usage",
     "UsageLimits",
     "UsageSummary",
+    "resolve_model",
 ]
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 import pydantic
 
@@ -21,13 +22,20 @@ from agentmesh.models._rates import report_headers
 if TYPE_CHECKING:
     import anthropic
 
-__all__ = ["MODEL_ENV", "AnthropicModel"]
+    # Claude through Anthropic's API, Amazon Bedrock or Google Vertex AI: one Messages API.
+    AnthropicClient: TypeAlias = (
+        anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+    )
+
+__all__ = ["MODEL_ENV", "AnthropicModel", "claude_on"]
 
 MODEL_ENV = "AGENTMESH_MODEL"
 """The environment variable `AnthropicModel` reads its model name from when given none."""
 # Where the SDK sends requests when neither `base_url` nor ANTHROPIC_BASE_URL says.
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
 _PROVIDER = "anthropic"  # gen_ai.provider.name, as the GenAI conventions spell it
+_BEDROCK = "aws.bedrock"
+_VERTEX = "gcp.vertex_ai"
 
 
 class AnthropicModel:
@@ -42,9 +50,12 @@ class AnthropicModel:
 
     Args:
         model: the model name; defaults to the `AGENTMESH_MODEL` environment variable.
-        client: an `AsyncAnthropic` to use (its owner closes it); by default one is
-            built at the first call from `api_key` / `base_url` or the environment
-            (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by `aclose()`.
+        client: an `AsyncAnthropic` to use (its owner closes it), or the SDK's
+            `AsyncAnthropicBedrock` / `AsyncAnthropicVertex` for Claude on Amazon Bedrock
+            or Google Vertex AI (`model` is then the platform's model id); by default
+            one is built at the first call from `api_key` / `base_url` or the
+            environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and closed by
+            `aclose()`.
         timeout: seconds for one whole call.
         stream: use the streaming endpoint (long outputs; mid-stream errors surface).
         prompt_caching: mark the system prompt, the tool definitions and the
@@ -57,7 +68,7 @@ class AnthropicModel:
         self,
         model: str | None = None,
         *,
-        client: anthropic.AsyncAnthropic | None = None,
+        client: AnthropicClient | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 120.0,
@@ -74,6 +85,9 @@ class AnthropicModel:
         self.prompt_caching = prompt_caching
         self._client = client
         self._owns_client = client is None
+        # Set by `claude_on`: the platform whose client this model builds, and its URL.
+        self._platform: tuple[str, str] | None = None
+        self._provider = _provider_of(client)
         self._api_key = api_key
         self._base_url = base_url
 
@@ -82,15 +96,25 @@ class AnthropicModel:
         """The base URL this model calls: its client's, or the one its client will have."""
         if self._client is not None:
             return str(self._client.base_url).rstrip("/")
+        if self._platform is not None:
+            return self._platform[1]
         return (self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL).rstrip(
             "/"
         )
 
-    def _sdk(self) -> anthropic.AsyncAnthropic:
+    @property
+    def provider(self) -> str:
+        """Who serves the model, as the GenAI conventions name it: `anthropic`,
+        `aws.bedrock` or `gcp.vertex_ai`."""
+        return self._provider
+
+    def _sdk(self) -> AnthropicClient:
         # The SDK costs about a second to import: only a model that is used pays for it.
         import anthropic
 
-        if self._client is None:
+        if self._client is None and self._platform is not None:
+            self._client = _platform_client(self._platform[0])  # again, after aclose()
+        elif self._client is None:
             self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url)
         return self._client.with_options(max_retries=0, timeout=self.timeout)
 
@@ -116,9 +140,10 @@ class AnthropicModel:
             params["tool_choice"] = dict(tool_choice)
         if self.prompt_caching:
             params = with_cache_breakpoints(params)
-        with chat_span(provider=_PROVIDER, model=self.name, max_tokens=max_tokens) as current:
+        provider = self.provider
+        with chat_span(provider=provider, model=self.name, max_tokens=max_tokens) as current:
             response = await self._send(params)
-            record_response(current, response, provider=_PROVIDER, model=self.name)
+            record_response(current, response, provider=provider, model=self.name)
         return response
 
     async def _send(self, params: dict[str, Any]) -> ModelResponse:
@@ -188,3 +213,46 @@ class AnthropicModel:
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r}, timeout={self.timeout}, stream={self.stream})"
+
+
+def claude_on(platform: str, name: str) -> AnthropicModel:
+    """Claude on `platform` ("bedrock" or "vertex"): a model that owns its SDK client.
+
+    The client takes its region, project and credentials from the environment, as the
+    SDK reads them (`AWS_REGION`, the AWS credential chain or `AWS_BEARER_TOKEN_BEDROCK`;
+    `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` and Google's default credentials);
+    building it touches no network. Raises `UsageError` when the environment says too
+    little (no region, no Vertex project) for the SDK to build one.
+    """
+    client = _platform_client(platform)
+    model = AnthropicModel(name, client=client)
+    # Built here, for this model alone: aclose() closes it, the next call builds another.
+    model._owns_client = True
+    model._platform = (platform, str(client.base_url).rstrip("/"))
+    return model
+
+
+def _platform_client(platform: str) -> AnthropicClient:
+    import anthropic
+
+    if platform == "vertex" and not os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID"):
+        # The SDK builds the URL, project included, before it loads any credentials.
+        raise UsageError("Claude on vertex needs the ANTHROPIC_VERTEX_PROJECT_ID variable")
+    try:
+        if platform == "bedrock":
+            return anthropic.AsyncAnthropicBedrock()
+        return anthropic.AsyncAnthropicVertex()
+    except (ValueError, anthropic.AnthropicError) as exc:
+        raise UsageError(f"Claude on {platform}: {exc}") from None
+
+
+def _provider_of(client: AnthropicClient | None) -> str:
+    # A client is an object of the SDK, so the SDK is imported by then.
+    anthropic = sys.modules.get("anthropic")
+    if anthropic is None or client is None:
+        return _PROVIDER
+    if isinstance(client, anthropic.AsyncAnthropicBedrock):
+        return _BEDROCK
+    if isinstance(client, anthropic.AsyncAnthropicVertex):
+        return _VERTEX
+    return _PROVIDER

@@ -23,6 +23,7 @@ from agentmesh.classify import Classifier, default_classifier
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
 from agentmesh.errors import UsageError
 from agentmesh.models._base import Model, ModelResponse
+from agentmesh.models._shorthand import resolve_model
 
 __all__ = ["DEFAULT_FAILOVER_ON", "FallbackModel"]
 
@@ -37,12 +38,27 @@ _NEVER: Final = frozenset(
 )
 
 
+def _where(index: int) -> str:
+    return "primary" if index == 0 else f"fallbacks[{index - 1}]"
+
+
+def _resolved(index: int, model: Model | str) -> Model:
+    """A model string ("openai:gpt-5-mini") becomes its model here, at the boundary."""
+    if not isinstance(model, str):
+        return model
+    try:
+        return resolve_model(model)
+    except UsageError as exc:
+        raise UsageError(f"FallbackModel({_where(index)}=): {exc}") from None
+
+
 class FallbackModel:
     """`primary`, then each of `fallbacks` in order, for a request the one before failed.
 
     Args:
-        primary: the model asked first.
-        *fallbacks: the models asked next, in order.
+        primary: the model asked first (a `Model`, or a string for `resolve_model`,
+            e.g. `"anthropic:claude-sonnet-4-5"`).
+        *fallbacks: the models asked next, in order (each a `Model` or a string).
         on: the error types that fail over (see `DEFAULT_FAILOVER_ON`).
         classifier: turns a model's exception into an envelope when the chain is called
             directly (`create`); under `ctx.call_model` the subagent's classifier does.
@@ -50,18 +66,17 @@ class FallbackModel:
 
     def __init__(
         self,
-        primary: Model,
-        *fallbacks: Model,
+        primary: Model | str,
+        *fallbacks: Model | str,
         on: Iterable[str] = DEFAULT_FAILOVER_ON,
         classifier: Classifier | None = None,
     ) -> None:
-        models = (primary, *fallbacks)
+        models = tuple(_resolved(index, model) for index, model in enumerate((primary, *fallbacks)))
         for index, model in enumerate(models):
             if not callable(getattr(model, "create", None)) or not isinstance(
                 getattr(model, "name", None), str
             ):
-                where = "primary" if index == 0 else f"fallbacks[{index - 1}]"
-                raise UsageError(f"FallbackModel({where}=) takes a Model, got {model!r}")
+                raise UsageError(f"FallbackModel({_where(index)}=) takes a Model, got {model!r}")
         if not fallbacks:
             raise UsageError("FallbackModel(*fallbacks) needs at least one fallback model")
         if isinstance(on, str):

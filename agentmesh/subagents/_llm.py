@@ -25,7 +25,7 @@ from agentmesh._tracing import record_outcome, tool_span
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome, PartialResults, Success
 from agentmesh.errors import AgentError, CallFailed, UsageError
-from agentmesh.models import Model, ModelResponse, ToolUseBlock
+from agentmesh.models import Model, ModelResponse, ToolUseBlock, resolve_model
 from agentmesh.subagents._base import Subagent
 from agentmesh.subagents._options import SubagentKwargs, SubagentOptions
 from agentmesh.subagents._output import (
@@ -57,7 +57,8 @@ class LLMSubagent(Subagent):
 
     Args:
         name: the subagent's name.
-        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...).
+        model: any `Model` (`AnthropicModel`, `ScriptedModel`, ...), or a model string
+            (`"anthropic:claude-sonnet-4-5"`, `"openai:gpt-5-mini"`; see `resolve_model`).
         system: the system prompt.
         tools: the tools the model may call (`@tool` objects, or `subagent.as_tool()`),
             and sources of tools such as an `agentmesh.mcp.MCPServer`: all of a source's
@@ -79,7 +80,7 @@ class LLMSubagent(Subagent):
     def __init__(
         self,
         name: str,
-        model: Model,
+        model: Model | str,
         system: str = "",
         tools: Sequence[Tool[Any, Any] | ToolSource] = (),
         *,
@@ -111,7 +112,7 @@ class LLMSubagent(Subagent):
                 )
             fixed.append(candidate)
         _check_names(name, fixed)
-        self.model = model
+        self.model = resolve_model(model)
         self.system = system
         self.tools: dict[str, Tool[Any, Any]] = {t.name: t for t in fixed}
         self.max_turns = max_turns

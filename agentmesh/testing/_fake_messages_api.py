@@ -29,6 +29,16 @@ from typing import Any, Literal, Self, TypeAlias
 
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
+from agentmesh.testing._cloud_routes import (
+    GOOGLE_TOKEN_PATH,
+    bedrock_error,
+    bedrock_exception_for,
+    cloud_route,
+    event_stream,
+    google_token,
+    sigv4_access_key,
+    vertex_error,
+)
 from agentmesh.testing._loopback import LoopbackServer
 from agentmesh.testing._overload import Load, Refusal
 
@@ -162,12 +172,19 @@ class RecordedRequest:
 
     @property
     def stream(self) -> bool:
-        """Whether the request asked for server-sent events."""
+        """Whether the request asked for a stream (Bedrock's says so by its path)."""
+        route = cloud_route(self.path)
+        if route is not None and route.stream:
+            return True
         return isinstance(self.body, dict) and self.body.get("stream") is True
 
     @property
     def model(self) -> str | None:
+        """The model the body names, or the path does (on Bedrock and Vertex)."""
         model = self.body.get("model") if isinstance(self.body, dict) else None
+        route = cloud_route(self.path)
+        if not isinstance(model, str) and route is not None:
+            return route.model
         return model if isinstance(model, str) else None
 
     @property
@@ -182,18 +199,26 @@ class RecordedRequest:
         return _marker_paths(self.body, "")
 
     @property
-    def auth_scheme(self) -> Literal["x-api-key", "bearer"] | None:
+    def auth_scheme(self) -> Literal["x-api-key", "bearer", "sigv4"] | None:
         """Which credential the request carried; `x-api-key` wins when both are present."""
         if self.headers.get("x-api-key"):
             return "x-api-key"
         if _bearer_token(self.headers.get("authorization", "")):
             return "bearer"
+        if sigv4_access_key(self.headers.get("authorization", "")):
+            return "sigv4"
         return None
 
     @property
     def api_key(self) -> str | None:
-        """The credential sent as `x-api-key` or as `Authorization: Bearer`, if any."""
-        return self.headers.get("x-api-key") or _bearer_token(self.headers.get("authorization", ""))
+        """The credential sent as `x-api-key` or as `Authorization: Bearer`, if any; for
+        an AWS SigV4 signature, the access key id it names."""
+        authorization = self.headers.get("authorization", "")
+        return (
+            self.headers.get("x-api-key")
+            or _bearer_token(authorization)
+            or sigv4_access_key(authorization)
+        )
 
 
 def _marker_paths(value: Any, path: str) -> list[str]:
@@ -415,6 +440,21 @@ def _stream_error(
     )
 
 
+def _bedrock_error(
+    exception: str, message: str | None = None, *, status: int | None = None
+) -> RawReply:
+    """Claude on Bedrock's own error: `error("ThrottlingException")` is its 429, with
+    the `x-amzn-errortype` header and `{"message": ...}` body (`status` for a name not
+    in `BEDROCK_EXCEPTIONS`)."""
+    code, body, headers = bedrock_error(exception, message, status=status)
+    return RawReply(code, body, "application/json", headers)
+
+
+def _vertex_error(status: int, message: str | None = None) -> RawReply:
+    """Vertex AI's own error (a Google API error): `vertex_error(429)` is its quota 429."""
+    return RawReply(status, vertex_error(status, message), "application/json")
+
+
 # --- wire format -------------------------------------------------------------------------
 
 
@@ -523,10 +563,14 @@ class FakeMessagesAPI:
     once it is empty, from `handler` (a function of the `RecordedRequest`), if set.
     Every request is recorded in `requests`. Requests must carry an API key, as
     `x-api-key` or `Authorization: Bearer` (or exactly `api_key` when given), or they are
-    answered 401 `authentication_error`; other paths than `POST /v1/messages` get 404.
+    answered 401 `authentication_error`; other paths than `POST /v1/messages` (and the
+    Bedrock and Vertex AI paths of Claude, `/model/{model}/invoke...` and
+    `.../publishers/anthropic/models/{model}:rawPredict`) get 404. `POST /oauth2/token`
+    sells a Google access token, for a service account key whose `token_uri` points here.
 
     Build replies with the static builders: `text`, `tool_use`, `tool_use_block`,
-    `message`, `error`, `garbage`, `slow` and `stream_error`.
+    `message`, `error`, `garbage`, `slow` and `stream_error`; `bedrock_error` and
+    `vertex_error` for those platforms' own error shapes.
 
     Requests are served concurrently, each in its own thread; the script and the records
     are guarded by one lock, so tests may enqueue and read while requests are in flight.
@@ -536,7 +580,9 @@ class FakeMessagesAPI:
     `retry-after` when a request does not fit), `overload` (529 bursts) and
     `exhaust_quota` (429 with the spend-limit error code until a reset hours away);
     `advance` moves the fake's clock so a recorded sleep "waits" without waiting. A
-    request refused this way takes no reply from the script.
+    request refused this way takes no reply from the script. On a Bedrock path these
+    refusals are Bedrock's: `ThrottlingException`, `ServiceUnavailableException`,
+    `ServiceQuotaExceededException`.
     """
 
     text = staticmethod(_text)
@@ -547,6 +593,8 @@ class FakeMessagesAPI:
     garbage = staticmethod(_garbage)
     slow = staticmethod(_slow)
     stream_error = staticmethod(_stream_error)
+    bedrock_error = staticmethod(_bedrock_error)
+    vertex_error = staticmethod(_vertex_error)
 
     def __init__(
         self,
@@ -778,17 +826,30 @@ class FakeMessagesAPI:
 
     def _respond(self, http: Request) -> Response:
         request = self._record(http)
+        if (request.method, request.path) == ("POST", GOOGLE_TOKEN_PATH):
+            # Google's credentials buy their token here before they call Vertex.
+            token = google_token(request.index)
+            return self._with_headers(
+                Response(token, 200, mimetype="application/json"), request, {}
+            )
         key = request.api_key
         if self._require_auth and (key is None or (self._api_key not in (None, key))):
             message = "invalid x-api-key" if key is not None else "x-api-key header is required"
             return self._error_response(request, _error(401, message=message))
-        if (request.method, request.path) != ("POST", "/v1/messages"):
+        served = request.path == "/v1/messages" or cloud_route(request.path) is not None
+        if request.method != "POST" or not served:
             return self._error_response(
                 request, _error(404, message=f"{request.method} {request.path} is not served")
             )
         if not isinstance(request.body, dict):
             return self._error_response(request, _error(400, message="body must be JSON"))
         ticket = self._load.admit(request.model or self._model, request.body)
+        route = cloud_route(request.path)
+        if isinstance(ticket, Refusal) and route is not None and route.platform == "bedrock":
+            exception = bedrock_exception_for(ticket.status, ticket.error_code)
+            code, body, headers = bedrock_error(exception, ticket.message)
+            bedrock = RawReply(code, body, "application/json", {**ticket.headers, **headers})
+            return self._render(request, bedrock)
         if isinstance(ticket, Refusal):
             refusal = ErrorReply(
                 ticket.status, ticket.type, ticket.message, ticket.headers, ticket.error_code
@@ -857,6 +918,11 @@ class FakeMessagesAPI:
             for name, data in events:
                 yield _sse(name, data)
 
+        route = cloud_route(request.path)
+        if route is not None and route.platform == "bedrock":
+            frames = event_stream(events)
+            response = Response(frames, 200, content_type="application/vnd.amazon.eventstream")
+            return self._with_headers(response, request, {})
         response = Response(body(), 200, content_type="text/event-stream; charset=utf-8")
         response.headers["cache-control"] = "no-cache"
         return self._with_headers(response, request, {})

@@ -24,14 +24,14 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from agentmesh import Report, configure_logging
+from agentmesh import Report, UsageError, configure_logging
 from agentmesh.checkpoints import CheckpointError, SQLiteStore
 from agentmesh.events import Event
 from agentmesh.models import Model, UsageSummary
 
 from .index_cache import IndexCache
 from .injection import FaultInjector
-from .online import claude, plan_with_model
+from .online import claude, close, plan_with_model
 from .options import BadInput, Options, RunSpec, check_faults
 from .rendering import RunInfo, to_html, to_json, to_markdown, usage_line
 from .research import build_tasks, research
@@ -85,7 +85,12 @@ class _Session:
         options = self.options
         try:
             spec, run_id = await self._open()
-            model, clients = (None, ()) if spec.model is None else claude(spec.model, spec.fallback)
+            try:
+                model, clients = (
+                    (None, ()) if spec.model is None else claude(spec.model, spec.fallback)
+                )
+            except UsageError as exc:
+                raise BadInput(f"--model: {exc}") from None
             planning: UsageSummary | None = None
             try:
                 notes: tuple[str, ...] = ()
@@ -99,8 +104,7 @@ class _Session:
                 calls: Counter[str] = Counter()
                 report = await self._search(spec, run_id, model, calls)
             finally:
-                for client in clients:
-                    await client.aclose()
+                await close(clients)
         finally:
             await self.store.close()
         info = RunInfo(

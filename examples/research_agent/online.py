@@ -30,16 +30,17 @@ from agentmesh import (
     tool,
 )
 from agentmesh.models import (
-    AnthropicModel,
     FallbackModel,
     Model,
     ModelResponse,
     OtherBlock,
     UsageSummary,
+    resolve_model,
 )
 
 from .agents import Analyse
 from .injection import FaultInjector
+from .options import qualified
 from .planner import MAX_SUBTOPICS, Plan, Subtopic
 from .sources import Passage
 
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODEL_RETRY",
     "claude",
+    "close",
     "model_analysis",
     "plan_with_model",
     "web_agent",
@@ -109,13 +111,26 @@ _WEB_SEARCH_TOOL: dict[str, Any] = {
 }
 
 
-def claude(model: str, fallback: str | None) -> tuple[Model, tuple[AnthropicModel, ...]]:
-    """The run's Claude: `model`, failing over to `fallback` (if any); and what to close."""
-    primary = AnthropicModel(model)
+def claude(model: str, fallback: str | None) -> tuple[Model, tuple[Model, ...]]:
+    """The run's model: `model`, failing over to `fallback` (if any); and what to close.
+
+    Each is a model string (`"openai:gpt-5-mini"`, `"bedrock:<model id>"`, see
+    `resolve_model`) or a bare Claude name (`claude-sonnet-4-5`). Raises `UsageError`
+    for a string of no known form.
+    """
+    primary = resolve_model(qualified(model))
     if fallback is None or fallback == model:
         return primary, (primary,)
-    backup = AnthropicModel(fallback)
+    backup = resolve_model(qualified(fallback))
     return FallbackModel(primary, backup), (primary, backup)
+
+
+async def close(models: Sequence[Model]) -> None:
+    """Close the models that hold a client (a `Model` need not)."""
+    for model in models:
+        aclose = getattr(model, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _forced(name: str) -> dict[str, str]:

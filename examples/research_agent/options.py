@@ -97,6 +97,16 @@ class Options:
     index_cache: Path | None = DEFAULT_INDEX_CACHE  # None: build the indexes every run
 
 
+def qualified(model: str) -> str:
+    """A model string: a bare name (no provider) is Claude's, on Anthropic's API."""
+    return model if ":" in model else f"anthropic:{model}"
+
+
+def searches_the_web(model: str | None) -> bool:
+    """Whether `model` has the `web` source: web search is a tool of Anthropic's API."""
+    return model is not None and qualified(model).startswith("anthropic:")
+
+
 def parse_options(argv: Sequence[str] | None) -> Options:
     """The options, checked; raises BadInput with a one-line message."""
     parser = _Parser(
@@ -111,13 +121,15 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     )
     parser.add_argument(
         "--model",
-        help="go online with this Claude model (default when ANTHROPIC_API_KEY is set: "
-        f"$AGENTMESH_MODEL or {DEFAULT_MODEL})",
+        help="go online with this model: a Claude name or a model string such as "
+        "openai:gpt-5-mini, google:gemini-2.5-flash, bedrock:<model id>, vertex:<model> or "
+        "openai-compatible:<model>@<base_url> (default when ANTHROPIC_API_KEY is set: "
+        f"$AGENTMESH_MODEL or {DEFAULT_MODEL}); the web source needs a Claude model",
     )
     parser.add_argument(
         "--fallback-model",
         help="online, the model asked when --model stays overloaded or unavailable "
-        f"(default {DEFAULT_FALLBACK_MODEL}; 'none' for no fallback)",
+        f"(default with a Claude model: {DEFAULT_FALLBACK_MODEL}; 'none' for no fallback)",
     )
     parser.add_argument("--offline", action="store_true", help="stay offline, key or not")
     parser.add_argument(
@@ -171,7 +183,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         spec = None  # read back from the checkpoints, where the faults are checked too
     else:
         spec = _new_run(args)
-    known = SOURCES if spec is not None and spec.model is None else ONLINE_SOURCES
+    known = ONLINE_SOURCES if spec is None or searches_the_web(spec.model) else SOURCES
     faults: list[Fault] = []
     for text in args.inject:
         try:
@@ -248,10 +260,11 @@ def _new_run(args: argparse.Namespace) -> RunSpec:
         raise BadInput(str(exc)) from None
     model = None
     if not args.offline and (args.model or os.environ.get("ANTHROPIC_API_KEY")):
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise BadInput("--model needs ANTHROPIC_API_KEY in the environment (or --offline)")
         model = args.model or os.environ.get("AGENTMESH_MODEL") or DEFAULT_MODEL
-    known = ONLINE_SOURCES if model else SOURCES
+        # Other providers' keys are their SDKs' to find (and to miss: a failed call).
+        if searches_the_web(model) and not os.environ.get("ANTHROPIC_API_KEY"):
+            raise BadInput("--model needs ANTHROPIC_API_KEY in the environment (or --offline)")
+    known = ONLINE_SOURCES if searches_the_web(model) else SOURCES
     chosen = args.sources if args.sources is not None else ",".join(known)
     sources = tuple(dict.fromkeys(s.strip() for s in chosen.split(",") if s.strip()))
     unknown = [s for s in sources if s not in known]
@@ -261,7 +274,9 @@ def _new_run(args: argparse.Namespace) -> RunSpec:
         raise BadInput(f"--sources: unknown source {named}; known: {', '.join(known)}{online}")
     fallback = None
     if model is not None and args.fallback_model != "none":
-        fallback = args.fallback_model or DEFAULT_FALLBACK_MODEL
+        # Claude's default fallback only follows a Claude model (it needs Anthropic's key).
+        default = DEFAULT_FALLBACK_MODEL if searches_the_web(model) else None
+        fallback = args.fallback_model or default
     return RunSpec(plan=the_plan, sources=sources, model=model, fallback=fallback)
 
 

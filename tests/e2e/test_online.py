@@ -268,3 +268,52 @@ class TestFallbackChain:
         page = run.html.read_text(encoding="utf-8")
         assert '<table id="usage">' in page
         assert "claude-haiku-4-5" in page
+
+
+BEDROCK_MODEL = "us.anthropic.claude-fake-v1:0"
+
+
+@pytest.fixture(scope="module")
+def on_bedrock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, list[RecordedRequest]]:
+    """`--model bedrock:<model id>`: Claude on Bedrock, SigV4 from the environment."""
+    home = tmp_path_factory.mktemp("aws")
+    with FakeMessagesAPI(handler=claude) as api:
+        run = run_agent(
+            QUESTION,
+            "--json",
+            "--seed",
+            "1",
+            "--model",
+            f"bedrock:{BEDROCK_MODEL}",
+            env={
+                "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "AKIDFAKEEXAMPLE0003",
+                "AWS_SECRET_ACCESS_KEY": "fake-secret-key",
+                "AWS_CONFIG_FILE": str(home / "config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
+                "AWS_EC2_METADATA_DISABLED": "true",
+                "ANTHROPIC_BEDROCK_BASE_URL": api.base_url,
+            },
+        )
+        return run, list(api.requests)
+
+
+class TestModelStrings:
+    def test_a_model_string_runs_the_agent_on_that_provider(
+        self, on_bedrock: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """No Anthropic key needed; the web source (Anthropic's tool) is left out."""
+        run, requests = on_bedrock
+        assert run.returncode == 0, run.stderr
+        assert run.report["mode"] == f"online (bedrock:{BEDROCK_MODEL})"
+        assert len(run.report["plan"]) == 3  # Claude's two subtopics and the question
+        assert "web" not in {e["source"] for e in run.report["coverage"]}
+        assert run.report["summary"] == "`__exit__` runs even when the block raises [1]."
+        assert requests
+        assert {r.path for r in requests} == {f"/model/{BEDROCK_MODEL}/invoke"}
+        assert {r.auth_scheme for r in requests} == {"sigv4"}
+
+    def test_a_bad_model_string_is_a_usage_error(self) -> None:
+        run = run_agent(QUESTION, "--model", "mistral:large")
+        assert run.returncode == 2
+        assert "--model: model string 'mistral:large' names no known provider" in run.stderr

@@ -198,7 +198,7 @@ class TestMisuse:
     def test_a_fallback_must_be_a_model(self) -> None:
         """What is not a model is named by its position."""
         with pytest.raises(UsageError, match=r"fallbacks\[0\]"):
-            FallbackModel(ScriptedModel([]), "claude-backup")  # type: ignore[arg-type]
+            FallbackModel(ScriptedModel([]), "claude-backup")  # a name with no provider
 
     def test_on_takes_a_set_of_error_types(self) -> None:
         """A bare string for `on` would be a set of letters: refused."""

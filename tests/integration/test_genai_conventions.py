@@ -237,3 +237,28 @@ class TestTokenMetric:
         assert gen_ai.GEN_AI_USAGE_INPUT_TOKENS not in attributes
         assert attributes["agentmesh.usage.unusable"] == ("input_tokens=-5",)
         assert telemetry.token_points() == []
+
+
+class TestClaudeOnClouds:
+    async def test_a_bedrock_call_names_aws_bedrock_as_its_provider(
+        self,
+        telemetry: Telemetry,
+        fake_messages_api: FakeMessagesAPI,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """gen_ai.provider.name is the platform that served Claude."""
+        import anthropic
+
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key-fake")
+        fake_messages_api.enqueue(F.text("hi"))
+        client = anthropic.AsyncAnthropicBedrock(
+            aws_region="us-east-1", base_url=fake_messages_api.base_url
+        )
+        async with client:
+            await AnthropicModel("anthropic.claude-test", client=client).create(
+                messages=[{"role": "user", "content": "hi"}]
+            )
+        (span,) = telemetry.named("chat anthropic.claude-test")
+        assert span.attributes is not None
+        bedrock = gen_ai.GenAiProviderNameValues.AWS_BEDROCK.value
+        assert span.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == bedrock

@@ -77,6 +77,23 @@ async def claude_path() -> None:
         print(report.to_markdown(), report.coverage[0].status.value)
 
 
+async def model_strings_and_clouds() -> None:
+    import anthropic
+
+    from agentmesh.coordinator import LLMRewriter, LLMSynthesizer
+    from agentmesh.models import AnthropicModel, FallbackModel, Model, resolve_model
+    from agentmesh.subagents import LLMSubagent
+
+    by_name: Model = resolve_model("anthropic:claude-sonnet-4-5")
+    chain = FallbackModel("bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0", by_name)
+    agent = LLMSubagent("a", "vertex:claude-sonnet-4-5@20250929")
+    print(chain.models, agent.model.name, LLMRewriter("anthropic:x"), LLMSynthesizer("anthropic:x"))
+    bedrock = AnthropicModel("m", client=anthropic.AsyncAnthropicBedrock(aws_region="us-east-1"))
+    vertex = AnthropicModel("m", client=anthropic.AsyncAnthropicVertex(region="us-east5"))
+    provider: str = bedrock.provider
+    print(provider, vertex.endpoint)
+
+
 @tool
 async def charge(amount: int, idempotency_key: str, ctx: Context) -> str:
     return f"{amount} {idempotency_key} {ctx.run_id}"
