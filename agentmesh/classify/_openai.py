@@ -15,9 +15,9 @@ Loaded, like the other SDKs' mappings, only once the SDK itself has been importe
       503 "overloaded"                  transient   overloaded
       400, 401, 402, 403, 404, 408,     as for the Messages API: 401 authentication_failed,
         409, 413, 422, 5xx                403 permission_denied, 404 not_found, 5xx ...
-      any other status                  other       openai_error (status, code in details)
+      any other status                  other       provider_error (status, code in details)
     openai.APIError (mid-stream error)  by its type: server_error -> transient server_error,
-                                          otherwise other openai_error (type, code in details)
+                                          otherwise other provider_error (type, code in details)
     openai.APIResponseValidationError   transient   invalid_response
     openai.APITimeoutError              transient   timeout
     openai.APIConnectionError           transient   unavailable
@@ -128,7 +128,7 @@ def _openai_status(exc: openai.APIStatusError) -> AgentError:
         return _with_request_id(TransientError(message, error_type="overloaded"), headers, facts)
     if status < 500 and status not in _KNOWN_STATUSES:
         # A status the table does not know (418, 451, ...): named, not guessed at.
-        unknown = AgentError(message, category=ErrorCategory.OTHER, error_type="openai_error")
+        unknown = AgentError(message, category=ErrorCategory.OTHER, error_type="provider_error")
         return _with_request_id(unknown, headers, facts)
     return _http_error(status, body_type, headers, message, facts)
 
@@ -143,7 +143,7 @@ def _openai_stream_error(exc: openai.APIError) -> AgentError:
     if kind in ("rate_limit_error", "rate_limit_exceeded", "tokens", "requests"):
         return TransientError(message, error_type="rate_limited", details=facts)
     return AgentError(
-        message, category=ErrorCategory.OTHER, error_type="openai_error", details=facts
+        message, category=ErrorCategory.OTHER, error_type="provider_error", details=facts
     )
 
 
@@ -175,7 +175,7 @@ def _openai_other(exc: openai.OpenAIError) -> AgentError:
         # The client was built with no key: no request can be made.
         return PermissionDenied(message, error_type="authentication_failed", details="openai")
     return AgentError(
-        message, category=ErrorCategory.OTHER, error_type="openai_error", details=describe(exc)
+        message, category=ErrorCategory.OTHER, error_type="provider_error", details=describe(exc)
     )
 
 

@@ -291,7 +291,7 @@ class TestUnknown:
     ) -> None:
         reply = F.error(418, "I'm a teapot.", type="teapot_error", code="teapot")
         outcome = await envelope_of(fake_chat_completions_api, model, reply, attempts=3)
-        assert (outcome.error_category, outcome.error_type) == (OTHER, "openai_error")
+        assert (outcome.error_category, outcome.error_type) == (OTHER, "provider_error")
         assert outcome.details is not None
         for fact in ("provider: openai", "HTTP 418", "code: teapot", "type: teapot_error"):
             assert fact in outcome.details
@@ -306,7 +306,7 @@ class TestUnknown:
         ) as streaming:
             outcome = await LLMSubagent("a", streaming, retry=fast_retry(attempts=2)).run("hi")
         assert isinstance(outcome, ErrorEnvelope)
-        assert (outcome.error_category, outcome.error_type) == (OTHER, "openai_error")
+        assert (outcome.error_category, outcome.error_type) == (OTHER, "provider_error")
         assert outcome.details is not None
         assert "code: novel" in outcome.details
 
