@@ -177,8 +177,11 @@ class TestTwoNodes:
         assert len(report.findings) == 6
         assert set(node_lines(tmp_path / "nodes")) == ids
         times = sorted(float(line) for line in node_lines(tmp_path / "starts"))
-        # Any 3 starts span at least the window (20 ms for the workers' wake-ups).
-        assert min(times[i + 2] - times[i] for i in range(len(times) - 2)) >= 0.38
+        # Any 3 starts span about the window. Counted per node, two starts on each node
+        # would come at once (a span near 0); a worker waking late from its reserved
+        # start only narrows a span by its lateness, which a loaded machine makes tens
+        # of milliseconds: 0.3 s tells the two apart without timing the scheduler.
+        assert min(times[i + 2] - times[i] for i in range(len(times) - 2)) >= 0.3
 
     async def test_a_postgres_store_is_used_by_the_workers_of_both_nodes(
         self,
