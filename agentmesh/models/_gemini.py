@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -94,8 +95,10 @@ class GeminiModel:
 
     @property
     def endpoint(self) -> str:
-        """The base URL this model calls (the API's unless `base_url` says otherwise)."""
-        return (self._base_url or _DEFAULT_BASE_URL).rstrip("/")
+        """The base URL this model calls: `base_url`, else the SDK's `GOOGLE_GEMINI_BASE_URL`,
+        else the API's."""
+        base_url = self._base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL")
+        return (base_url or _DEFAULT_BASE_URL).rstrip("/")
 
     def _sdk(self) -> genai.Client:
         # The SDK costs a second or so to import: only a model that is used pays for it.

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from agentmesh.testing import FakeMessagesAPI, RecordedRequest, Reply
+from agentmesh.testing import (
+    ChatReply,
+    FakeChatCompletionsAPI,
+    FakeMessagesAPI,
+    RecordedRequest,
+    Reply,
+)
 from tests.e2e.conftest import QUESTION, Run, run_agent
 
 WEB_RESULT = {
@@ -27,17 +33,25 @@ def _tools(request: RecordedRequest) -> set[str]:
     return {str(t.get("name")) for t in body.get("tools", [])}
 
 
-def claude(request: RecordedRequest) -> Reply:
-    """A well-behaved Claude: answers each kind of call the agent makes."""
-    tools = _tools(request)
-    if "plan_research" in tools:
-        plan = [
+# The arguments a well-behaved model calls each of the agent's tools with.
+ANSWERS: dict[str, dict[str, Any]] = {
+    "plan_research": {
+        "subtopics": [
             {"title": "with statement semantics", "query": '"with statement" exceptions'},
             {"title": "contextlib helpers", "query": '"context manager" contextlib'},
         ]
-        return FakeMessagesAPI.tool_use("plan_research", {"subtopics": plan})
-    if "keep_passages" in tools:
-        return FakeMessagesAPI.tool_use("keep_passages", {"keep": [0, 1, 99]})
+    },
+    "keep_passages": {"keep": [0, 1, 99]},
+    "write_summary": {"summary": "`__exit__` runs even when the block raises [1]."},
+}
+
+
+def claude(request: RecordedRequest) -> Reply:
+    """A well-behaved Claude: answers each kind of call the agent makes."""
+    tools = _tools(request)
+    for name in ("plan_research", "keep_passages"):
+        if name in tools:
+            return FakeMessagesAPI.tool_use(name, ANSWERS[name])
     if "web_search" in tools:
         return FakeMessagesAPI.message(
             [
@@ -56,9 +70,7 @@ def claude(request: RecordedRequest) -> Reply:
             ]
         )
     if "write_summary" in tools:
-        return FakeMessagesAPI.tool_use(
-            "write_summary", {"summary": "`__exit__` runs even when the block raises [1]."}
-        )
+        return FakeMessagesAPI.tool_use("write_summary", ANSWERS["write_summary"])
     return FakeMessagesAPI.error(400, message=f"unexpected call with tools {sorted(tools)}")
 
 
@@ -298,6 +310,32 @@ def on_bedrock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, list[Reco
         return run, list(api.requests)
 
 
+def llama(request: RecordedRequest) -> ChatReply:
+    """The same answers from a server that speaks Chat Completions: tools are functions."""
+    body = request.body if isinstance(request.body, dict) else {}
+    tools = {str(t["function"]["name"]) for t in body.get("tools", [])}
+    for name, arguments in ANSWERS.items():
+        if name in tools:
+            return FakeChatCompletionsAPI.tool_call(name, arguments)
+    return FakeChatCompletionsAPI.error(400, f"unexpected call with tools {sorted(tools)}")
+
+
+@pytest.fixture(scope="module")
+def on_a_compatible_server() -> tuple[Run, list[RecordedRequest]]:
+    """`--model openai-compatible:<model>@<url>`: a local server that wants no key."""
+    with FakeChatCompletionsAPI(handler=llama, require_auth=False) as api:
+        run = run_agent(
+            QUESTION,
+            "--json",
+            "--seed",
+            "1",
+            "--model",
+            f"openai-compatible:llama3.1@{api.base_url}",
+            env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""},
+        )
+        return run, list(api.requests)
+
+
 class TestModelStrings:
     def test_a_model_string_runs_the_agent_on_that_provider(
         self, on_bedrock: tuple[Run, list[RecordedRequest]]
@@ -317,3 +355,16 @@ class TestModelStrings:
         run = run_agent(QUESTION, "--model", "mistral:large")
         assert run.returncode == 2
         assert "--model: model string 'mistral:large' names no known provider" in run.stderr
+
+    def test_an_openai_compatible_server_runs_the_agent(
+        self, on_a_compatible_server: tuple[Run, list[RecordedRequest]]
+    ) -> None:
+        """No key at all: the plan, the passages and the summary come from the server."""
+        run, requests = on_a_compatible_server
+        assert run.returncode == 0, run.stderr
+        assert run.report["mode"].startswith("online (openai-compatible:llama3.1@http://127.0.0.1:")
+        assert len(run.report["plan"]) == 3
+        assert "web" not in {e["source"] for e in run.report["coverage"]}
+        assert run.report["summary"] == "`__exit__` runs even when the block raises [1]."
+        assert {r.path for r in requests} == {"/v1/chat/completions"}
+        assert {r.model for r in requests} == {"llama3.1"}

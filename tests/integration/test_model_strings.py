@@ -1,4 +1,4 @@
-"""Model strings ("anthropic:claude-sonnet-4-5", "bedrock:...", "vertex:..."): what each
+"""Model strings ("anthropic:claude-sonnet-4-5", "bedrock:...", "google:..."): what each
 builds, every place that takes a model takes one, and each bad string's `UsageError`."""
 
 from __future__ import annotations
@@ -16,9 +16,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from agentmesh import Success, UsageError
 from agentmesh.coordinator import LLMRewriter, LLMSynthesizer
-from agentmesh.models import AnthropicModel, FallbackModel, ScriptedModel, resolve_model
+from agentmesh.models import (
+    AnthropicModel,
+    FallbackModel,
+    GeminiModel,
+    ScriptedModel,
+    resolve_model,
+)
 from agentmesh.subagents import LLMSubagent
-from agentmesh.testing import FakeMessagesAPI
+from agentmesh.testing import FakeGeminiAPI, FakeMessagesAPI
 
 F = FakeMessagesAPI
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -145,6 +151,24 @@ class TestForms:
         assert (model.name, model.provider) == ("claude-sonnet-4-5@20250929", "gcp.vertex_ai")
         assert isinstance(model._client, anthropic.AsyncAnthropicVertex)
         assert model.endpoint == "https://europe-west1-aiplatform.googleapis.com/v1"
+
+    async def test_google_calls_the_base_url_the_sdk_reads_from_the_environment(
+        self, fake_gemini_api: FakeGeminiAPI, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A google string takes no URL: the SDK's GOOGLE_GEMINI_BASE_URL points it at one
+        (a gateway, here the fake), and the model's health is kept under that endpoint."""
+        monkeypatch.setenv("GOOGLE_API_KEY", "gemini-from-the-environment")
+        monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake_gemini_api.base_url)
+        fake_gemini_api.enqueue(FakeGeminiAPI.text("hello from Gemini"))
+        async with resolve_model("google:gemini-2.5-flash") as model:
+            assert isinstance(model, GeminiModel)
+            assert model.name == "gemini-2.5-flash"
+            assert model.endpoint == fake_gemini_api.base_url.rstrip("/")
+            outcome = await LLMSubagent("a", model).run("hi")
+        assert isinstance(outcome, Success)
+        assert outcome.data == "hello from Gemini"
+        assert fake_gemini_api.requests[0].model == "gemini-2.5-flash"
 
     def test_a_model_is_returned_as_it_is(self) -> None:
         model = ScriptedModel([])

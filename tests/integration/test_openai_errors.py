@@ -1,7 +1,7 @@
 """The OpenAI rows of the model error table: each one an error the real openai SDK raises
 against FakeChatCompletionsAPI, classified into the envelope the table promises.
 
-The row names match docs/how-to/openai.md's table.
+Each row of docs/reference/model-errors.md names the test here that drives it.
 """
 
 from __future__ import annotations

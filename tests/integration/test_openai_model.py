@@ -353,24 +353,34 @@ class TestRefusals:
 
 class TestGarbage:
     @pytest.mark.parametrize(
-        "reply",
+        ("reply", "error_type"),
         [
-            F.garbage("<html>bad gateway</html>", status=502),
-            F.garbage("<html>welcome to the hotel wifi</html>", status=200),
-            F.garbage('{"id": "chatcmpl-1", "cho', status=200, content_type="application/json"),
-            F.garbage('{"id": "chatcmpl-1"}', status=200, content_type="application/json"),
-            F.tool_calls(("lookup", '{"order_id": ')),
+            (F.garbage("<html>bad gateway</html>", status=502), "server_error"),
+            (F.garbage("<html>welcome to the hotel wifi</html>", status=200), "invalid_response"),
+            (
+                F.garbage('{"id": "chatcmpl-1", "cho', status=200, content_type="application/json"),
+                "invalid_response",
+            ),
+            (
+                F.garbage('{"id": "chatcmpl-1"}', status=200, content_type="application/json"),
+                "invalid_response",
+            ),
+            (F.tool_calls(("lookup", '{"order_id": ')), "invalid_response"),
         ],
         ids=["html-502", "html-200", "truncated-json", "no-choices", "tool-arguments-not-json"],
     )
     async def test_a_garbled_answer_is_a_transient_envelope_never_a_crash(
-        self, fake_chat_completions_api: FakeChatCompletionsAPI, model: OpenAIModel, reply: Any
+        self,
+        fake_chat_completions_api: FakeChatCompletionsAPI,
+        model: OpenAIModel,
+        reply: Any,
+        error_type: str,
     ) -> None:
         fake_chat_completions_api.enqueue(reply, reply)
         agent = LLMSubagent("a", model, tools=[lookup], retry=fast_retry(attempts=2))
         outcome = await agent.run("hi")
         assert isinstance(outcome, ErrorEnvelope)
-        assert outcome.error_category is ErrorCategory.TRANSIENT
+        assert (outcome.error_category, outcome.error_type) == (ErrorCategory.TRANSIENT, error_type)
         assert fake_chat_completions_api.request_count == 2
 
 
