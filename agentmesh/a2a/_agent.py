@@ -12,7 +12,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Unpack
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import httpx
@@ -37,7 +37,6 @@ from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import AgentError, PermissionDenied, UsageError
 from agentmesh.subagents import Subagent
-from agentmesh.subagents._options import SubagentKwargs
 from agentmesh.task import Task
 
 __all__ = ["A2AAgent"]
@@ -73,12 +72,12 @@ class A2AAgent(Subagent):
         *,
         name: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: float = 60.0,  # noqa: ASYNC109  # the attempt's bound, not a parameter of a call
+        timeout: float = 60.0,  # the attempt's bound, not a parameter of a call
         max_artifact_bytes: int = 1_000_000,
         streaming: bool = True,
         poll_interval: float = 0.5,
         allowed_hosts: Iterable[str] = (),
-        **options: Unpack[SubagentKwargs],
+        **options: Any,  # checked by `Subagent` (its keywords, nothing else)
     ) -> None:
         super().__init__(name or "a2a", **options)
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
@@ -211,7 +210,9 @@ def _merge(task: A2ATask, artifact: Any, append: bool) -> None:
 
 
 def _message(task: Task) -> Message:
-    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task.query)])
+    message = Message(
+        message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task.query)]
+    )
     metadata: dict[str, Any] = dict(task.metadata)
     if task.topic is not None:
         metadata["topic"] = task.topic

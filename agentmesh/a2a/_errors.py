@@ -46,7 +46,9 @@ def exchange_error(exc: Exception, *, sent: bool, agent: str) -> AgentError:
         exc.__cause__, httpx.TimeoutException
     )
     not_received = (
-        not sent or isinstance(exc.__cause__, httpx.ConnectError) or status in _REFUSED_BEFORE_ACTING
+        not sent
+        or isinstance(exc.__cause__, httpx.ConnectError)
+        or status in _REFUSED_BEFORE_ACTING
     )
     if timeout:
         error_type: str = ErrorType.TIMEOUT

@@ -1,4 +1,4 @@
-"""A finished A2A task -> what the subagent returns or raises.
+"""A finished A2A task -> what the subagent returns or raises:
 
     completed        its artifacts' parts as data (text as text, data as data);
                      no artifacts -> an empty Success
@@ -7,6 +7,8 @@
     rejected         business `rejected`
     canceled         transient `cancelled` (not retried here: the remote task ended)
     auth-required    permission `auth_required`
+
+`input-required` is not answered yet: it ends as `other` `input_required`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 import pydantic
+from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import Artifact, Message, Part, Task, TaskState
-from google.protobuf.json_format import MessageToDict
 
 from agentmesh._redaction import redact_text
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
@@ -110,7 +112,7 @@ def _value(part: Part) -> Any:
     if kind == "text":
         return part.text
     if kind == "data":
-        return _whole_numbers(MessageToDict(part.data))
+        return _whole_numbers(get_data_parts([part])[0])
     if kind == "url":
         return {"url": part.url, "mediaType": part.media_type or None}
     # Raw bytes: described, not decoded (an agentmesh result is JSON data).
@@ -137,7 +139,7 @@ def _envelope(message: Message) -> ErrorEnvelope | None:
     for part in message.parts:
         if part.WhichOneof("content") != "data":
             continue
-        value = _whole_numbers(MessageToDict(part.data))
+        value = _whole_numbers(get_data_parts([part])[0])
         if not isinstance(value, dict) or value.get("isError") is not True:
             continue
         try:

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 
@@ -52,7 +53,7 @@ REMOTE_ENVELOPE = ErrorEnvelope(
 class Remote(AgentExecutor):
     """Ends each task the way its query names."""
 
-    runs: collections.Counter[str] = collections.Counter()
+    runs: ClassVar[collections.Counter[str]] = collections.Counter()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         query = context.get_user_input()
@@ -129,7 +130,10 @@ class _Guard(BaseHTTPMiddleware):
     """`/guarded` answers only with the right bearer token."""
 
     async def dispatch(self, request: Request, call_next: object) -> Response:
-        if request.url.path.startswith("/guarded") and request.headers.get("authorization") != TOKEN:
+        if (
+            request.url.path.startswith("/guarded")
+            and request.headers.get("authorization") != TOKEN
+        ):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         return await call_next(request)  # type: ignore[operator,no-any-return]
 

@@ -69,7 +69,8 @@ async def test_failed_with_an_agentmesh_envelope_keeps_it_whole(remote: str, pat
     assert outcome.error_type == REMOTE_ENVELOPE.error_type
     assert outcome.source == "orders"
     assert outcome.alternative_approaches == ("refund",)
-    assert outcome.details is not None and "over A2A" in outcome.details
+    assert outcome.details is not None
+    assert "over A2A" in outcome.details
 
 
 async def test_rejected_is_business(remote: str, path: str) -> None:
@@ -116,7 +117,8 @@ async def test_a_timeout_after_sending_is_transient_and_not_sent_twice(
     assert outcome.error_category is ErrorCategory.TRANSIENT
     assert outcome.error_type == "timeout"
     assert not outcome.is_retryable
-    assert outcome.details is not None and "not sent twice" in outcome.details
+    assert outcome.details is not None
+    assert "not sent twice" in outcome.details
     assert Remote.runs["slow"] == before + 1
 
 
@@ -124,7 +126,9 @@ async def test_headers_reach_the_remote_and_never_the_envelope(remote: str, path
     guarded = A2AAgent(f"{remote}/guarded", headers={"Authorization": TOKEN}, retry=NO_RETRY)
     assert isinstance(await guarded.run("text"), Success)
     assert TOKEN not in repr(guarded)
-    refused = A2AAgent(f"{remote}/guarded", headers={"Authorization": "Bearer wrong-one-0123456789"})
+    refused = A2AAgent(
+        f"{remote}/guarded", headers={"Authorization": "Bearer wrong-one-0123456789"}
+    )
     outcome = await refused.run("text")
     assert isinstance(outcome, ErrorEnvelope)
     assert outcome.error_category is ErrorCategory.PERMISSION
