@@ -33,6 +33,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope
 
@@ -94,6 +95,10 @@ class Remote(AgentExecutor):
             await up.cancel()
         elif query == "auth":
             await up.requires_auth(said(new_text_part("sign in first")))
+        elif query == "drop":  # the stream is cut after its first event (`_Dropper`)
+            await asyncio.sleep(0.5)
+            await up.add_artifact([new_text_part("after the drop")])
+            await up.complete()
         elif query == "slow":
             await asyncio.sleep(30)
         else:
@@ -127,7 +132,7 @@ def _agent(url: str, *, streaming: bool) -> list[object]:
 
 
 class _Guard(BaseHTTPMiddleware):
-    """`/guarded` answers only with the right bearer token."""
+    """`/guarded` answers only with the right bearer token; `/status-N` sends N to a message."""
 
     async def dispatch(self, request: Request, call_next: object) -> Response:
         if (
@@ -135,7 +140,39 @@ class _Guard(BaseHTTPMiddleware):
             and request.headers.get("authorization") != TOKEN
         ):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
+        if request.method == "POST" and request.url.path.startswith("/status-"):
+            status = int(request.url.path.split("-")[1].strip("/"))
+            return JSONResponse({"error": "the test's answer"}, status_code=status)
         return await call_next(request)  # type: ignore[operator,no-any-return]
+
+
+class _Dropper:
+    """`/dropping` cuts every event stream after its first event, as a lost connection would."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/dropping"):
+            await self.app(scope, receive, send)
+            return
+        streaming = False
+        events = 0
+
+        async def cutting(message: Message) -> None:
+            nonlocal streaming, events
+            if message["type"] == "http.response.start":
+                streaming = any(
+                    k == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in message.get("headers", [])
+                )
+            elif message["type"] == "http.response.body" and streaming and message.get("body"):
+                events += 1
+                if events > 1:
+                    raise ConnectionResetError("the test cuts the stream")
+            await send(message)
+
+        await self.app(scope, receive, cutting)
 
 
 def free_port() -> int:
@@ -155,6 +192,9 @@ def remote() -> Iterator[str]:
             Mount("/stream", routes=_agent(f"{base}/stream/", streaming=True)),  # type: ignore[arg-type]
             Mount("/block", routes=_agent(f"{base}/block/", streaming=False)),  # type: ignore[arg-type]
             Mount("/guarded", routes=_agent(f"{base}/guarded/", streaming=False)),  # type: ignore[arg-type]
+            Mount("/status-500", routes=_agent(f"{base}/status-500/", streaming=False)),  # type: ignore[arg-type]
+            Mount("/status-503", routes=_agent(f"{base}/status-503/", streaming=False)),  # type: ignore[arg-type]
+            Mount("/dropping", routes=_agent(f"{base}/dropping/", streaming=True)),  # type: ignore[arg-type]
             Mount(
                 "/elsewhere",
                 routes=_agent("http://198.51.100.7:9/", streaming=False),  # type: ignore[arg-type]
@@ -162,6 +202,7 @@ def remote() -> Iterator[str]:
         ]
     )
     app.add_middleware(_Guard)
+    app.add_middleware(_Dropper)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

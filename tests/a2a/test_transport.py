@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentmesh.a2a import A2AAgent
-from agentmesh.envelope import ErrorCategory, ErrorEnvelope
+from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 from agentmesh.retry import RetryPolicy
-from tests.a2a.conftest import free_port
+from tests.a2a.conftest import Remote, free_port
 
 
 async def test_nothing_listening_is_transient_and_retried() -> None:
@@ -41,3 +41,33 @@ def test_import_agentmesh_imports_no_a2a() -> None:
     code = "import sys, agentmesh; print(any(m.split('.')[0] == 'a2a' for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_dropped_stream_is_followed_by_task_id_not_resent(remote: str) -> None:
+    before = Remote.runs["drop"]
+    retrying = RetryPolicy(max_attempts=3, initial_delay=0)
+    agent = A2AAgent(f"{remote}/dropping", retry=retrying, poll_interval=0.1)
+    outcome = await agent.run("drop")
+    assert isinstance(outcome, Success)
+    assert outcome.data == "after the drop"
+    assert outcome.attempts == 1
+    assert Remote.runs["drop"] == before + 1
+
+
+async def test_a_500_to_the_message_may_have_acted_so_is_not_retried(remote: str) -> None:
+    retrying = RetryPolicy(max_attempts=3, initial_delay=0)
+    outcome = await A2AAgent(f"{remote}/status-500", retry=retrying).run("text")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.error_category is ErrorCategory.TRANSIENT
+    assert outcome.error_type == "unavailable"
+    assert not outcome.is_retryable
+    assert outcome.attempts == 1
+
+
+async def test_a_503_to_the_message_was_refused_before_acting_so_is_retried(remote: str) -> None:
+    retrying = RetryPolicy(max_attempts=2, initial_delay=0)
+    outcome = await A2AAgent(f"{remote}/status-503", retry=retrying).run("text")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.error_category is ErrorCategory.TRANSIENT
+    assert outcome.is_retryable
+    assert outcome.attempts == 2
