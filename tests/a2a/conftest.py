@@ -99,8 +99,10 @@ class Remote(AgentExecutor):
             await asyncio.sleep(0.5)
             await up.add_artifact([new_text_part("after the drop")])
             await up.complete()
+        elif query == "input":
+            await up.requires_input(said(new_text_part("which year?")))
         elif query == "slow":
-            await asyncio.sleep(30)
+            await asyncio.sleep(5)
         else:
             await up.failed(said(new_text_part(f"unknown query {query!r}")))
 
@@ -213,4 +215,5 @@ def remote() -> Iterator[str]:
         time.sleep(0.01)
     yield base
     server.should_exit = True
+    server.force_exit = True  # the `slow` tasks would hold the shutdown
     thread.join(timeout=10)

@@ -99,6 +99,14 @@ async def test_auth_required_is_permission(remote: str, path: str) -> None:
     assert outcome.message == "sign in first"
 
 
+async def test_input_required_is_not_answered_yet(remote: str, path: str) -> None:
+    outcome = await agent(remote, path).run("input")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.error_category is ErrorCategory.OTHER
+    assert outcome.error_type == "input_required"
+    assert outcome.message == "which year?"
+
+
 async def test_artifacts_over_the_bound_fail_as_too_large(remote: str, path: str) -> None:
     outcome = await agent(remote, path, max_artifact_bytes=1000).run("big")
     assert isinstance(outcome, ErrorEnvelope)
