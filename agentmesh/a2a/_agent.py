@@ -19,6 +19,7 @@ import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     AgentCard,
+    CancelTaskRequest,
     GetTaskRequest,
     Message,
     Part,
@@ -30,7 +31,9 @@ from a2a.types.a2a_pb2 import (
 from a2a.types.a2a_pb2 import Task as A2ATask
 from a2a.utils.errors import A2AError
 
+from agentmesh._logging import get_logger
 from agentmesh._numbers import number
+from agentmesh._redaction import redact_text
 from agentmesh.a2a._errors import exchange_error, timed_out
 from agentmesh.a2a._outcome import FINAL_STATES, result_of, task_size
 from agentmesh.context import Context
@@ -42,6 +45,8 @@ from agentmesh.task import Task
 __all__ = ["A2AAgent"]
 
 _MAX_UPDATES: Final = 10_000
+# Asking a remote agent to stop a task we gave up on: a short courtesy, not a wait.
+_CANCEL_SECONDS: Final = 2.0
 
 
 class A2AAgent(Subagent):
@@ -94,28 +99,51 @@ class A2AAgent(Subagent):
         """Send `task` to the remote agent and return its completed task's data."""
         follow = _Follow(self)
         try:
-            async with asyncio.timeout(self.timeout):
-                return await self._exchange(task, follow)
+            return await self._exchange(task, follow)
         except TimeoutError:
             raise timed_out(self.timeout, sent=follow.sent, agent=self.name) from None
         except (A2AError, httpx.HTTPError) as exc:
             raise exchange_error(exc, sent=follow.sent, agent=self.name) from None
 
     async def _exchange(self, task: Task, follow: _Follow) -> Any:
+        at = asyncio.get_running_loop().time() + self.timeout
         async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as http:
-            card = await A2ACardResolver(http, self.url).get_agent_card()
+            async with asyncio.timeout_at(at):
+                card = await A2ACardResolver(http, self.url).get_agent_card()
             config = ClientConfig(streaming=self.streaming, httpx_client=http)
             client = ClientFactory(config).create(self._on_our_hosts(card))
-            request = SendMessageRequest(message=_message(task))
-            follow.sent = True  # from here the remote may have the message
             try:
-                async for event in client.send_message(request):
-                    follow.take(event)
-            except A2AError:
-                if follow.task is None or not card.capabilities.streaming:
-                    raise
-                # The stream dropped, the task goes on: follow it by id, never resend.
-            return result_of(await self._finished(client, follow), self.name)
+                async with asyncio.timeout_at(at):
+                    return await self._follow(client, task, follow, card.capabilities.streaming)
+            except TimeoutError:
+                await self._cancel_remote(client, follow)
+                raise
+
+    async def _follow(self, client: Client, task: Task, follow: _Follow, streams: bool) -> Any:
+        """Send the message and follow its task to the end: the completed task's data."""
+        request = SendMessageRequest(message=_message(task))
+        follow.sent = True  # from here the remote may have the message
+        try:
+            async for event in client.send_message(request):
+                follow.take(event)
+        except A2AError:
+            if follow.task is None or not (streams and self.streaming):
+                raise
+            # The stream dropped, the task goes on: follow it by id, never resend.
+        return result_of(await self._finished(client, follow), self.name)
+
+    async def _cancel_remote(self, client: Client, follow: _Follow) -> None:
+        """Ask the remote agent to stop a task we gave up on, if we know its id."""
+        known = follow.task
+        if known is None or known.status.state in FINAL_STATES:
+            return  # a blocking send that timed out never told us the task's id
+        try:
+            async with asyncio.timeout(_CANCEL_SECONDS):
+                await client.cancel_task(CancelTaskRequest(id=known.id))
+        except (A2AError, httpx.HTTPError, TimeoutError) as exc:
+            get_logger(subagent=self.name).warning(
+                "a2a_cancel_failed", task=known.id, error=redact_text(str(exc))
+            )
 
     async def _finished(self, client: Client, follow: _Follow) -> A2ATask:
         """The remote task at its end, polled by id while it is still under way."""

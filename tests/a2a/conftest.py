@@ -55,6 +55,7 @@ class Remote(AgentExecutor):
     """Ends each task the way its query names."""
 
     runs: ClassVar[collections.Counter[str]] = collections.Counter()
+    cancelled: ClassVar[collections.Counter[str]] = collections.Counter()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         query = context.get_user_input()
@@ -107,7 +108,11 @@ class Remote(AgentExecutor):
             await up.failed(said(new_text_part(f"unknown query {query!r}")))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Nothing to stop: the tests' tasks end by themselves."""
+        """Counts the cancel (its `execute` is cancelled by the SDK) and says so."""
+        task = context.current_task
+        type(self).cancelled[context.get_user_input() if context.message else ""] += 1
+        if task is not None:
+            await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
 def _card(url: str, *, streaming: bool) -> AgentCard:

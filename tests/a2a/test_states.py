@@ -141,3 +141,12 @@ async def test_headers_reach_the_remote_and_never_the_envelope(remote: str, path
     assert isinstance(outcome, ErrorEnvelope)
     assert outcome.error_category is ErrorCategory.PERMISSION
     assert "wrong-one" not in outcome.model_dump_json()
+
+
+async def test_a_task_given_up_at_the_timeout_is_cancelled_remotely(remote: str, path: str) -> None:
+    before = sum(Remote.cancelled.values())
+    outcome = await agent(remote, path, timeout=0.5).run("slow")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.error_type == "timeout"
+    # Streaming gave us the task's id; a blocking send that timed out never did.
+    assert sum(Remote.cancelled.values()) == before + (1 if path == "stream" else 0)
