@@ -103,7 +103,7 @@ class A2AAgent(Subagent):
         except TimeoutError:
             raise timed_out(self.timeout, sent=follow.sent, agent=self.name) from None
         except (A2AError, httpx.HTTPError) as exc:
-            raise exchange_error(exc, sent=follow.sent, agent=self.name) from None
+            raise exchange_error(exc, sent=follow.sent, classifier=self.classifier) from None
 
     async def _exchange(self, task: Task, follow: _Follow) -> Any:
         at = asyncio.get_running_loop().time() + self.timeout

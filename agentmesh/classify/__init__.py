@@ -20,6 +20,8 @@ Built-in mappings::
                                           loaded once the SDK has been imported
     openai errors                       by error code, then HTTP status (see `_openai`),
                                           loaded the same way
+    a2a-sdk client errors               by HTTP status, transport, JSON-RPC error (see `_a2a`),
+                                          loaded the same way
     asyncio.CancelledError (stray:      transient   cancelled
       the task is not being cancelled)
     CallFailed                          its envelope's category and type, not retryable

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from agentmesh._redaction import REDACTED, redact_text
+from agentmesh.classify import _a2a as _classify_a2a
 from agentmesh.classify import _google as _classify_google
 from agentmesh.classify import _openai as _classify_openai
 from agentmesh.classify import _sdk as _classify_sdk
@@ -171,6 +172,8 @@ class Classifier:
             known = _classify_openai.may_have_taken_effect(exc)
         if known is None:
             known = _classify_google.may_have_taken_effect(exc)
+        if known is None:
+            known = _classify_a2a.may_have_taken_effect(exc)
         if known is not None:
             return known
         if isinstance(exc, BaseExceptionGroup) and not _is_group_mapping(self._lookup(exc)):
@@ -331,6 +334,7 @@ _SDK_MAPPINGS: dict[str, Callable[[], dict[type[BaseException], Mapper]]] = {
     **_classify_sdk.SDK_MAPPINGS,
     "openai": _classify_openai.mappers,
     "google.genai": _classify_google.mappers,
+    "a2a": _classify_a2a.mappers,
 }
 _SDKS_PENDING: set[str] = set(_SDK_MAPPINGS)
 

@@ -71,3 +71,19 @@ async def test_a_503_to_the_message_was_refused_before_acting_so_is_retried(remo
     assert outcome.error_category is ErrorCategory.TRANSIENT
     assert outcome.is_retryable
     assert outcome.attempts == 2
+
+
+def test_the_classifier_reads_the_sdk_errors_a_user_s_own_code_raises() -> None:
+    from a2a.client.errors import A2AClientTimeoutError
+    from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+
+    from agentmesh.classify import default_classifier
+
+    timeout = default_classifier.to_agent_error(A2AClientTimeoutError("Client Request timed out"))
+    assert (timeout.category, timeout.error_type) == (ErrorCategory.TRANSIENT, "timeout")
+    assert default_classifier.may_have_taken_effect(A2AClientTimeoutError("timed out"))
+    invalid = default_classifier.to_agent_error(InvalidParamsError("no such field"))
+    assert invalid.category is ErrorCategory.VALIDATION
+    missing = default_classifier.to_agent_error(TaskNotFoundError("task t-1"))
+    assert (missing.category, missing.error_type) == (ErrorCategory.OTHER, "a2a_error")
+    assert not default_classifier.may_have_taken_effect(TaskNotFoundError("task t-1"))
