@@ -323,7 +323,7 @@ class Asker(Protocol):
     task_id: str
     log: Any
     classifier: Classifier
-    ask_counts: dict[str, int]
+    ask_counts: dict[str, int] | None
     pending_decision: ErrorEnvelope | None
 
 
@@ -380,8 +380,11 @@ def _call_decision_id(
     """The same id for the same question in every process: run, task, call, occurrence."""
     call = [tool, digest(validated), policy]
     base = digest(call)
-    number = ctx.ask_counts.get(base, 0) + 1
-    ctx.ask_counts[base] = number
+    counts = ctx.ask_counts
+    if counts is None:  # most tasks never ask: their engines carry no dict for it
+        counts = ctx.ask_counts = {}
+    number = counts.get(base, 0) + 1
+    counts[base] = number
     return digest([book.run_id, ctx.subagent, ctx.task_id, call, number])[:12]
 
 

@@ -117,7 +117,7 @@ class TaskEngine:
         self.usage = UsageTally()
         # Questions for a person (`Ruling.ask`): their occurrences in this attempt, the
         # one that stopped the task, and an ask nobody could answer (see `_human`).
-        self.ask_counts: dict[str, int] = {}
+        self.ask_counts: dict[str, int] | None = None  # made at the first ask
         self.pending_decision: ErrorEnvelope | None = None
         self.misuse: UsageError | None = None
         # Optional sources of tools this attempt went on without (see `leave_out`).
