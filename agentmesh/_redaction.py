@@ -45,6 +45,9 @@ _CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SECRET_TEXT: Final = re.compile(
     r"""
     sk-ant-[A-Za-z0-9_-]+
+    # OpenAI's keys (sk-..., sk-proj-...) and Google's (AIza + 35), by their shape
+    | (?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}
+    | (?<![A-Za-z0-9])(?-i:AIza)[0-9A-Za-z_-]{35}
     | (?P<field>
         (?<![A-Za-z0-9])
         (?:proxy-authorization|authorization|x[-_]api[-_]key|api[-_]?key

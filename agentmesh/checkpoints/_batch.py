@@ -34,14 +34,15 @@ class Batcher(Generic[T, R]):
     __slots__ = ("_finished", "_queued", "_submitted", "_wakers", "_worker", "failed")
 
     def __init__(self) -> None:
-        self._queued: list[tuple[T, asyncio.Future[R] | None]] = []
+        self._queued: list[tuple[T, asyncio.Future[R] | str]] = []
         self._worker: asyncio.Task[None] | None = None
         # Counted so that `drained` waits for what was queued before it, not for a queue
         # that other callers keep filling.
         self._submitted = self._finished = 0
         self._wakers: list[asyncio.Future[None]] = []
-        # The first failure of a call nobody waits for (`behind`), until taken.
-        self.failed: Exception | None = None
+        # The first failure of a call nobody waits for (`behind`), by its owner (a run
+        # id), until that owner takes it: one run's lost write is never another's news.
+        self.failed: dict[str, Exception] = {}
 
     def submit(self, item: T, many: Many[T, R], one: One[T, R]) -> asyncio.Future[R]:
         """Queue `item` for the next batch; its result when that batch is done."""
@@ -49,12 +50,13 @@ class Batcher(Generic[T, R]):
         self._queue(item, done, many, one)
         return done
 
-    def behind(self, item: T, many: Many[T, R], one: One[T, R]) -> None:
-        """Queue `item` for the next batch, nobody waiting: a failure is kept in `failed`."""
-        self._queue(item, None, many, one)
+    def behind(self, item: T, owner: str, many: Many[T, R], one: One[T, R]) -> None:
+        """Queue `item` for the next batch, nobody waiting: a failure is kept in
+        `failed[owner]`."""
+        self._queue(item, owner, many, one)
 
     def _queue(
-        self, item: T, done: asyncio.Future[R] | None, many: Many[T, R], one: One[T, R]
+        self, item: T, done: asyncio.Future[R] | str, many: Many[T, R], one: One[T, R]
     ) -> None:
         self._queued.append((item, done))
         self._submitted += 1
@@ -90,12 +92,15 @@ class Batcher(Generic[T, R]):
                 await self._each(batch, one)
             except BaseException:
                 for _item, done in batch:
-                    if done is not None:
+                    if isinstance(done, str):
+                        lost = RuntimeError("a write was cancelled before its commit")
+                        self.failed.setdefault(done, lost)
+                    else:
                         done.cancel()
                 raise
             else:
                 for (_item, done), result in zip(batch, results, strict=True):
-                    if done is not None and not done.done():
+                    if not isinstance(done, str) and not done.done():
                         done.set_result(result)
             self._finished += len(batch)
             self._wake()
@@ -106,15 +111,15 @@ class Batcher(Generic[T, R]):
             if not waker.done():
                 waker.set_result(None)
 
-    async def _each(self, batch: list[tuple[T, asyncio.Future[R] | None]], one: One[T, R]) -> None:
+    async def _each(self, batch: list[tuple[T, asyncio.Future[R] | str]], one: One[T, R]) -> None:
         for item, done in batch:
             try:
                 result = await one(item)
             except Exception as exc:
-                if done is None:
-                    self.failed = self.failed or exc
+                if isinstance(done, str):
+                    self.failed.setdefault(done, exc)
                 elif not done.done():
                     done.set_exception(exc)
             else:
-                if done is not None and not done.done():
+                if not isinstance(done, str) and not done.done():
                     done.set_result(result)

@@ -206,7 +206,7 @@ class StoreBase(abc.ABC):
         row = self._row_now(run_id, stage, key, value)
         if row is None:
             return False
-        self._writes.behind(row, self._put_many, self._put)
+        self._writes.behind(row, run_id, self._put_many, self._put)
         return True
 
     def _queue_put(
@@ -224,11 +224,11 @@ class StoreBase(abc.ABC):
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         return (run_id, stage, key, SCHEMA_VERSION, text, time.time())
 
-    async def _flush(self) -> None:
+    async def _flush(self, run_id: str) -> None:
         """Wait until every queued put is committed; raise the first failure of a put
-        written behind (`_put_soon`) since the last flush."""
+        `run_id` wrote behind (`_put_soon`) since its last flush."""
         await self._writes.drained()
-        failed, self._writes.failed = self._writes.failed, None
+        failed = self._writes.failed.pop(run_id, None)
         if failed is not None:
             raise failed
 

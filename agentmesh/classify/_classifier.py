@@ -40,7 +40,9 @@ E = TypeVar("E", bound=BaseException)
 
 
 # The same marker and key shape as the log redaction, so a secret reads the same everywhere.
-_API_KEY = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
+_API_KEY = re.compile(
+    r"sk-ant-[A-Za-z0-9_\-]+|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"
+)
 _SECRET_HEADERS = ("x-api-key", "x-goog-api-key", "authorization")
 
 

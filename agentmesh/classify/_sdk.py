@@ -426,6 +426,9 @@ def request_of(exc: BaseException) -> httpx2.Request | None:
         # httpx2's `request` property raises RuntimeError while it is unset; any other
         # exception's `request` is foreign code, which must not break the error path.
         request = getattr(exc, "request", None)
+        if request is None:
+            # google-genai's errors carry only their response, which holds the request.
+            request = getattr(getattr(exc, "response", None), "request", None)
     except Exception:
         return None
     return request if isinstance(request, httpx2.Request) else None

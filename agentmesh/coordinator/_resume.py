@@ -280,11 +280,12 @@ async def _keep(
         await store.put(run_id, STAGE, key, data)
 
 
-async def flush(store: CheckpointStore) -> None:
-    """Wait until every record written behind is committed (raising a failure to)."""
+async def flush(store: CheckpointStore, run_id: str) -> None:
+    """Wait until every record written behind is committed (raising a failure of one
+    `run_id` wrote)."""
     flushed = getattr(store, "_flush", None)
     if flushed is not None:
-        await flushed()
+        await flushed(run_id)
 
 
 def _asked(outcome: Outcome) -> bool:

@@ -31,6 +31,9 @@ __all__ = ["resolve_model"]
 
 _DISTRIBUTION: Final = "agentmesh-failwell"
 # `<model>@<base URL>`: the URL starts at the last `@` followed by a scheme.
+COMPATIBLE_KEY_ENV: Final = "OPENAI_COMPATIBLE_API_KEY"
+"""The key an `openai-compatible:` model sends its server (none when unset): never
+`OPENAI_API_KEY`, which is OpenAI's."""
 _AT_URL: Final = re.compile(r"(?P<model>.*)@(?P<url>https?://\S+)")
 
 
@@ -97,9 +100,10 @@ def resolve_model(spec: Model | str) -> Model:
                 '"openai-compatible:llama3.1@http://localhost:11434/v1"'
             )
         name, arguments["base_url"] = found["model"], found["url"]
-        # A local server wants no key, but the SDK refuses to start without one.
-        if not os.environ.get("OPENAI_API_KEY"):
-            arguments["api_key"] = "unused"
+        # Never OPENAI_API_KEY: OpenAI's key must not go to whatever server the string
+        # names. A gateway's own key comes from OPENAI_COMPATIBLE_API_KEY; a local server
+        # wants none, but the SDK refuses to start without one.
+        arguments["api_key"] = os.environ.get(COMPATIBLE_KEY_ENV) or "unused"
     if not name:
         raise UsageError(f"model string {spec!r} names no model after {kind + ':'!r}")
     factory = _load(kind, provider, spec)

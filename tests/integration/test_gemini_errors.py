@@ -219,3 +219,12 @@ class TestTheKeyStaysSecret:
         envelope = classify(failure, source="a", attempted_query="hi", attempts=1)
         assert key not in envelope.to_json()
         assert envelope.error_type == "unavailable"
+
+    async def test_a_key_the_server_echoes_in_its_message_is_masked(
+        self, fake_gemini_api: FakeGeminiAPI, gemini: GeminiModel
+    ) -> None:
+        """Google answers a bad key with a 400 that may repeat it: the envelope masks it."""
+        fake_gemini_api.enqueue(F.error(400, f"API key not valid: {API_KEY}"))
+        outcome = await LLMSubagent("a", gemini).run("hi")
+        assert isinstance(outcome, ErrorEnvelope)
+        assert API_KEY not in outcome.to_json()

@@ -231,6 +231,29 @@ class TestABatch:
             with pytest.raises(CheckpointError, match="refused"):
                 await Coordinator([lines], store=store).run(tasks, run_id="r")
 
+    async def test_a_lost_record_fails_its_own_run_not_another_on_the_same_store(
+        self,
+    ) -> None:
+        """Two runs share a store at once; only run B's record cannot be written: B
+        raises, A reports, whichever flushes first."""
+
+        @subagent(name="lines")
+        async def lines(task: Task, ctx: Context) -> str:
+            await asyncio.sleep(0)
+            return "fine"
+
+        coordinator_tasks = {"A": [Task(query="x", id="a")], "B": [Task(query="y", id="lost")]}
+        async with _Refusing("record/lost") as store:
+            coordinator = Coordinator([lines], store=store)
+            a, b = await asyncio.gather(
+                coordinator.run(coordinator_tasks["A"], run_id="A"),
+                coordinator.run(coordinator_tasks["B"], run_id="B"),
+                return_exceptions=True,
+            )
+            assert not isinstance(a, BaseException)
+            assert a.coverage_ratio == 1.0
+            assert isinstance(b, CheckpointError)
+
 
 class TestSavedProgress:
     async def test_progress_that_is_not_json_is_not_saved_and_the_task_goes_on(

@@ -50,16 +50,23 @@ class TestModelStrings:
             assert local.requests[0].model == "llama3.1"
             assert local.requests[0].path == "/v1/chat/completions"
 
-    async def test_a_compatible_server_is_given_the_environment_s_key_when_set(
+    async def test_a_gateway_gets_its_own_key_and_never_openai_s(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A gateway that wants a key (LiteLLM, OpenRouter) gets OPENAI_API_KEY."""
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-gateway")
+        """A gateway that wants a key (LiteLLM, OpenRouter) gets OPENAI_COMPATIBLE_API_KEY;
+        OpenAI's own key (OPENAI_API_KEY) never goes to a server the string names."""
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-openai-only")
+        monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-gateway")
         with FakeChatCompletionsAPI(F.text("ok"), api_key="sk-gateway") as gateway:
             async with resolve_model(f"openai-compatible:some/model@{gateway.base_url}") as m:
                 outcome = await LLMSubagent("a", m).run("hi")
             assert isinstance(outcome, Success)
             assert gateway.requests[0].model == "some/model"
+        monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY")
+        with FakeChatCompletionsAPI(F.text("ok"), require_auth=False) as local:
+            async with resolve_model(f"openai-compatible:m@{local.base_url}") as m:
+                await LLMSubagent("a", m).run("hi")
+            assert "sk-proj-openai-only" not in str(local.requests[0].headers)
 
 
 def vllm_error(status: int, message: str, type: str) -> ChatReply:
