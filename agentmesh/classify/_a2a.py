@@ -37,7 +37,9 @@ def _a2a_error(exc: Any) -> AgentError:
     message = redact_text(str(exc) or type(exc).__name__)[:_MAX_TEXT]
     status = _status(exc)
     if status in (401, 403):
-        return PermissionDenied(message, details=f"HTTP {status}")
+        # The same words as every model provider's table: who you are, then what you may.
+        error_type = "authentication_failed" if status == 401 else "permission_denied"
+        return PermissionDenied(message, error_type=error_type, details=f"HTTP {status}")
     if status is not None and (status in _REFUSED_BEFORE_ACTING or status >= 500):
         error_type = {408: ErrorType.TIMEOUT, 429: "rate_limited"}.get(status, "unavailable")
         return TransientError(message, error_type=error_type, details=f"HTTP {status}")

@@ -140,6 +140,7 @@ async def test_headers_reach_the_remote_and_never_the_envelope(remote: str, path
     outcome = await refused.run("text")
     assert isinstance(outcome, ErrorEnvelope)
     assert outcome.error_category is ErrorCategory.PERMISSION
+    assert outcome.error_type == "authentication_failed"  # a 401, as every provider says
     assert "wrong-one" not in outcome.model_dump_json()
 
 
