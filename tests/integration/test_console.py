@@ -381,6 +381,40 @@ class TestConsoleThatResumes:
                 time.sleep(0.05)
         assert desk.refunds == [("A-1", 40), ("B-2", 900)]
 
+    async def test_of_two_consoles_on_one_store_exactly_one_resumes_the_run(
+        self, waiting: tuple[Stores, Desk]
+    ) -> None:
+        """Two consoles (each its own store connection, its own coordinator) see the run
+        answered at once: one resume is claimed in the store, the other stands back."""
+        from agentmesh.console._resumer import Resumer
+
+        stores, desk = waiting
+        async with stores() as store:
+            view = await load_run(store, "r1")
+            assert view is not None
+            for state in view.approvals:
+                assert (
+                    await answer_approval(store, "r1", state.pending.id, Approve(), by="ann")
+                    is None
+                )
+        resumed: list[str] = []
+
+        class Counting:
+            def __init__(self) -> None:
+                self.store = stores()
+                self.coordinator = desk.coordinator(self.store)
+
+            async def resume(self, run_id: str) -> object:
+                resumed.append(run_id)
+                return await self.coordinator.resume(run_id)
+
+        one, two = Counting(), Counting()
+        async with one.store, two.store:
+            consoles = [Resumer(one, one.store), Resumer(two, two.store)]  # type: ignore[arg-type]
+            await asyncio.gather(*(console._go_on("r1") for console in consoles))
+        assert resumed == ["r1"]
+        assert sorted(desk.refunds) == [("A-1", 40), ("B-2", 900), ("C-3", 600)]
+
     def test_the_command_line_names_a_coordinator_as_module_and_attribute(self) -> None:
         with pytest.raises(SystemExit, match="module:attribute"):
             coordinator_of("tests.console.desk")
