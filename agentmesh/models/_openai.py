@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import pydantic
 
 from agentmesh._numbers import number
+from agentmesh._redaction import redact_text
 from agentmesh._tracing import chat_span, record_response
 from agentmesh.errors import TransientError, UsageError
 from agentmesh.models._base import ModelResponse
@@ -211,7 +212,9 @@ class OpenAIModel:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIModel({self.name!r}, endpoint={self.endpoint!r}, timeout={self.timeout}, "
+            # A base URL may carry a password or a key in its query: the repr goes to logs.
+            f"OpenAIModel({self.name!r}, endpoint={redact_text(self.endpoint)!r}, "
+            f"timeout={self.timeout}, "
             f"stream={self.stream})"
         )
 
