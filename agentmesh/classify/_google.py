@@ -47,6 +47,7 @@ from agentmesh._numbers import duration_seconds
 from agentmesh.classify._mappers import Mapper, describe, text
 from agentmesh.classify._sdk import (
     QUOTA_RESET_AFTER,
+    SERVER_MAY_HAVE_ACTED,
     _http_error,
     _limit_reached,
     _with_request_id,
@@ -86,8 +87,6 @@ _BAD_KEY_REASONS: Final = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "API_
 _TOO_LONG: Final = re.compile(r"exceeds the maximum number of tokens", re.IGNORECASE)
 # HTTP statuses whose meaning holds without a Google body (a proxy's page).
 _KNOWN_HTTP: Final = frozenset({400, 401, 403, 404, 408, 409, 413, 422, 429, 503, 529})
-# Statuses after which the server may already have acted on the request.
-_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 # Daily quotas of the Gemini API reset at midnight Pacific time (its rate-limit docs).
 _PACIFIC_STANDARD: Final = timedelta(hours=-8)
 
@@ -224,5 +223,5 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
     if errors is not None and isinstance(exc, errors.APIError):
         # Below 400: an error object in the middle of a stream the server had started.
         code = exc.code if isinstance(exc.code, int) else 0
-        return code in _MAY_HAVE_ACTED or code < 400
+        return code in SERVER_MAY_HAVE_ACTED or code < 400
     return None
