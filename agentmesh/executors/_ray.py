@@ -54,6 +54,7 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
+from agentmesh.executors._ray_approvals import answers_for, keep_asked
 from agentmesh.executors._ray_failures import (
     _as_defaults,
     _cause,
@@ -282,6 +283,7 @@ class RayExecutor:
             apply_ops(scope.state, result["state"])
         if result["shared"]:
             merge_scope(scope, result["shared"])
+        await keep_asked(scope, result["asked"])  # before the coordinator records the task
         if result["usage_stop"] is not None and scope.usage.stop is None:
             scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
         if scope.events is not None:
@@ -324,6 +326,7 @@ class RayExecutor:
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
+            answers=answers_for(scope, dispatch.task_id),
         )
 
     async def _lost_outcome(
