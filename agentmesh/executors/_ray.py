@@ -71,6 +71,7 @@ from agentmesh.executors._ray_shipping import (
     _module,
     _modules_of,
     _unshippable,
+    refuse_unshared,
 )
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
@@ -163,6 +164,11 @@ class RayExecutor:
         self._unsettled: dict[str, list[float]] = {}
         self._settled_at = 0.0
         self._log = get_logger()
+
+    def check_store(self, store: object) -> None:
+        """Refuse a store the workers cannot share (a UsageError); a Coordinator asks
+        before a run starts."""
+        refuse_unshared(self, store)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -1,0 +1,114 @@
+"""Which store a Ray run may use, and a person's approvals through one (local instance).
+
+A store travels to the workers as what it was built from (a PostgreSQL connection
+string, a SQLite file's path), each worker opening its own; a store the workers cannot
+share is refused by the coordinator before anything of the run starts. (Approvals on
+two nodes with PostgreSQL: `test_two_nodes.py`.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
+from agentmesh.approvals import Approve
+from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
+from agentmesh.coordinator import CoverageStatus
+from agentmesh.executors import RayExecutor, _ray_shipping
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
+from agentmesh.subagents import Subagent
+
+BIG = Task(id="B-2", query="refund B-2", metadata={"order": "B-2", "amount": 900})
+
+
+@pre_tool_use(tool="refund", asks=True)
+def over_100(event: ToolCallEvent) -> Ruling | None:
+    return Ruling.ask("over 100") if event.arguments["amount"] > 100 else None
+
+
+def refund_desk(refunds: Path) -> Subagent:
+    """A desk whose refunds append a line to `refunds` (seen by every worker)."""
+
+    @tool(impact="financial")
+    async def refund(order: str, amount: int) -> str:
+        with refunds.open("a") as file:
+            file.write(f"{order} {amount}\n")
+        return f"refunded {amount} on {order}"
+
+    @subagent(name="desk", retry=RetryPolicy.never())
+    async def desk(task: Task, ctx: Context) -> str:
+        return await ctx.call(refund, **task.metadata)
+
+    return desk
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+class TestApprovalsWithASQLiteFile:
+    async def test_an_ask_pends_and_the_resumed_run_makes_the_call_once(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """On one host a SQLite file is shared: it travels as its path (opened already by
+        the run's plan), the ask pends, and the approved refund is made once on resume."""
+        refunds = tmp_path / "refunds"
+        path = tmp_path / "runs.sqlite"
+        async with SQLiteStore(path) as store:
+            asked = await Coordinator(
+                [refund_desk(refunds)], policies=[over_100], store=store, executor=ray_executor
+            ).run([BIG], run_id="desk")
+        [waiting] = asked.pending_approvals
+        assert (waiting.task_id, waiting.tool, waiting.reason) == ("B-2", "refund", "over 100")
+        assert [e.status for e in asked.coverage] == [CoverageStatus.ESCALATED]
+        assert lines(refunds) == []
+
+        async with SQLiteStore(path) as store:
+            again = Coordinator(
+                [refund_desk(refunds)], policies=[over_100], store=store, executor=ray_executor
+            )
+            resumed = await again.resume("desk", approvals={waiting.id: Approve()})
+            assert (await again.resume("desk")).findings == resumed.findings  # nothing anew
+
+        assert [e.status for e in resumed.coverage] == [CoverageStatus.COVERED]
+        assert lines(refunds) == ["B-2 900"]
+
+
+class TestUnsharedStores:
+    async def test_a_memory_store_is_refused_before_the_run_starts(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """The run raises at once, saying what to use; no task ran, nothing was saved."""
+        refunds = tmp_path / "refunds"
+        store = MemoryStore()
+        coordinator = Coordinator([refund_desk(refunds)], store=store, executor=ray_executor)
+
+        with pytest.raises(UsageError, match="not storage the workers share") as caught:
+            await coordinator.run([BIG], run_id="r")
+
+        assert "PostgresStore(dsn)" in str(caught.value)
+        assert lines(refunds) == []
+        assert list(await store.list("r")) == []  # not even the run's plan
+
+    async def test_a_sqlite_file_is_refused_on_a_cluster_of_several_hosts(
+        self, ray_executor: RayExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A resume is refused before any answer is claimed: the answer can be given again."""
+        hosts = {"10.0.0.1", "10.0.0.2"}
+        monkeypatch.setattr(_ray_shipping, "_cluster_hosts", lambda: hosts)
+        store: CheckpointStore = SQLiteStore(tmp_path / "runs.sqlite")
+        coordinator = Coordinator(
+            [refund_desk(tmp_path / "refunds")],
+            policies=[over_100],
+            store=store,
+            executor=ray_executor,
+        )
+
+        with pytest.raises(UsageError, match=r"a SQLite file .* of one host"):
+            await coordinator.run([BIG])
+        with pytest.raises(UsageError, match=r"a SQLite file .* of one host"):
+            await coordinator.resume("desk", approvals={"any": Approve()})
+
+        assert not (tmp_path / "runs.sqlite").exists()  # nothing was written
