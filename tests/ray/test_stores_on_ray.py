@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from agentmesh import Context, Coordinator, RetryPolicy, Task, UsageError, subagent, tool
+from agentmesh import (
+    Context,
+    Coordinator,
+    RetryPolicy,
+    Task,
+    TransientError,
+    UsageError,
+    subagent,
+    tool,
+)
 from agentmesh.approvals import Approve
 from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus
@@ -74,6 +83,51 @@ class TestApprovalsWithASQLiteFile:
 
         assert [e.status for e in resumed.coverage] == [CoverageStatus.COVERED]
         assert lines(refunds) == ["B-2 900"]
+
+
+class TestCheckpointsWithASQLiteFile:
+    async def test_a_rerun_keeps_progress_and_never_repeats_a_side_effect(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """As locally: the second run of a run id skips the sources its first recorded
+        (saved by the worker, read by another) and makes the charge once."""
+        charges, fetched, down = tmp_path / "charges", tmp_path / "fetched", tmp_path / "down"
+        down.touch()
+
+        @tool
+        async def charge(amount: int) -> str:
+            with charges.open("a") as file:
+                file.write(f"{amount}\n")
+            return f"charged {amount}"
+
+        @tool(idempotent=True)
+        async def fetch(source: str) -> str:
+            with fetched.open("a") as file:
+                file.write(f"{source}\n")
+            if source == "s3" and down.exists():
+                raise TransientError(f"{source} is down")
+            return f"finding from {source}"
+
+        @subagent(name="research", checkpoint=True, retry=RetryPolicy.never())
+        async def research(task: Task, ctx: Context) -> list[str]:
+            await ctx.call(charge, amount=5)
+            ctx.record_partial(pending=["s1", "s2", "s3"])
+            for source in ("s1", "s2", "s3"):
+                if source not in ctx.partials.completed:
+                    ctx.record_partial([await ctx.call(fetch, source=source)], completed=source)
+            return list(ctx.partials.findings)
+
+        async with SQLiteStore(tmp_path / "runs.sqlite") as store:
+            coordinator = Coordinator([research], store=store, executor=ray_executor)
+            first = await coordinator.run([Task(query="q", topic="t")], run_id="run-1")
+            down.unlink()
+            second = await coordinator.run([Task(query="q", topic="t")], run_id="run-1")
+
+        assert first.coverage[0].status is CoverageStatus.PARTIAL
+        assert second.coverage[0].status is CoverageStatus.COVERED
+        assert [f.content for f in second.findings] == [f"finding from s{i}" for i in (1, 2, 3)]
+        assert lines(charges) == ["5"]
+        assert lines(fetched) == ["s1", "s2", "s3", "s3"]
 
 
 class TestUnsharedStores:
