@@ -18,10 +18,10 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   not installed, such as a script or a test file, go by value too) and put into the
   object store once; each worker deserializes them once. One that cannot be pickled is
   a `UsageError` at its first dispatch that names it. A `PostgresStore` travels as its
-  connection string and each worker opens its own pool; an unopened `SQLiteStore`
-  travels as its path, which is shared storage only for workers on this machine (or a
-  shared file system); a `MemoryStore` is refused, since the memory of this process is
-  not storage that workers share.
+  connection string and each worker opens its own pool; a `SQLiteStore` as its path,
+  shared storage only for workers on this machine; a store the workers cannot share is
+  refused before a run starts (`check_store`). A person's approvals: see
+  `_ray_approvals`.
 * **Events**: when the run is streamed, a remote task's events (attempts failed,
   policy rulings, partial results) come back with its outcome and are delivered in
   their order, numbered in the run, with the worker's timestamps. A task whose worker
