@@ -31,6 +31,7 @@ from agentmesh import (
     tool,
 )
 from agentmesh._engine._answer_checks import MAY_HAVE_RUN
+from agentmesh._engine._human import DecisionBook
 from agentmesh.approvals import Approve
 from agentmesh.coordinator import (
     CoverageStatus,
@@ -356,3 +357,41 @@ class TestApprovalsOnTwoNodes:
         [waiting] = resumed.pending_approvals
         assert waiting.policy == MAY_HAVE_RUN
         assert waiting.tool == "refund"
+
+    async def test_two_resumes_at_once_on_both_nodes_make_the_approved_call_once(
+        self,
+        cluster: tuple[RayExecutor, set[str]],
+        tmp_path: Path,
+        postgres_dsn: str,
+        postgres_schema: str,
+    ) -> None:
+        """Two processes resume an answered run at once (here two coordinators); the task
+        runs on both nodes together, and the ledger's claim lets one make the refund."""
+        from agentmesh.checkpoints import PostgresStore
+
+        executor, ids = cluster
+        refunds, seen = str(tmp_path / "refunds"), str(tmp_path / "nodes")
+        desk = refund_desk(refunds)
+
+        @subagent(name="desk", retry=RetryPolicy.never())
+        async def desk_at_the_barrier(task: Task, ctx: Context) -> Any:
+            await on_both_nodes(seen)  # both resumes' tasks are running: on both nodes
+            return await desk.handle(task, ctx)
+
+        def coordinator(store: PostgresStore, spoke: Subagent) -> Coordinator:
+            return Coordinator([spoke], policies=[refund_limit], store=store, executor=executor)
+
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            asked = await coordinator(store, desk).run([BIG_REFUND], run_id="desk")
+            book = await DecisionBook.load(store, "desk")  # as a person on the console
+            await book.give({asked.pending_approvals[0].id: Approve()})
+            reports = await asyncio.gather(
+                *(coordinator(store, desk_at_the_barrier).resume("desk") for _ in range(2))
+            )
+
+        assert set(node_lines(tmp_path / "nodes")) == ids
+        assert node_lines(tmp_path / "refunds") == ["B-2 900"]  # once, by one of them
+        for report in reports:  # the other replays it, or asks: it may be under way
+            [entry] = report.coverage
+            waiting = [p.policy for p in report.pending_approvals]
+            assert entry.status is CoverageStatus.COVERED or waiting == [MAY_HAVE_RUN]
