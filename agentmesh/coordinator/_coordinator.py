@@ -283,6 +283,7 @@ class Coordinator:
         poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
         if self.store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
+        self._check_store()  # before the wait, not after it
         # The answers come from other processes through the store: nothing here to wait
         # on but the store itself (it has no notifications yet), so it is polled.
         while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110

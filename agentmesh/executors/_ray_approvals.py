@@ -17,7 +17,6 @@ its recorded result is replayed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from agentmesh._engine._human import DecisionBook
 from agentmesh.approvals import Approval, PendingApproval
@@ -69,7 +68,7 @@ def worker_book(
     return WorkerBook(store, run_id, answers)
 
 
-def asked_by(book: Any) -> tuple[PendingApproval, ...]:
+def asked_by(book: DecisionBook | None) -> tuple[PendingApproval, ...]:
     """The questions a worker's task asked (none without a book)."""
     return tuple(book.asked) if isinstance(book, WorkerBook) else ()
 
