@@ -25,6 +25,7 @@ from agentmesh import (
 from agentmesh.approvals import Approve
 from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus
+from agentmesh.events import ApprovalApplied, EscalationPending, RunFinished
 from agentmesh.executors import RayExecutor, _ray_shipping
 from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 from agentmesh.subagents import Subagent
@@ -62,14 +63,20 @@ class TestApprovalsWithASQLiteFile:
         self, ray_executor: RayExecutor, tmp_path: Path
     ) -> None:
         """On one host a SQLite file is shared: it travels as its path (opened already by
-        the run's plan), the ask pends, and the approved refund is made once on resume."""
+        the run's plan), the ask pends (its stream names the approval to answer), and the
+        approved refund is made once on resume, streamed as applied."""
         refunds = tmp_path / "refunds"
         path = tmp_path / "runs.sqlite"
         async with SQLiteStore(path) as store:
-            asked = await Coordinator(
+            coordinator = Coordinator(
                 [refund_desk(refunds)], policies=[over_100], store=store, executor=ray_executor
-            ).run([BIG], run_id="desk")
+            )
+            events = [e async for e in coordinator.stream([BIG], run_id="desk")]
+        asked = events[-1].report if isinstance(events[-1], RunFinished) else None
+        assert asked is not None
         [waiting] = asked.pending_approvals
+        named = [e.approval_id for e in events if isinstance(e, EscalationPending)]
+        assert named == [waiting.id]
         assert (waiting.task_id, waiting.tool, waiting.reason) == ("B-2", "refund", "over 100")
         assert [e.status for e in asked.coverage] == [CoverageStatus.ESCALATED]
         assert lines(refunds) == []
@@ -78,8 +85,12 @@ class TestApprovalsWithASQLiteFile:
             again = Coordinator(
                 [refund_desk(refunds)], policies=[over_100], store=store, executor=ray_executor
             )
-            resumed = await again.resume("desk", approvals={waiting.id: Approve()})
-            assert (await again.resume("desk")).findings == resumed.findings  # nothing anew
+            stream = again.resume_stream("desk", approvals={waiting.id: Approve()})
+            events = [e async for e in stream]
+            assert (await again.resume("desk")).findings == stream.report.findings  # no new
+        resumed = stream.report
+        applied = [e.approval.id for e in events if isinstance(e, ApprovalApplied)]
+        assert applied == [waiting.id]
 
         assert [e.status for e in resumed.coverage] == [CoverageStatus.COVERED]
         assert lines(refunds) == ["B-2 900"]
