@@ -22,9 +22,9 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.approvals import Approve
+from agentmesh.approvals import ApprovalKind, Approve, Edit
 from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
-from agentmesh.coordinator import CoverageStatus
+from agentmesh.coordinator import CoverageStatus, Escalate, Route, RouteContext, Router
 from agentmesh.events import ApprovalApplied, EscalationPending, RunFinished
 from agentmesh.executors import RayExecutor, _ray_shipping
 from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
@@ -94,6 +94,44 @@ class TestApprovalsWithASQLiteFile:
 
         assert [e.status for e in resumed.coverage] == [CoverageStatus.COVERED]
         assert lines(refunds) == ["B-2 900"]
+
+
+class EscalateTheFirstAnswer(Router):
+    """Sends a first answer to a person; an answer to an edited query is accepted."""
+
+    async def route(self, ctx: RouteContext) -> Route:
+        if "edited" in ctx.task.query:
+            return await super().route(ctx)
+        return Escalate("checked by a person")
+
+
+class TestEscalationsWithASQLiteFile:
+    async def test_an_edited_query_runs_the_task_again_on_a_worker(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """The router's escalation waits for a person as locally; `Edit(query=)` runs the
+        task again, on the cluster, with the person's query."""
+        asked = tmp_path / "asked"
+
+        @subagent(name="answers", retry=RetryPolicy.never())
+        async def answers(task: Task, ctx: Context) -> str:
+            with asked.open("a") as file:
+                file.write(task.query + "\n")
+            return f"answer to {task.query}"
+
+        async with SQLiteStore(tmp_path / "runs.sqlite") as store:
+            coordinator = Coordinator(
+                [answers], router=EscalateTheFirstAnswer(), store=store, executor=ray_executor
+            )
+            first = await coordinator.run([Task(query="q", topic="vip")], run_id="e")
+            [waiting] = first.pending_approvals
+            edited = Edit(query="q, edited")
+            report = await coordinator.resume("e", approvals={waiting.id: edited})
+
+        assert (waiting.kind, waiting.reason) == (ApprovalKind.ESCALATION, "checked by a person")
+        assert lines(asked) == ["q", "q, edited"]
+        assert [f.content for f in report.findings] == ["answer to q, edited"]
+        assert [e.status for e in report.coverage] == [CoverageStatus.COVERED]
 
 
 class TestCheckpointsWithASQLiteFile:
