@@ -18,10 +18,10 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   not installed, such as a script or a test file, go by value too) and put into the
   object store once; each worker deserializes them once. One that cannot be pickled is
   a `UsageError` at its first dispatch that names it. A `PostgresStore` travels as its
-  connection string and each worker opens its own pool; an unopened `SQLiteStore`
-  travels as its path, which is shared storage only for workers on this machine (or a
-  shared file system); a `MemoryStore` is refused, since the memory of this process is
-  not storage that workers share.
+  connection string and each worker opens its own pool; a `SQLiteStore` as its path,
+  shared storage only for workers on this machine; a store the workers cannot share is
+  refused before a run starts (`check_store`). A person's approvals: see
+  `_ray_approvals`.
 * **Events**: when the run is streamed, a remote task's events (attempts failed,
   policy rulings, partial results) come back with its outcome and are delivered in
   their order, numbered in the run, with the worker's timestamps. A task whose worker
@@ -54,6 +54,7 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
+from agentmesh.executors._ray_approvals import answers_for, keep_asked
 from agentmesh.executors._ray_failures import (
     _as_defaults,
     _cause,
@@ -70,6 +71,7 @@ from agentmesh.executors._ray_shipping import (
     _module,
     _modules_of,
     _unshippable,
+    refuse_unshared,
 )
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
@@ -162,6 +164,11 @@ class RayExecutor:
         self._unsettled: dict[str, list[float]] = {}
         self._settled_at = 0.0
         self._log = get_logger()
+
+    def check_store(self, store: object) -> None:
+        """Refuse a store the workers cannot share (a UsageError); a Coordinator asks
+        before a run starts."""
+        refuse_unshared(self, store)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -282,6 +289,7 @@ class RayExecutor:
             apply_ops(scope.state, result["state"])
         if result["shared"]:
             merge_scope(scope, result["shared"])
+        await keep_asked(scope, result["asked"])  # before the coordinator records the task
         if result["usage_stop"] is not None and scope.usage.stop is None:
             scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
         if scope.events is not None:
@@ -324,6 +332,7 @@ class RayExecutor:
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
+            answers=answers_for(scope, dispatch.task_id),
         )
 
     async def _lost_outcome(

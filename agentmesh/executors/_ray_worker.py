@@ -28,10 +28,12 @@ import ray
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger
+from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
+from agentmesh.executors._ray_approvals import asked_by, worker_book
 from agentmesh.executors._ray_models import (
     ClusterModelHealth,
     ClusterUsageMeter,
@@ -92,6 +94,7 @@ class Spec:
     actor: tuple[str, str]  # (name, namespace)
     events: bool = False  # whether the driver streams the run: collect the task's events
     models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
+    answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -126,6 +129,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
+        decisions=worker_book(store, spec.run_id, spec.answers),
         **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
@@ -161,6 +165,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         "shared": shared.ops,
         "events": () if events is None else events.events,
         "usage_stop": scope.usage.stop,
+        "asked": asked_by(scope.decisions),
     }
 
 
