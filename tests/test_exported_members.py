@@ -170,6 +170,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "StreamState",
         "TaskFinished",
         "TaskStarted",
+        "ToolCalled",
         "UsageUpdated",
         "parse_event",
     },

@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.envelope import ErrorEnvelope, Ruling
+from agentmesh.envelope import ErrorEnvelope, Ruling, Success
 from agentmesh.events import (
     AttemptFailed,
     EventSink,
     PartialRecorded,
     PolicyRuling,
+    ToolCalled,
     UsageUpdated,
 )
 from agentmesh.usage import ModelUsage, UsageSummary
@@ -46,6 +47,21 @@ class TaskEvents:
             attempt=attempt,
             envelope=envelope,
             retry_in=retry_in,
+        )
+
+    def tool_called(
+        self, tool: str, arguments: dict[str, Any], outcome: Success[Any] | ErrorEnvelope
+    ) -> None:
+        failed = isinstance(outcome, ErrorEnvelope)
+        self.sink.emit(
+            ToolCalled,
+            self.task_id,
+            subagent=self.subagent,
+            tool=tool,
+            arguments=arguments,
+            result=None if failed else outcome.data,
+            envelope=outcome if failed else None,
+            attempts=outcome.attempts,
         )
 
     def usage_updated(self, line: ModelUsage, total: UsageSummary) -> None:

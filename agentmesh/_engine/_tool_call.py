@@ -284,6 +284,10 @@ class ToolCall(Generic[R]):
 
     def finish(self, outcome: Success[R] | ErrorEnvelope) -> R:
         """The data of a success; a failure's "no new attempt" is kept for the run."""
+        if self.engine.events is not None:
+            self.engine.events.tool_called(
+                self.tool.name, self.attempted_query["arguments"], outcome
+            )
         if isinstance(outcome, Success):
             self.log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
