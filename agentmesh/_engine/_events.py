@@ -49,16 +49,15 @@ class TaskEvents:
             retry_in=retry_in,
         )
 
-    def tool_called(
-        self, tool: str, arguments: dict[str, Any], outcome: Success[Any] | ErrorEnvelope
-    ) -> None:
+    def tool_called(self, call: dict[str, Any], outcome: Success[Any] | ErrorEnvelope) -> None:
+        """A call was settled: `call` is its attempted query (tool, masked arguments)."""
         failed = isinstance(outcome, ErrorEnvelope)
         self.sink.emit(
             ToolCalled,
             self.task_id,
             subagent=self.subagent,
-            tool=tool,
-            arguments=arguments,
+            tool=call["tool"],
+            arguments=call["arguments"],
             result=None if failed else outcome.data,
             envelope=outcome if failed else None,
             attempts=outcome.attempts,
