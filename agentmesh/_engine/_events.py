@@ -58,7 +58,7 @@ class TaskEvents:
             subagent=self.subagent,
             tool=call["tool"],
             arguments=call["arguments"],
-            result=None if failed else outcome.data,
+            result=outcome.data if isinstance(outcome, Success) else None,
             envelope=outcome if failed else None,
             attempts=outcome.attempts,
         )
