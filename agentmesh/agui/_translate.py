@@ -57,6 +57,7 @@ from agentmesh.report import Report
 __all__ = ["PROTOCOL_VERSION", "RunTranslator"]
 
 PROTOCOL_VERSION: Final = "1.0"
+"""The AG-UI protocol version the endpoint speaks (`RUN_STARTED.protocolVersion`)."""
 
 
 def _ms(seconds: float) -> int:
