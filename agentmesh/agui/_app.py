@@ -118,12 +118,8 @@ class _Endpoint:
             yield event
         try:
             stream = await self.open(given)
-        except ResumeRefused as exc:
-            for event in translator.failed(str(exc), exc.code):
-                yield event
-            return
-        except UsageError as exc:
-            for event in translator.failed(str(exc), "usage_error"):
+        except Exception as exc:
+            for event in translator.failed(*self.why(exc)):
                 yield event
             return
         # Leaving early (the client went away) closes the stream: the run stops there.
@@ -132,14 +128,19 @@ class _Endpoint:
                 async for happened in stream:
                     for event in translator.translate(happened):
                         yield event
-            except UsageError as exc:  # a resume that cannot read its run, say
-                for event in translator.failed(str(exc), "usage_error"):
-                    yield event
             except Exception as exc:
-                self.log.exception("agui_run_failed", run_id=stream.run_id)
-                why = f"the run failed: {type(exc).__name__}"
-                for event in translator.failed(why, "run_failed"):
+                for event in translator.failed(*self.why(exc)):
                     yield event
+
+    def why(self, exc: Exception) -> tuple[str, str]:
+        """What RUN_ERROR says of `exc`: its message and code (a failure's text stays in
+        the log: it may hold what the consumer must not see)."""
+        if isinstance(exc, ResumeRefused):
+            return str(exc), exc.code
+        if isinstance(exc, UsageError):
+            return str(exc), "usage_error"
+        self.log.error("agui_run_failed", exc_info=exc)
+        return f"the run failed: {type(exc).__name__}", "run_failed"
 
     async def open(self, given: RunAgentInput) -> RunStream:
         """The coordinator's stream for `given`: a new run, or a resume with its answers."""

@@ -200,6 +200,18 @@ class TestARun:
         assert desk.refunds == []
 
 
+class TestNothingToDo:
+    def test_an_input_without_a_user_message_ends_with_run_error(
+        self, stores: Callable[[], SQLiteStore]
+    ) -> None:
+        """The default reads one task from the last user message; without one, RUN_ERROR."""
+        app = create_app(Desk().coordinator(stores()), token=TOKEN)
+        with served(app) as url:
+            _, events = post(url, run_input("run-1", messages=[]))
+        assert kinds(events) == ["RUN_STARTED", "RUN_ERROR"]
+        assert events[-1].code == "usage_error"  # type: ignore[attr-defined]
+
+
 class TestResume:
     def test_answered_through_the_protocol_the_run_goes_on_and_each_refund_is_made_once(
         self, endpoint: tuple[str, Desk]
@@ -250,10 +262,16 @@ class TestResume:
             url, run_input("run-4", messages=[], resume=[{**e, "payload": {}} for e in entries])
         )
         assert bad[-1].code == "invalid_answer"  # type: ignore[attr-defined]
-        # Nothing was claimed: the whole answer still goes through.
-        _, good = post(url, run_input("run-5", messages=[], resume=entries))
+        # Nothing was claimed: the whole answer still goes through. A cancelled
+        # interrupt is a rejection: its refund is not made.
+        cancelled = [entries[0], {**entries[1], "status": "cancelled", "payload": None}]
+        _, good = post(url, run_input("run-5", messages=[], resume=cancelled))
         assert good[-1].type is EventType.RUN_FINISHED
-        assert desk.refunds == [("A-1", 40), ("B-2", 900), ("C-3", 600)]
+        assert len(desk.refunds) == 2
+        assert desk.refunds[0] == ("A-1", 40)
+        rejected = [e for e in good if getattr(e, "name", "") == "agentmesh.ApprovalApplied"]
+        reasons = [e.value["approval"]["answerReason"] for e in rejected]  # type: ignore[attr-defined]
+        assert "the question was cancelled through AG-UI" in reasons
 
 
 class TestTwoAnswersAtOnce:
