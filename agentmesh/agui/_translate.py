@@ -3,6 +3,8 @@
     RunStarted            STATE_SNAPSHOT (the coverage grid, empty)
     TaskStarted           STEP_STARTED (the task id) + STATE_DELTA (its row, "running")
     ToolCalled            TOOL_CALL_START / _ARGS / _END / _RESULT (data, or the envelope)
+    ApprovalApplied       CUSTOM "agentmesh.ApprovalApplied", and for a call's approval the
+                          TOOL_CALL_RESULT of the call its interrupt named: the answer
     AttemptFailed         CUSTOM "agentmesh.envelope" (the envelope, the attempt, retry_in)
     TaskFinished          STATE_DELTA (its coverage entry) + STEP_FINISHED
     the others            CUSTOM "agentmesh.<EventName>" (the event's JSON form, masked)
@@ -44,6 +46,7 @@ from agentmesh.agui._answers import interrupt_for, tool_call_id
 from agentmesh.agui._grid import Grid
 from agentmesh.approvals import ApprovalKind
 from agentmesh.events import (
+    ApprovalApplied,
     AttemptFailed,
     Event,
     RunFinished,
@@ -119,6 +122,13 @@ class RunTranslator:
                 return self._tool_call(event, at)
             case AttemptFailed():
                 return [CustomEvent(name="agentmesh.envelope", value=event.to_dict(), timestamp=at)]
+            case ApprovalApplied():
+                return [
+                    CustomEvent(
+                        name="agentmesh.ApprovalApplied", value=event.to_dict(), timestamp=at
+                    ),
+                    *self._answered(event, at),
+                ]
             case RunFinished():
                 return self._finished(event.report, at)
             case _:
@@ -170,6 +180,29 @@ class RunTranslator:
                 timestamp=at,
                 metadata={"agentmesh": {"isError": failed, "attempts": event.attempts}},
             ),
+        ]
+
+    def _answered(self, event: ApprovalApplied, at: int) -> list[BaseEvent]:
+        """The person's answer as the result of the call the interrupt was about (streamed,
+        without a result, by the run that was interrupted); the call itself, when made, is
+        a tool call of its own."""
+        if event.approval.kind is not ApprovalKind.TOOL_CALL:
+            return []
+        approval = event.to_dict()["approval"]  # masked
+        call_id = tool_call_id(event.run_id, event.approval.id)
+        answer = {
+            key: approval[key]
+            for key in ("answer", "answerReason", "editedArguments")
+            if approval.get(key) is not None
+        }
+        return [
+            ToolCallResultEvent(
+                message_id=f"{call_id}:answer",
+                tool_call_id=call_id,
+                content=json.dumps({**answer, "note": event.approval.note()}, default=str),
+                role="tool",
+                timestamp=at,
+            )
         ]
 
     def _finished(self, report: Report, at: int) -> list[BaseEvent]:

@@ -96,13 +96,14 @@ def grid_of(events: list[BaseEvent], start: Any = None) -> Any:
     return state
 
 
-def assert_well_formed(events: list[BaseEvent]) -> None:
-    """One AG-UI run: RUN_STARTED first, one end last; steps and tool calls open and close."""
+def assert_well_formed(events: list[BaseEvent], earlier: frozenset[str] = frozenset()) -> None:
+    """One AG-UI run: RUN_STARTED first, one end last; steps and tool calls open and close
+    (a result may answer a call `earlier` runs of the thread streamed)."""
     assert events[0].type is EventType.RUN_STARTED
     assert events[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
     assert [e.type for e in events].count(EventType.RUN_STARTED) == 1
     steps: set[str] = set()
-    calls: dict[str, str] = {}
+    calls: dict[str, str] = dict.fromkeys(earlier, "ended")
     for event in events[1:-1]:
         match event.type:
             case EventType.STEP_STARTED:
@@ -225,8 +226,17 @@ class TestResume:
         state = grid_of(first)
         status, events = post(url, run_input("run-2", messages=[], resume=entries, state=state))
         assert status == 200
-        assert_well_formed(events)
+        asked = {e.tool_call_id for e in first if e.type is EventType.TOOL_CALL_START}  # type: ignore[attr-defined]
+        assert_well_formed(events, frozenset(asked))
         assert desk.refunds == [("A-1", 40), ("B-2", 900)]
+        # Each call an interrupt named gets its result in the resumed run: the answer.
+        named = {i.tool_call_id for i in first[-1].outcome.interrupts}  # type: ignore[attr-defined]
+        answered = {
+            e.tool_call_id: json.loads(e.content)["answer"]  # type: ignore[attr-defined]
+            for e in events
+            if e.type is EventType.TOOL_CALL_RESULT and e.tool_call_id in named  # type: ignore[attr-defined]
+        }
+        assert sorted(answered.values()) == ["approve", "reject"]
         finished = events[-1]
         assert isinstance(finished, RunFinishedEvent)
         assert finished.outcome is not None
