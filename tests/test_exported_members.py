@@ -68,6 +68,13 @@ PUBLIC_API: dict[str, set[str]] = {
         "RunStamp",
         "SQLiteStore",
     },
+    "agentmesh.agui": {
+        "PROTOCOL_VERSION",
+        "RunTranslator",
+        "TasksFrom",
+        "create_app",
+        "last_user_message",
+    },
     "agentmesh.console": {
         "Access",
         "AnswerTaken",
@@ -170,6 +177,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "StreamState",
         "TaskFinished",
         "TaskStarted",
+        "ToolCalled",
         "UsageUpdated",
         "parse_event",
     },
