@@ -1,0 +1,101 @@
+"""A remote agent's question (`input-required`) answered by a person through a coordinator:
+a pending approval, and on resume the answer sent to the same remote task, once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentmesh import Coordinator
+from agentmesh._engine._human import DecisionBook
+from agentmesh.a2a import A2AAgent
+from agentmesh.approvals import ApprovalKind, Edit, Reject
+from agentmesh.checkpoints import MemoryStore
+from agentmesh.report import CoverageStatus, Report
+from agentmesh.retry import RetryPolicy
+from tests.a2a.conftest import Remote
+
+pytestmark = pytest.mark.parametrize("path", ["stream", "block"])
+
+
+def desk(remote: str, path: str, store: MemoryStore) -> Coordinator:
+    agent = A2AAgent(
+        f"{remote}/{path}", name="remote", retry=RetryPolicy(max_attempts=1), poll_interval=0.05
+    )
+    return Coordinator([agent], store=store)
+
+
+def answers_since(before: dict[str, list[str]]) -> list[list[str]]:
+    """The answers each remote task got since `before` was taken (a copy)."""
+    return [given for task_id, given in Remote.answers.items() if task_id not in before]
+
+
+async def asked(coordinator: Coordinator, run_id: str, query: str = "input") -> Report:
+    report = await coordinator.run([query], run_id=run_id)
+    [entry] = report.coverage
+    assert entry.status is CoverageStatus.ESCALATED
+    return report
+
+
+async def test_the_question_pends_and_the_answer_goes_to_the_same_task(
+    remote: str, path: str
+) -> None:
+    runs, before = Remote.runs["input"], dict(Remote.answers)
+    coordinator = desk(remote, path, MemoryStore())
+    first = await asked(coordinator, f"year-{path}")
+    [pending] = first.pending_approvals
+    assert pending.kind is ApprovalKind.ESCALATION
+    assert "which year?" in pending.reason
+    assert "sk-remote" not in pending.reason  # the remote's question, secrets masked
+    report = await coordinator.resume(f"year-{path}", approvals={pending.id: Edit(query="1999")})
+    [entry] = report.coverage
+    assert entry.status is CoverageStatus.COVERED
+    assert report.findings[0].content == "answered: 1999"
+    assert Remote.runs["input"] == runs + 1  # the task was sent once
+    assert answers_since(before) == [["1999"]]  # the answer, once, to that task
+
+
+async def test_a_second_question_pends_again_on_the_same_task(remote: str, path: str) -> None:
+    before = dict(Remote.answers)
+    coordinator = desk(remote, path, MemoryStore())
+    run_id = f"twice-{path}"
+    first = await asked(coordinator, run_id, "input-twice")
+    second = await coordinator.resume(
+        run_id, approvals={first.pending_approvals[0].id: Edit(query="1999")}
+    )
+    [pending] = second.pending_approvals
+    assert "which month?" in pending.reason
+    report = await coordinator.resume(run_id, approvals={pending.id: Edit(query="May")})
+    assert report.findings[0].content == "answered: 1999, May"
+    assert answers_since(before) == [["1999", "May"]]
+
+
+async def test_a_rejected_question_is_a_gap_and_sends_nothing(remote: str, path: str) -> None:
+    runs, before = Remote.runs["input"], dict(Remote.answers)
+    coordinator = desk(remote, path, MemoryStore())
+    first = await asked(coordinator, f"no-{path}")
+    pending = first.pending_approvals[0]
+    report = await coordinator.resume(
+        f"no-{path}", approvals={pending.id: Reject("not ours to say")}
+    )
+    [entry] = report.coverage
+    assert entry.status is CoverageStatus.GAP
+    assert entry.reason == "rejected by a person: not ours to say"
+    assert Remote.runs["input"] == runs + 1
+    assert answers_since(before) == []
+
+
+async def test_two_resumes_at_once_send_the_answer_once(remote: str, path: str) -> None:
+    """Two coordinators on one store go on after one answer: one sends it, the other
+    follows the remote task by its id; both report the answered task."""
+    before, store = dict(Remote.answers), MemoryStore()
+    run_id = f"crowd-{path}"
+    first = await asked(desk(remote, path, store), run_id)
+    book = await DecisionBook.load(store, run_id)  # answered as the console does: claimed
+    await book.give({first.pending_approvals[0].id: Edit(query="2001")})
+    both = await asyncio.gather(
+        desk(remote, path, store).resume(run_id), desk(remote, path, store).resume(run_id)
+    )
+    assert [r.findings[0].content for r in both] == ["answered: 2001"] * 2
+    assert answers_since(before) == [["2001"]]
