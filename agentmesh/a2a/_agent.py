@@ -1,9 +1,11 @@
 """`A2AAgent`: a remote A2A agent as a subagent.
 
-One run of a task: read the agent card, send the task as a message, follow the remote
-task to its end (its stream when the card offers streaming, else the blocking send and
-then polling by task id), and turn that end into the outcome (`_outcome`). Every failure
-of the exchange is an `AgentError` (`_errors`), so the envelope is routable.
+One run of a task: read the agent card, send the task as a message (or, when a person
+answered the remote task's question, the answer to that task: `_asked`), follow the
+remote task to its end (its stream when the card offers streaming, else the blocking
+send and then polling by task id), and turn that end into the outcome (`_outcome`).
+Every failure of the exchange is an `AgentError` (`_errors`), so the envelope is
+routable; the artifacts handed back before a failure are its partial results.
 """
 
 from __future__ import annotations
@@ -68,10 +70,12 @@ class A2AAgent(Subagent):
         poll_interval: seconds between polls of a task that is not finished yet.
         allowed_hosts: hosts other than the URL's that the card may send us to; an
             interface on any other host is ignored.
-        **options: the options of any subagent (`retry`, `alternatives`, ...).
+        retry, alternatives, ...: the options of any subagent (`SubagentKwargs`).
 
     A message that may have reached the remote agent is never sent twice by a local
-    retry: such failures are transient but not retryable (see the how-to).
+    retry: such failures are transient but not retryable (see the how-to). A remote
+    agent's question (`input-required`) is escalated to a person; their
+    `Edit(query=answer)` is sent to the same remote task when the run is resumed.
     """
 
     def __init__(

@@ -105,7 +105,7 @@ async def claim_sending(ctx: Context, answer: Due) -> bool:
 def escalation(ctx: Context, question: str, agent: str, remote_task: str) -> ErrorEnvelope:
     """The envelope of a task whose remote agent asks `question` (already masked)."""
     reason = f"the A2A agent {agent} asks: {question or '(no text)'}"
-    how = "answer with Edit(query=<your answer>): it is sent to the same remote task"
+    how = "answer with Edit(query=...)"
     return ErrorEnvelope(
         error_category=ErrorCategory.PERMISSION,
         error_type="input_required",
@@ -114,6 +114,6 @@ def escalation(ctx: Context, question: str, agent: str, remote_task: str) -> Err
         attempted_query=ctx.task.query,
         source=agent,
         attempts=ctx.attempt,
-        details=f"A2A task {remote_task} waits for input; {how}",
-        policy=Ruling(action="escalate", reason=f"{reason} ({how})", policy=ASKED),
+        details=f"A2A task {remote_task} waits for input; {how}: sent to that task",
+        policy=Ruling(action="escalate", reason=f"{reason}; {how}", policy=ASKED),
     )

@@ -10,7 +10,7 @@ import pytest
 from agentmesh import Coordinator
 from agentmesh._engine._human import DecisionBook
 from agentmesh.a2a import A2AAgent
-from agentmesh.approvals import ApprovalKind, Edit, Reject
+from agentmesh.approvals import ApprovalKind, Approve, Edit, Reject
 from agentmesh.checkpoints import MemoryStore
 from agentmesh.report import CoverageStatus, Report
 from agentmesh.retry import RetryPolicy
@@ -83,6 +83,18 @@ async def test_a_rejected_question_is_a_gap_and_sends_nothing(remote: str, path:
     assert entry.status is CoverageStatus.GAP
     assert entry.reason == "rejected by a person: not ours to say"
     assert Remote.runs["input"] == runs + 1
+    assert answers_since(before) == []
+
+
+async def test_an_approved_question_is_accepted_unanswered(remote: str, path: str) -> None:
+    before = dict(Remote.answers)
+    coordinator = desk(remote, path, MemoryStore())
+    first = await asked(coordinator, f"yes-{path}")
+    approval = {first.pending_approvals[0].id: Approve()}
+    report = await coordinator.resume(f"yes-{path}", approvals=approval)
+    [entry] = report.coverage
+    assert entry.status is CoverageStatus.GAP
+    assert entry.reason.startswith("failure accepted by a person")
     assert answers_since(before) == []
 
 

@@ -120,3 +120,20 @@ def test_the_classifier_reads_the_sdk_errors_a_user_s_own_code_raises() -> None:
     missing = default_classifier.to_agent_error(TaskNotFoundError("task t-1"))
     assert (missing.category, missing.error_type) == (ErrorCategory.OTHER, "a2a_error")
     assert not default_classifier.may_have_taken_effect(TaskNotFoundError("task t-1"))
+
+
+def test_once_the_remote_told_its_task_no_failure_is_retried_locally() -> None:
+    """Polling a task whose stream dropped cannot connect: a retry would resend the task."""
+    import httpx
+
+    from agentmesh.a2a._errors import exchange_error
+    from agentmesh.classify import default_classifier
+
+    refused = httpx.ConnectError("connection refused")
+    before = exchange_error(refused, sent=True, delivered=False, classifier=default_classifier)
+    assert before.retryable  # never reached the remote agent: safe to send
+    after = exchange_error(refused, sent=True, delivered=True, classifier=default_classifier)
+    assert after.category is ErrorCategory.TRANSIENT
+    assert not after.retryable
+    assert after.details is not None
+    assert "not sent twice" in after.details
