@@ -4,6 +4,8 @@ a pending approval, and on resume the answer sent to the same remote task, once.
 from __future__ import annotations
 
 import asyncio
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,7 @@ from agentmesh import Coordinator
 from agentmesh._engine._human import DecisionBook
 from agentmesh.a2a import A2AAgent
 from agentmesh.approvals import ApprovalKind, Approve, Edit, Reject
-from agentmesh.checkpoints import MemoryStore
+from agentmesh.checkpoints import CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.report import CoverageStatus, Report
 from agentmesh.retry import RetryPolicy
 from tests.a2a.conftest import Remote
@@ -19,7 +21,7 @@ from tests.a2a.conftest import Remote
 pytestmark = pytest.mark.parametrize("path", ["stream", "block"])
 
 
-def desk(remote: str, path: str, store: MemoryStore) -> Coordinator:
+def desk(remote: str, path: str, store: CheckpointStore) -> Coordinator:
     agent = A2AAgent(
         f"{remote}/{path}", name="remote", retry=RetryPolicy(max_attempts=1), poll_interval=0.05
     )
@@ -98,16 +100,36 @@ async def test_an_approved_question_is_accepted_unanswered(remote: str, path: st
     assert answers_since(before) == []
 
 
-async def test_two_resumes_at_once_send_the_answer_once(remote: str, path: str) -> None:
-    """Two coordinators on one store go on after one answer: one sends it, the other
-    follows the remote task by its id; both report the answered task."""
-    before, store = dict(Remote.answers), MemoryStore()
-    run_id = f"crowd-{path}"
-    first = await asked(desk(remote, path, store), run_id)
-    book = await DecisionBook.load(store, run_id)  # answered as the console does: claimed
-    await book.give({first.pending_approvals[0].id: Edit(query="2001")})
-    both = await asyncio.gather(
-        desk(remote, path, store).resume(run_id), desk(remote, path, store).resume(run_id)
-    )
-    assert [r.findings[0].content for r in both] == ["answered: 2001"] * 2
+def test_two_processes_resuming_at_once_send_the_answer_once(
+    remote: str, path: str, tmp_path: Path
+) -> None:
+    """Two coordinators, each on its own connection to one SQLite store and its own event
+    loop, resume at a barrier after one answer: one sends it, the other follows the
+    remote task by its id; both report the answered task."""
+    before, where, run_id = dict(Remote.answers), tmp_path / "runs.db", f"crowd-{path}"
+
+    async def ask_and_answer() -> None:
+        store = SQLiteStore(where)
+        first = await asked(desk(remote, path, store), run_id)
+        book = await DecisionBook.load(store, run_id)  # answered as the console does
+        await book.give({first.pending_approvals[0].id: Edit(query="2001")})
+        await store.close()
+
+    asyncio.run(ask_and_answer())
+    barrier, found = threading.Barrier(2), []
+
+    async def resume() -> None:
+        store = SQLiteStore(where)
+        coordinator = desk(remote, path, store)
+        barrier.wait()
+        report = await coordinator.resume(run_id)
+        found.append(report.findings[0].content)
+        await store.close()
+
+    both = [threading.Thread(target=asyncio.run, args=(resume(),)) for _ in range(2)]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join(30)
+    assert found == ["answered: 2001"] * 2
     assert answers_since(before) == [["2001"]]
