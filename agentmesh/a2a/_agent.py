@@ -144,7 +144,7 @@ class A2AAgent(Subagent):
                         # Sent already (another resume, an earlier attempt): follow the
                         # remote task past the question answered, never send it again.
                         follow.sent, follow.task = True, A2ATask(id=answer.task_id)
-                        finished = await self._finished(client, follow, answer.question)
+                        finished = await self._finished(client, follow, past=answer.question)
                     else:
                         finished = await self._follow(client, task, follow, streams, answer)
             except TimeoutError:
@@ -168,13 +168,12 @@ class A2AAgent(Subagent):
             if follow.task is None or not streams:
                 raise
             # The stream dropped, the task goes on: follow it by id, never resend.
-        return await self._finished(client, follow, None if answer is None else answer.question)
+        return await self._finished(client, follow, whole=answer is not None)
 
     async def _ended(self, ctx: Context, finished: A2ATask, answered: bool) -> Any:
         """The subagent's result of the remote task's end; a question is escalated."""
         if finished.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            asked = finished.status.message.message_id
-            await remember(ctx, finished.id, finished.context_id, asked)
+            await remember(ctx, finished.id, finished.context_id, _mark(finished))
             question = status_text(finished)
             raise CallFailed(escalation(ctx, question, self.name, finished.id))
         if answered:
@@ -195,10 +194,14 @@ class A2AAgent(Subagent):
             )
 
     async def _finished(
-        self, client: Client, follow: _Follow, answered: str | None = None
+        self, client: Client, follow: _Follow, *, whole: bool = False, past: str | None = None
     ) -> A2ATask:
-        """The remote task at its end, polled by id while it is still under way (or
-        still asks the question `answered`, the id of its status message)."""
+        """The remote task at its end, polled by id while it is still under way.
+
+        `whole`: read the task once first (after an answer, the stream's updates lack
+        what came before). `past`: the mark (`_mark`) of a question answered by someone
+        else: polled while the task still asks it, as the answer may not be heard yet.
+        """
         current = follow.task
         if current is None:
             raise AgentError(
@@ -206,10 +209,10 @@ class A2AAgent(Subagent):
                 category=ErrorCategory.OTHER,
                 error_type="a2a_error",
             )
-        if answered is not None:  # after an answer: the whole task, also what came before
+        if whole or past is not None:
             current = follow.task = await client.get_task(GetTaskRequest(id=current.id))
             self._check_size(current)
-        while current.status.state not in FINAL_STATES or _asks(current, answered):
+        while current.status.state not in FINAL_STATES or _asks(current, past):
             await asyncio.sleep(self.poll_interval)
             current = await client.get_task(GetTaskRequest(id=current.id))
             follow.task = current
@@ -282,12 +285,19 @@ class _Follow:
             self.agent._check_size(self.task)
 
 
+def _mark(task: A2ATask) -> str:
+    """What tells one question of a task from the next: the id of the message that asks
+    and the time of its status (a question need not carry a message)."""
+    status = task.status
+    return f"{status.message.message_id}@{status.timestamp.ToJsonString()}"
+
+
 def _asks(task: A2ATask, question: str | None) -> bool:
-    """Whether the task still asks `question` (answered, but not heard yet)."""
+    """Whether the task still asks `question` (a `_mark`: answered, not heard yet)."""
     return (
         question is not None
         and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        and task.status.message.message_id == question
+        and _mark(task) == question
     )
 
 

@@ -37,7 +37,7 @@ class Due:
 
     task_id: str
     context_id: str
-    question: str  # the id of the status message that asked
+    question: str  # the mark of the status that asked (`_agent._mark`)
     approval: str  # the id of the pending approval it answers
 
 

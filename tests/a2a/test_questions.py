@@ -21,9 +21,13 @@ from tests.a2a.conftest import Remote
 pytestmark = pytest.mark.parametrize("path", ["stream", "block"])
 
 
-def desk(remote: str, path: str, store: CheckpointStore) -> Coordinator:
+def desk(remote: str, path: str, store: CheckpointStore, timeout: float = 60) -> Coordinator:
     agent = A2AAgent(
-        f"{remote}/{path}", name="remote", retry=RetryPolicy(max_attempts=1), poll_interval=0.05
+        f"{remote}/{path}",
+        name="remote",
+        retry=RetryPolicy(max_attempts=1),
+        poll_interval=0.05,
+        timeout=timeout,
     )
     return Coordinator([agent], store=store)
 
@@ -97,6 +101,25 @@ async def test_an_approved_question_is_accepted_unanswered(remote: str, path: st
     [entry] = report.coverage
     assert entry.status is CoverageStatus.GAP
     assert entry.reason.startswith("failure accepted by a person")
+    assert answers_since(before) == []
+
+
+async def test_an_answer_claimed_elsewhere_is_never_sent_here(remote: str, path: str) -> None:
+    """Another process claimed the sending and has not sent yet: this one waits for the
+    remote task to move past the question (here, to its timeout), sends nothing, and
+    does not ask the person again."""
+    before, store, run_id = dict(Remote.answers), MemoryStore(), f"elsewhere-{path}"
+    first = await asked(desk(remote, path, store), run_id)
+    pending = first.pending_approvals[0]
+    book = await DecisionBook.load(store, run_id)
+    await book.give({pending.id: Edit(query="2002")})
+    key = f"remote/{pending.task_id}/answer/{pending.id}"
+    assert await store.claim(run_id, "agentmesh.a2a", key, {"by": "another process"}) is None
+    report = await desk(remote, path, store, timeout=0.3).resume(run_id)
+    [entry] = report.coverage
+    assert entry.status is CoverageStatus.GAP
+    assert "timeout" in entry.reason
+    assert report.pending_approvals == ()
     assert answers_since(before) == []
 
 
