@@ -139,7 +139,9 @@ async def test_a_timeout_after_sending_is_transient_and_not_sent_twice(
     assert not outcome.is_retryable
     assert outcome.details is not None
     assert "not sent twice" in outcome.details
-    assert Remote.runs["slow"] == before + 1
+    assert outcome.attempts == 1
+    # At most once: on a loaded machine the server may not have started it yet.
+    assert Remote.runs["slow"] <= before + 1
 
 
 async def test_headers_reach_the_remote_and_never_the_envelope(remote: str, path: str) -> None:
