@@ -18,7 +18,8 @@ from agentmesh.report import CoverageStatus, Report
 from agentmesh.retry import RetryPolicy
 from tests.a2a.conftest import Remote
 
-pytestmark = pytest.mark.parametrize("path", ["stream", "block"])
+# Over the stream and over the blocking send, where the answer travels either way.
+both_ways = pytest.mark.parametrize("path", ["stream", "block"])
 
 
 def desk(remote: str, path: str, store: CheckpointStore, timeout: float = 60) -> Coordinator:
@@ -44,6 +45,7 @@ async def asked(coordinator: Coordinator, run_id: str, query: str = "input") -> 
     return report
 
 
+@both_ways
 async def test_the_question_pends_and_the_answer_goes_to_the_same_task(
     remote: str, path: str
 ) -> None:
@@ -62,6 +64,7 @@ async def test_the_question_pends_and_the_answer_goes_to_the_same_task(
     assert answers_since(before) == [["1999"]]  # the answer, once, to that task
 
 
+@both_ways
 async def test_a_second_question_pends_again_on_the_same_task(remote: str, path: str) -> None:
     before = dict(Remote.answers)
     coordinator = desk(remote, path, MemoryStore())
@@ -77,8 +80,8 @@ async def test_a_second_question_pends_again_on_the_same_task(remote: str, path:
     assert answers_since(before) == [["1999", "May"]]
 
 
-async def test_a_rejected_question_is_a_gap_and_sends_nothing(remote: str, path: str) -> None:
-    runs, before = Remote.runs["input"], dict(Remote.answers)
+async def test_a_rejected_question_is_a_gap_and_sends_nothing(remote: str) -> None:
+    path, runs, before = "block", Remote.runs["input"], dict(Remote.answers)
     coordinator = desk(remote, path, MemoryStore())
     first = await asked(coordinator, f"no-{path}")
     pending = first.pending_approvals[0]
@@ -92,8 +95,8 @@ async def test_a_rejected_question_is_a_gap_and_sends_nothing(remote: str, path:
     assert answers_since(before) == []
 
 
-async def test_an_approved_question_is_accepted_unanswered(remote: str, path: str) -> None:
-    before = dict(Remote.answers)
+async def test_an_approved_question_is_accepted_unanswered(remote: str) -> None:
+    path, before = "block", dict(Remote.answers)
     coordinator = desk(remote, path, MemoryStore())
     first = await asked(coordinator, f"yes-{path}")
     approval = {first.pending_approvals[0].id: Approve()}
@@ -104,6 +107,7 @@ async def test_an_approved_question_is_accepted_unanswered(remote: str, path: st
     assert answers_since(before) == []
 
 
+@both_ways
 async def test_an_answer_claimed_elsewhere_is_never_sent_here(remote: str, path: str) -> None:
     """Another process claimed the sending and has not sent yet: this one waits for the
     remote task to move past the question (here, to its timeout), sends nothing, and
@@ -123,6 +127,7 @@ async def test_an_answer_claimed_elsewhere_is_never_sent_here(remote: str, path:
     assert answers_since(before) == []
 
 
+@both_ways
 def test_two_processes_resuming_at_once_send_the_answer_once(
     remote: str, path: str, tmp_path: Path
 ) -> None:
