@@ -16,8 +16,11 @@ from agentmesh.coordinator import Coordinator
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import UsageError
 from agentmesh.retry import RetryPolicy
+from agentmesh.task import Task
 from tests.a2a import served
 from tests.a2a.served import TOKEN, Exchange, apps, message, running, sdk_send
+
+DESK = {"skill": "desk"}
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +237,37 @@ class TestApprovals:
         assert "refunded 500 on F-6" in markdown.text
         assert get_data_parts([report])[0]["coverageRatio"] == 1
         assert served.REFUNDS["F-6"] == 1
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+class TestAgentmeshToAgentmesh:
+    @pytest.mark.parametrize("query", ["text", "data", "empty"])
+    async def test_a_success_is_as_a_direct_call(
+        self, base: str, streaming: bool, query: str
+    ) -> None:
+        """Our client against our server: the same data, empty stays empty."""
+        direct = await served.desk.run(query)
+        remote = await self.remote(base, streaming).run(Task(query=query, metadata=DESK))
+        assert isinstance(direct, Success)
+        assert isinstance(remote, Success)
+        assert (remote.data, remote.is_empty) == (direct.data, direct.is_empty)
+
+    @pytest.mark.parametrize("query", ["partial", "business"])
+    async def test_an_envelope_is_as_a_direct_call(
+        self, base: str, streaming: bool, query: str
+    ) -> None:
+        """A failure crosses whole, partial results and all; `details` adds "over A2A"."""
+        direct = await served.desk.run(query)
+        remote = await self.remote(base, streaming).run(Task(query=query, metadata=DESK))
+        assert isinstance(direct, ErrorEnvelope)
+        assert isinstance(remote, ErrorEnvelope)
+        assert remote.model_dump(exclude={"details"}) == direct.model_dump(exclude={"details"})
+        assert remote.details is not None
+        assert remote.details.startswith("from desk over A2A")
+
+    @staticmethod
+    def remote(base: str, streaming: bool) -> A2AAgent:
+        return A2AAgent(f"{base}/agents", retry=RetryPolicy.never(), streaming=streaming)
 
 
 class TestToken:
