@@ -161,7 +161,7 @@ class ServedSubagents:
             return next(iter(self.agents.values()))
         if skill is not None and skill in self.agents:
             return self.agents[skill]
-        raise _UnknownSkill(skill, task, sorted(self.agents))
+        raise _unknown_skill(skill, task, sorted(self.agents))
 
     async def _run(self, agent: Subagent, run_id: str, task: Task, out: Out) -> None:
         book = await DecisionBook.load(self.store, run_id)
@@ -197,7 +197,7 @@ class ServedCoordinator:
 
     async def start(self, run_id: str, task: Task, skill: str | None, out: Out) -> None:
         if skill is not None and skill != self.name:
-            raise _UnknownSkill(skill, task, [self.name])
+            raise _unknown_skill(skill, task, [self.name])
         await self._follow(self.coordinator.stream(task, run_id=run_id), out)
 
     async def resume(self, run_id: str, first: Message, out: Out) -> None:
@@ -218,24 +218,27 @@ class ServedCoordinator:
             await out.report(report)
 
 
-class _UnknownSkill(Exception):
-    """The message names a skill this server does not have (or several and none named)."""
+class _Refused(Exception):
+    """A message the server cannot run: it ends as this validation envelope."""
 
-    def __init__(self, skill: str | None, task: Task, known: list[str]) -> None:
-        said = "names no skill" if skill is None else f"names the skill {skill[:40]!r}"
-        super().__init__(
-            f"the message {said}; give metadata {{'skill': ...}}, one of {', '.join(known)}"
-        )
+    def __init__(self, message: str, error_type: str, task: Task, source: str, *known: str):
+        super().__init__(message)
         self.envelope = ErrorEnvelope(
             error_category=ErrorCategory.VALIDATION,
-            error_type="unknown_skill",
+            error_type=error_type,
             is_retryable=False,
-            message=str(self),
+            message=message,
             attempted_query=task.query,
-            source=skill or "a2a",
+            source=source,
             attempts=0,
-            alternative_approaches=tuple(known),
+            alternative_approaches=known or None,
         )
+
+
+def _unknown_skill(skill: str | None, task: Task, known: list[str]) -> _Refused:
+    said = "names no skill" if skill is None else f"names the skill {skill[:40]!r}"
+    message = f"the message {said}; give metadata {{'skill': ...}}, one of {', '.join(known)}"
+    return _Refused(message, "unknown_skill", task, skill or "a2a", *known)
 
 
 class Executor(AgentExecutor):
@@ -272,6 +275,15 @@ class Executor(AgentExecutor):
 
     async def _start(self, run_id: str, message: Message, out: Out, log: Any) -> None:
         task, skill = task_of(message)
+        if not task.query.strip():
+            refused = _Refused(
+                "the message has no text: the task's query is the text of its parts",
+                "empty_query",
+                task,
+                skill or "a2a",
+            )
+            await out.outcome(refused.envelope)
+            return
         await out.working(f"started: {task.label!r}")
         await self._guarded(self.served.start(run_id, task, skill, out), out, task, log)
 
@@ -280,7 +292,7 @@ class Executor(AgentExecutor):
         """Run `run`; what it raises ends the task as an envelope, never as a bare failure."""
         try:
             await run
-        except _UnknownSkill as exc:
+        except _Refused as exc:
             await out.outcome(exc.envelope)
         except Exception as exc:
             log.exception("a2a_run_failed")

@@ -8,6 +8,7 @@ can tell a resumed task from one run twice.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import threading
@@ -45,6 +46,7 @@ from tests.a2a.conftest import free_port
 LIMIT = 100
 REFUNDS: collections.Counter[str] = collections.Counter()
 WIPED: list[str] = []
+STOPPED: list[str] = []
 
 
 @subagent(name="desk", retry=RetryPolicy.never())
@@ -68,6 +70,11 @@ async def desk(task: Task, ctx: Context) -> Any:
         raise TransientError("the archive went away", retryable=False)
     if query == "boom":
         raise RuntimeError("a bug")
+    if query == "slow":
+        try:
+            await asyncio.sleep(30)
+        finally:
+            STOPPED.append(query)  # the run is cancelled with its task
     return f"unknown query {query!r}"
 
 

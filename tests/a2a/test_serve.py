@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_data_parts
+from a2a.types.a2a_pb2 import CancelTaskRequest, SendMessageRequest, TaskState
 
 from agentmesh.a2a import A2AAgent, serve
 from agentmesh.coordinator import Coordinator
@@ -132,6 +134,33 @@ class TestStates:
             "unknown_skill",
         )
         assert envelope.alternative_approaches == ("desk", "refunds")
+
+    async def test_a_message_without_text_is_a_validation_failure(
+        self, base: str, streaming: bool
+    ) -> None:
+        """The query is the message's text: none is a validation envelope, nothing runs."""
+        done = await ask(base, " ", streaming=streaming)
+        assert done.state == "TASK_STATE_FAILED"
+        assert envelope_of(done).error_type == "empty_query"
+
+
+class TestCancel:
+    async def test_a_cancelled_task_cancels_its_run(self, base: str) -> None:
+        """`tasks/cancel` ends the task `canceled` and the subagent's run with it."""
+        async with httpx.AsyncClient(timeout=10) as http:
+            card = await A2ACardResolver(http, f"{base}/agents").get_agent_card()
+            client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+            request = SendMessageRequest(message=message("slow", skill="desk"))
+            stream = client.send_message(request)
+            first = await anext(stream)
+            ended = await client.cancel_task(CancelTaskRequest(id=first.task.id))
+            await stream.aclose()
+        assert TaskState.Name(ended.status.state) == "TASK_STATE_CANCELED"
+        for _ in range(100):  # the run's cancellation lands a moment after the answer
+            if served.STOPPED:
+                break
+            await asyncio.sleep(0.01)
+        assert served.STOPPED == ["slow"]
 
 
 class TestProgress:
