@@ -10,6 +10,7 @@ claims the run's next step resumes it, with the answers the store holds.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from typing import Any, Final, Protocol
 
@@ -102,21 +103,28 @@ class Out:
 
 
 class _Progress(EventSink):
-    """A run's events, said as `working` updates at the run's next pause (and at its end)."""
+    """A run's events, said as `working` updates at the run's next pause (and at its end).
 
-    __slots__ = ("_out", "_waiting")
+    Events are emitted in plain functions; they are sent where the run awaits anyway
+    (`room()`, before each tool call), so a slow client holds the run there. One sender
+    at a time: concurrent tool calls of one run keep the events' order.
+    """
+
+    __slots__ = ("_out", "_sending", "_waiting")
 
     def __init__(self, run_id: str, out: Out) -> None:
         super().__init__(run_id)
         self._out = out
         self._waiting: deque[RunEvent] = deque()
+        self._sending = asyncio.Lock()
 
     def _put(self, event: RunEvent) -> None:
         self._waiting.append(event)
 
     async def room(self) -> None:
-        while self._waiting:
-            await self._out.progress(self._waiting.popleft())
+        async with self._sending:
+            while self._waiting:
+                await self._out.progress(self._waiting.popleft())
 
 
 class Served(Protocol):
