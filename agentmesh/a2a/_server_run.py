@@ -209,7 +209,9 @@ class ServedCoordinator:
         await self._follow(self.coordinator.stream(task, run_id=run_id), out)
 
     async def resume(self, run_id: str, first: Message, out: Out) -> None:
-        await self._follow(self.coordinator.resume_stream(run_id), out)
+        # The task as it was started: the store keeps it with secrets masked.
+        task, _ = task_of(first)
+        await self._follow(self.coordinator.resume_stream(run_id, tasks=task), out)
 
     async def _follow(self, stream: RunStream, out: Out) -> None:
         report: Report | None = None

@@ -267,6 +267,16 @@ class TestApprovals:
         assert get_data_parts([report])[0]["coverageRatio"] == 1
         assert served.REFUNDS["F-6"] == 1
 
+    async def test_a_coordinator_task_holding_a_secret_resumes_too(self, base: str) -> None:
+        """The store keeps the task masked; the resume runs the task as the client sent it."""
+        secret = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"
+        said = message("refund", order="S-8", amount=500, api_key=secret)
+        asked = await sdk_send(f"{base}/hub", said)
+        done = await sdk_send(f"{base}/hub", message("approve", task=asked.task))
+        assert done.state == "TASK_STATE_COMPLETED"
+        assert served.REFUNDS["S-8"] == 1
+        assert secret not in str(done.task.artifacts)
+
 
 @pytest.mark.parametrize("streaming", [True, False])
 class TestAgentmeshToAgentmesh:
