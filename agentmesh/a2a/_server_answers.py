@@ -25,6 +25,7 @@ from agentmesh._engine._answer_checks import AlreadyAnswered, BookEntry, describ
 from agentmesh._engine._human import DecisionBook
 from agentmesh._engine._ledger import digest
 from agentmesh._redaction import REDACTED
+from agentmesh.a2a._server_parts import plain
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.errors import UsageError
@@ -102,7 +103,8 @@ def _answers(message: Message | None, book: DecisionBook) -> dict[str, Approval]
     """Approval id -> answer, from the message's data parts, else its text."""
     if message is None:
         raise UsageError("the message carries no answer")
-    forms = [form for form in get_data_parts(list(message.parts)) if isinstance(form, dict)]
+    data = plain(get_data_parts(list(message.parts)))
+    forms = [form for form in data if isinstance(form, dict)]
     if not forms:
         text = " ".join(get_text_parts(list(message.parts))).strip()
         forms = [_form_of_text(text)]

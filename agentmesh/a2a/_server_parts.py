@@ -31,6 +31,7 @@ __all__ = [
     "ANSWER_HELP",
     "envelope_parts",
     "event_parts",
+    "plain",
     "question_parts",
     "rejects",
     "report_parts",
@@ -132,3 +133,15 @@ def _event_line(event: RunEvent) -> str:
         return f"{name}: {event.subagent} found {len(event.findings)} so far"
     subagent = getattr(event, "subagent", None)
     return name if subagent is None else f"{name}: {subagent}"
+
+
+def plain(value: Any) -> Any:
+    """A protobuf Struct's value as plain JSON data; whole numbers as ints (protobuf keeps
+    every number as a double, so a client's 3 arrives as 3.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str | bool | int | float) or value is None:
+        return value
+    if hasattr(value, "items"):  # a Struct (or a dict)
+        return {str(key): plain(item) for key, item in value.items()}
+    return [plain(item) for item in value]  # a ListValue

@@ -27,6 +27,7 @@ from agentmesh.a2a._server_answers import Answered, take_answer
 from agentmesh.a2a._server_parts import (
     envelope_parts,
     event_parts,
+    plain,
     question_parts,
     rejects,
     report_parts,
@@ -324,7 +325,7 @@ class Executor(AgentExecutor):
 def task_of(message: Message) -> tuple[Task, str | None]:
     """The task a message asks for, and the skill it names (None: none)."""
     query = "\n".join(part.text for part in message.parts if part.WhichOneof("content") == "text")
-    metadata: dict[str, Any] = _plain(message.metadata)
+    metadata: dict[str, Any] = plain(message.metadata)
     skill = metadata.pop(_SKILL, None)
     topic = metadata.pop(_TOPIC, None)
     metadata.pop(_BY, None)
@@ -352,18 +353,6 @@ def _new_task(task_id: str, context_id: str, message: Message) -> A2ATask:
     task.status.state = TaskState.TASK_STATE_SUBMITTED
     task.history.append(message)
     return task
-
-
-def _plain(value: Any) -> Any:
-    """A protobuf Struct's value as plain JSON data; whole numbers as ints (protobuf keeps
-    every number as a double, so a client's 3 arrives as 3.0)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str | bool | int | float) or value is None:
-        return value
-    if hasattr(value, "items"):  # a Struct (or a dict)
-        return {str(key): _plain(item) for key, item in value.items()}
-    return [_plain(item) for item in value]  # a ListValue
 
 
 def _description(agent: Subagent) -> str:
