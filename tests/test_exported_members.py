@@ -181,7 +181,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "UsageUpdated",
         "parse_event",
     },
-    "agentmesh.a2a": {"A2AAgent"},
+    "agentmesh.a2a": {"A2AAgent", "serve"},
     "agentmesh.executors": {"Dispatch", "Executor", "LocalExecutor", "RayExecutor"},
     "agentmesh.mcp": {"MCPServer", "MCPTool", "serve"},
     "agentmesh.models": {

@@ -4,7 +4,7 @@
                      no artifacts -> an empty Success
     failed           an agentmesh envelope in a data part of the status message, whole;
                      else other `remote_failed` with the remote message
-    rejected         business `rejected`
+    rejected         an agentmesh envelope, whole, as for failed; else business `rejected`
     canceled         transient `cancelled` (not retried here: the remote task ended)
     auth-required    permission `auth_required`
 
@@ -55,12 +55,14 @@ def result_of(task: Task, agent: str) -> Any:
         return _data(task)
     said = status_text(task)
     where = f"the A2A agent {agent}"
-    if state == TaskState.TASK_STATE_FAILED:
+    if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
+        # An agentmesh server's envelope (a business one ends `rejected`) is taken whole.
         envelope = _envelope(task.status.message)
         if envelope is not None:
             note = f"from {envelope.source} over A2A"
             details = "; ".join(filter(None, [note, envelope.details]))
             raise CallFailed(envelope.model_copy(update={"details": details}))
+    if state == TaskState.TASK_STATE_FAILED:
         raise AgentError(
             said or f"{where} failed the task without a message",
             category=ErrorCategory.OTHER,
