@@ -27,7 +27,7 @@ from agentmesh.coordinator._run import Run
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
-from agentmesh.events import DEFAULT_BUFFER, RunStream
+from agentmesh.events import DEFAULT_BUFFER, EventLog, RunStream
 from agentmesh.executors import Executor, LocalExecutor
 from agentmesh.models import FallbackModel, ModelHealth
 from agentmesh.policies import ToolPolicy
@@ -83,6 +83,8 @@ class Coordinator:
         model_health: what the tasks learn of each model's health (breakers, quotas,
             calls in flight), shared by every run given the same object; by default
             each run has a fresh `ModelHealth()` of its own.
+        event_log: with a store, how much of each run's events it keeps (`EventLog`),
+            for a console in another process to follow the run; None writes none.
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Coordinator:
         usage_limits: UsageLimits | None = None,
         prices: PriceTable | Mapping[str, ModelPrice] | None = None,
         model_health: ModelHealth | None = None,
+        event_log: EventLog | None = EventLog(),  # noqa: B008  # a frozen value
     ) -> None:
         self.limits = RunLimits.of(
             limits,
@@ -142,6 +145,11 @@ class Coordinator:
                 f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}"
             )
         self.model_health = model_health
+        if event_log is not None and not isinstance(event_log, EventLog):
+            raise UsageError(
+                f"Coordinator(event_log=) takes an EventLog or None, got {event_log!r}"
+            )
+        self.event_log = event_log
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
         self._alternative_names = frozenset(self._alternative_subagents)
@@ -231,7 +239,8 @@ class Coordinator:
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         buffer = whole("Coordinator.stream(buffer=)", buffer, at_least=1)
         run = Run(self, run_id or uuid.uuid4().hex[:12])
-        return RunStream(run, plan(tasks, self.subagents), buffer)
+        jobs = plan(tasks, self.subagents)
+        return RunStream(run, jobs, buffer, store=self.store, event_log=self.event_log)
 
     async def resume(
         self,
@@ -310,7 +319,8 @@ class Coordinator:
         start = functools.partial(
             opening, self.store, self.subagents, run_id, dict(approvals or {}), given
         )
-        return RunStream(Run(self, run_id), start, buffer)
+        run = Run(self, run_id)
+        return RunStream(run, start, buffer, store=self.store, event_log=self.event_log)
 
 
 def _checked_subagents(
