@@ -50,6 +50,7 @@ class EventLogPage:
             position asked for when none was found.
         dropped: events this run's log dropped so far to stay within its size
             (`EventLog.max_bytes`).
+        last_position: the position of the log's last event (0: the log is empty).
         finished: whether the run's last start has its `RunFinished` in the log.
         last_event_at: when the last event was saved; None for a run with no log.
     """
@@ -57,6 +58,7 @@ class EventLogPage:
     events: tuple[LoggedEvent, ...]
     position: int
     dropped: int
+    last_position: int
     finished: bool
     last_event_at: datetime | None
 
@@ -115,6 +117,7 @@ async def read_events(
         events=events,
         position=events[-1].position if events else after,
         dropped=0 if head is None else head.dropped,
+        last_position=0 if head is None else head.position,
         finished=head is not None and head.finished,
         last_event_at=None if head is None else datetime.fromtimestamp(head.last_at, UTC),
     )
