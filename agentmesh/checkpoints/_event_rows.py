@@ -19,7 +19,7 @@ import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Final, NamedTuple, TypeAlias
+from typing import ClassVar, Final, NamedTuple, TypeAlias
 
 __all__ = [
     "Appended",
@@ -63,12 +63,17 @@ class LogHead(NamedTuple):
 class Watch(abc.ABC):
     """Notifications about one run, registered before its caller looks at the store."""
 
+    # Whether a change wakes the watcher (else `changed` only waits a little).
+    notifies: ClassVar[bool] = True
+
     @abc.abstractmethod
     async def changed(self, within: float) -> bool:
         """Wait until the run's log may have changed (True) or `within` seconds passed."""
 
 
 class _Polled(Watch):
+    notifies = False
+
     async def changed(self, within: float) -> bool:
         await asyncio.sleep(min(within, POLL))
         return True  # maybe: the caller looks again

@@ -8,6 +8,7 @@ the rules no router may change are the router's guard (`_guard.py`); planning is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import uuid
@@ -140,15 +141,8 @@ class Coordinator:
         self.store = store
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
         _check_hard_cap(self.limits.usage, self.prices, [*spokes, *(alternatives or {}).values()])
-        if model_health is not None and not isinstance(model_health, ModelHealth):
-            raise UsageError(
-                f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}"
-            )
+        _check_kinds(model_health, event_log)
         self.model_health = model_health
-        if event_log is not None and not isinstance(event_log, EventLog):
-            raise UsageError(
-                f"Coordinator(event_log=) takes an EventLog or None, got {event_log!r}"
-            )
         self.event_log = event_log
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
@@ -279,15 +273,25 @@ class Coordinator:
     ) -> Report:
         """Wait until a person has answered every pending approval of run `run_id` (on
         the run console, or by another process's `resume`), then `resume(run_id)` with
-        the answers the store holds. Checks the store every `poll` seconds; bound the
-        wait with `asyncio.timeout(...)` around the call. `tasks` as for `resume()`."""
+        the answers the store holds. A `PostgresStore` (or a `MemoryStore`) wakes the
+        wait as soon as the console records an answer; a SQLite store is checked every
+        `poll` seconds (which is also the longest a notified wait goes unchecked).
+        Bound the wait with `asyncio.timeout(...)` around the call. `tasks` as for
+        `resume()`."""
         poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
-        if self.store is None:
+        store = self.store
+        if store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
-        # The answers come from other processes through the store: nothing here to wait
-        # on but the store itself (it has no notifications yet), so it is polled.
-        while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110
-            await asyncio.sleep(poll)
+        table = getattr(store, "_event_table", None)
+        # Watching before the first look: an answer given after it wakes the wait.
+        async with contextlib.AsyncExitStack() as stack:
+            watching = None if table is None else table().watch(run_id)
+            watch = None if watching is None else await stack.enter_async_context(watching)
+            while (await DecisionBook.load(store, run_id)).unanswered():
+                if watch is not None and watch.notifies:
+                    await watch.changed(poll)
+                else:
+                    await asyncio.sleep(poll)
         return await self.resume(run_id, tasks=tasks)
 
     def resume_stream(
@@ -366,6 +370,13 @@ def _check_hard_cap(
                     "must reserve what each call may cost; give its price in "
                     "Coordinator(prices=...)"
                 )
+
+
+def _check_kinds(model_health: object, event_log: object) -> None:
+    if model_health is not None and not isinstance(model_health, ModelHealth):
+        raise UsageError(f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}")
+    if event_log is not None and not isinstance(event_log, EventLog):
+        raise UsageError(f"Coordinator(event_log=) takes an EventLog or None, got {event_log!r}")
 
 
 def _check_router(router: object) -> None:
