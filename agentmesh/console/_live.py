@@ -3,7 +3,8 @@
 `GET /runs/{id}/events?after=N` streams the run's event log from position N (or the
 browser's `Last-Event-ID` on a reconnect): one `run` message per event, as JSON with
 one line of text and, for a task's start and end, the grid cell it changes; an `end`
-message after `RunFinished`; a comment every `KEEPALIVE` seconds while nothing comes.
+message after `RunFinished` (with the run's status then: finished, or waiting for a
+person); a comment every `KEEPALIVE` seconds while nothing comes.
 PostgreSQL notifies the stream of each event; SQLite is looked at four times a second.
 
 Everything from the store is text: the JSON is built server-side and the script sets
@@ -66,9 +67,9 @@ SCRIPT: Final = """
       }
     }
   });
-  source.addEventListener("end", function () {
+  source.addEventListener("end", function (message) {
     source.close();
-    document.getElementById("status").textContent = "finished";
+    document.getElementById("status").textContent = JSON.parse(message.data).status;
   });
 })();
 """
@@ -119,7 +120,9 @@ async def _messages(store: CheckpointStore, run_id: str, after: int) -> AsyncIte
             data = json.dumps(_item(logged), separators=(",", ":"))
             yield f"id: {logged.position}\nevent: run\ndata: {data}\n\n"
             if isinstance(logged.event, RunFinished):
-                yield "event: end\ndata: {}\n\n"
+                waits = logged.event.report.pending_approvals
+                status = RunStatus.WAITING if waits else RunStatus.FINISHED
+                yield f"event: end\ndata: {json.dumps({'status': str(status)})}\n\n"
                 return
         after = page.position
 

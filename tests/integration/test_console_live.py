@@ -78,7 +78,7 @@ class TestTheLiveStream:
         kinds = [json.loads(data)["kind"] for event, data in sent if event == "run"]
         assert kinds[0] == "RunStarted"
         assert kinds[-1] == "RunFinished"
-        assert sent[-1][0] == "end"
+        assert sent[-1] == ("end", '{"status": "finished"}')
         finished = next(json.loads(d) for e, d in sent if e == "run" and "TaskFinished" in d)
         assert finished["cell"] == {"topic": MARKUP, "source": "docs", "status": "covered"}
         assert next(json.loads(d)["position"] for e, d in again if e == "run") == 3
