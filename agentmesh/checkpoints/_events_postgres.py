@@ -275,12 +275,18 @@ class _Listener:
                 await self._stop()
 
     async def _start(self) -> None:
-        from psycopg import AsyncConnection
+        from psycopg import AsyncConnection, Error
         from psycopg.sql import SQL, Identifier
 
-        connection = await AsyncConnection.connect(self.conninfo, autocommit=True)
-        # Listening before `watch` returns: a change committed after it is notified.
-        await connection.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
+        try:
+            connection = await AsyncConnection.connect(self.conninfo, autocommit=True)
+            # Listening before `watch` returns: a change committed after it is notified.
+            await connection.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
+        except Error as exc:
+            # Watchers look at the store every POLL seconds instead; the next one retries.
+            get_logger(component="event_log").warning("event_log_listen_failed", error=str(exc))
+            self.broken = True
+            return
         self._connection, self.broken = connection, False
         self._task = asyncio.get_running_loop().create_task(self._hear(connection))
 
