@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks import (
     cost_cap,
     dispatch,
+    event_log,
     lean,
     logging_cost,
     memory,
@@ -45,6 +46,7 @@ SECTIONS = (
     "costcap",
     "ratelimits",
     "stores",
+    "eventlog",
 )
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
@@ -468,6 +470,13 @@ def main(argv: list[str] | None = None) -> None:
         store_rows = stores.run(3 if quick else 5, store_n)
         results["stores"] = {"n": store_n, **{row.name: row.to_json() for row in store_rows}}
         stores.print_table(store_rows, store_n)
+
+    if "eventlog" in sections:
+        print("eventlog ", end="", flush=True)
+        log_n = 2_000 if quick else 10_000
+        log_rows = event_log.run(3 if quick else 5, log_n)
+        results["event_log"] = {"n": log_n, **{row.name: row.to_json() for row in log_rows}}
+        event_log.print_table(log_rows, log_n)
 
     checks = targets(results, sizes) + stores.targets(results.get("stores", {}))
     if checks:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
 from agentmesh.checkpoints._batch import Batcher
+from agentmesh.checkpoints._event_rows import Appended
 from agentmesh.errors import UsageError
 
 __all__ = [
@@ -141,6 +142,8 @@ class StoreBase(abc.ABC):
         self._opening = asyncio.Lock()
         self._writes: Batcher[Row, None] = Batcher()
         self._reads: Batcher[Address, Row | None] = Batcher()
+        # The runs' events, appended in batches of their own (`agentmesh.events.EventLog`).
+        self._event_writes: Batcher[Appended, None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -162,6 +165,7 @@ class StoreBase(abc.ABC):
             if self._state is _State.OPEN:
                 await self._writes.drained()
                 await self._reads.drained()
+                await self._event_writes.drained()
                 await self._close()
             self._state = _State.CLOSED
 
