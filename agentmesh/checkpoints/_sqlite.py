@@ -16,8 +16,9 @@ import concurrent.futures
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
@@ -98,6 +99,12 @@ class SQLiteStore(StoreBase):
         self.synchronous = synchronous.upper()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._connection: sqlite3.Connection | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it was built from: the copy (a Ray worker's, on this host)
+        opens the same file where it is used; an open connection cannot leave."""
+        rebuild = partial(SQLiteStore, busy_timeout=self.busy_timeout, synchronous=self.synchronous)
+        return (rebuild, (self.path,))
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ from agentmesh.executors._ray_failures import (
     _unavailable,
 )
 from agentmesh.executors._ray_models import model_terms
-from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
+from agentmesh.executors._ray_shared import apply_ops, merge_scope, progress_known, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
     _check_shared,
@@ -324,6 +324,7 @@ class RayExecutor:
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
+            saved_progress=progress_known(scope, subagent, dispatch.task_id),
         )
 
     async def _lost_outcome(

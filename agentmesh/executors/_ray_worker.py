@@ -27,6 +27,7 @@ import ray
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
+from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
@@ -92,6 +93,8 @@ class Spec:
     actor: tuple[str, str]  # (name, namespace)
     events: bool = False  # whether the driver streams the run: collect the task's events
     models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
+    # Whether the run's store may hold the task's saved progress (None: unknown, read it).
+    saved_progress: bool | None = None
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -126,6 +129,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
+        saved_progress=SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress),
         **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
