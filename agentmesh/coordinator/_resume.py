@@ -56,6 +56,9 @@ __all__ = [
 STAGE: Final = "agentmesh.run"
 _PLAN: Final = "plan"
 _TASK: Final[TypeAdapter[Task]] = TypeAdapter(Task)
+_TASKS: Final[TypeAdapter[list[Task]]] = TypeAdapter(
+    list[Task], config=ConfigDict(defer_build=True)
+)
 
 Job = tuple[str, Task, Subagent]
 
@@ -83,23 +86,24 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
     await store.delete(run_id, STAGE)
     await store.delete(run_id, DECISIONS)
     await store.delete(run_id, ANSWERS)
-    await store.put(run_id, STAGE, _PLAN, compact_plan(_planned(jobs)))
+    await store.put(run_id, STAGE, _PLAN, _planned(jobs))
 
 
 def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """The plan's jobs as JSON data, each task with secrets masked (and saying so)."""
-    # Each task without the fields at their defaults (the reader fills them in again).
-    plan: list[dict[str, Any]] = [
-        {"taskId": task_id, "task": _TASK.dump_python(task, mode="json", exclude_defaults=True)}
-        | {"subagent": sub.name, "masked": False}
-        for task_id, task, sub in jobs
-    ]
+    # Every task in one dump, without the fields at their defaults (the reader fills
+    # them in again): one call for the plan, not one per task.
+    given = [job[1] for job in jobs]
+    tasks: list[dict[str, Any]] = _TASKS.dump_python(given, mode="json", exclude_defaults=True)
+    ids, names = [job[0] for job in jobs], [job[2].name for job in jobs]
+    plan = compact_plan(zip(ids, tasks, names, strict=True))
     clean = redact_data(plan) is plan  # one screening of the whole plan: most hold no secret
     if clean:
         return plan
-    for job in plan:
-        kept = redact_data(job["task"])
-        job["masked"], job["task"] = kept != job["task"], kept
+    for entry in plan:
+        kept = redact_data(entry["task"])
+        if kept != entry["task"]:
+            entry["task"], entry["masked"] = kept, True
     return plan
 
 
