@@ -31,6 +31,7 @@ from pydantic import StrictBool
 from agentmesh._codec import read_as
 from agentmesh._engine._partials import PartialRecorder
 from agentmesh._engine._saved_progress import PARTIALS_KEY, SavedProgress
+from agentmesh._engine._writes import writes_behind
 from agentmesh._redaction import redact, redact_data
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
@@ -272,11 +273,11 @@ class ProgressSaver:
 
     def _queue(self, snapshot: dict[str, Any]) -> bool:
         """Hand `snapshot` to the store's next batch; False when the store has none."""
-        queue_put = getattr(self.store, "_queue_put", None)
-        if queue_put is None:
+        behind = writes_behind(self.store)
+        if behind is None:
             return False
         try:
-            queued = queue_put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
+            queued = behind.put_queued(self.run_id, self.stage, PARTIALS_KEY, snapshot)
         except Exception as exc:
             self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
             return True

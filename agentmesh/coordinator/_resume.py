@@ -28,6 +28,7 @@ from agentmesh._engine._at_rest import (
 )
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
+from agentmesh._engine._writes import writes_behind
 from agentmesh._redaction import redact, redact_data
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
@@ -279,17 +280,17 @@ async def _keep(
     # The plan's subagent for the task is the record's: a task keeps its subagent.
     data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
     key, data = f"record/{record.task_id}", redact_data(data)
-    put_soon = None if at_once else getattr(store, "_put_soon", None)
-    if put_soon is None or not put_soon(run_id, STAGE, key, data):
+    behind = None if at_once else writes_behind(store)
+    if behind is None or not behind.put_behind(run_id, STAGE, key, data):
         await store.put(run_id, STAGE, key, data)
 
 
 async def flush(store: CheckpointStore, run_id: str) -> None:
     """Wait until every record written behind is committed (raising a failure of one
     `run_id` wrote)."""
-    flushed = getattr(store, "_flush", None)
-    if flushed is not None:
-        await flushed(run_id)
+    behind = writes_behind(store)
+    if behind is not None:
+        await behind.flush(run_id)
 
 
 def _asked(outcome: Outcome) -> bool:
