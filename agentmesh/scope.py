@@ -85,9 +85,6 @@ class RunScope:
             nobody reads them.
         model_health: the models' health the run's tasks share (see `ModelHealth`); a
             fresh one of this run by default (made at the first model call).
-        saved_progress: which tasks hold progress saved in `store` (the coordinator's
-            listing at the run's start); None: unknown, each task with
-            `checkpoint=True` reads its own before its body.
         shared: deprecated: the forbidden calls and policy memory under string keys;
             give `forbidden_calls=` and `policy_memory=`.
     """
@@ -125,7 +122,6 @@ class RunScope:
         decisions: DecisionBook | None = None,
         events: EventSink | None = None,
         model_health: ModelHealth | None = None,
-        saved_progress: SavedProgress | None = None,
         shared: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -155,7 +151,9 @@ class RunScope:
         self.state: dict[str, Any] = {} if state is None else state
         self.store = store
         self.decisions = decisions
-        self.saved_progress = saved_progress
+        # Which tasks hold progress saved in `store`: the coordinator's listing at the
+        # run's start (None: unknown, each task with `checkpoint=True` reads its own).
+        self.saved_progress: SavedProgress | None = None
 
     @property
     def ledger_store(self) -> CheckpointStore:

@@ -129,9 +129,9 @@ def run_task(spec: Spec) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
-        saved_progress=SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress),
         **_models(spec, link),
     )
+    scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
     async def main() -> Outcome:
