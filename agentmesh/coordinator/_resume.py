@@ -250,9 +250,9 @@ async def stored(
         record = TaskRecord(
             record.task_id, record.task, record.subagent, record.steps, record.status, reason
         )
-    fresh = {pending.id for pending, _answer in book.answered(record.task_id)}
     given = book.given(record.task_id)
-    if given:
+    if given:  # most tasks had no answer: nothing to spend
+        fresh = {pending.id for pending, _answer in book.answered(record.task_id)}
         # Every answer the task used, those of earlier resumes too: the record is replaced.
         answers = tuple(answered(pending, answer) for pending, answer in given)
         record = replace(record, answers=answers)
@@ -262,7 +262,7 @@ async def stored(
                     events.emit(
                         ApprovalApplied, record.task_id, subagent=answer.subagent, approval=answer
                     )
-    await book.applied(record.task_id)
+        await book.applied(record.task_id)
     # A record a person's answer or question touched is saved at once, in step with the
     # decisions; any other is written behind (`_keep`).
     asked = isinstance(decision, Escalate) or (outcome is not None and _asked(outcome))
