@@ -470,6 +470,10 @@ def main(argv: list[str] | None = None) -> None:
         store_rows = stores.run(3 if quick else 5, store_n)
         results["stores"] = {"n": store_n, **{row.name: row.to_json() for row in store_rows}}
         stores.print_table(store_rows, store_n)
+        if not quick:
+            print("stores growth ", end="", flush=True)
+            results["stores"]["growth"] = stores.growth(3, 10_000, 100_000)
+            stores.print_growth(results["stores"]["growth"])
 
     if "eventlog" in sections:
         print("eventlog ", end="", flush=True)

@@ -67,6 +67,7 @@ PUBLIC_API: dict[str, set[str]] = {
         "PostgresStore",
         "RunStamp",
         "SQLiteStore",
+        "WritesBehind",
     },
     "agentmesh.agui": {
         "PROTOCOL_VERSION",

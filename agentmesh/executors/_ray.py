@@ -64,7 +64,7 @@ from agentmesh.executors._ray_failures import (
     _unavailable,
 )
 from agentmesh.executors._ray_models import model_terms
-from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
+from agentmesh.executors._ray_shared import apply_ops, merge_scope, progress_known, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
     _check_shared,
@@ -333,6 +333,7 @@ class RayExecutor:
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
             answers=answers_for(scope, dispatch.task_id),
+            saved_progress=progress_known(scope, subagent, dispatch.task_id),
         )
 
     async def _lost_outcome(

@@ -27,6 +27,7 @@ import ray
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
+from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger
 from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
@@ -73,10 +74,8 @@ class Shipment:
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """Everything about one dispatch; the big, shared parts travel as shipments.
-
-    One argument, so Ray serializes one object per task rather than five.
-    """
+    """Everything about one dispatch, one argument (Ray serializes one object per task,
+    not five); the big, shared parts travel as shipments."""
 
     subagent: Shipment
     policies: Shipment | None
@@ -95,6 +94,7 @@ class Spec:
     events: bool = False  # whether the driver streams the run: collect the task's events
     models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
     answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
+    saved_progress: bool | None = None  # the store may hold the task's progress (None: ask it)
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -132,6 +132,7 @@ def run_task(spec: Spec) -> dict[str, Any]:
         decisions=worker_book(store, spec.run_id, spec.answers),
         **_models(spec, link),
     )
+    scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
 
     async def main() -> Outcome:
@@ -139,7 +140,6 @@ def run_task(spec: Spec) -> dict[str, Any]:
         if spec.state_refresh > 0:
             refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
         try:
-            # The scope carries the run's policies, state and store.
             return await _tapped(subagent, link).run(
                 task, scope=scope, task_id=spec.task_id, timeout=timeout
             )
