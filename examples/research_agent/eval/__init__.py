@@ -13,6 +13,6 @@ report's findings are compared with the documents a correct answer must cite:
   `covered` entry).
 """
 
-from .scoring import Expected, Score, load_questions, score_report
+from .scoring import TEST_QUESTIONS, Expected, Score, load_questions, score_report
 
-__all__ = ["Expected", "Score", "load_questions", "score_report"]
+__all__ = ["TEST_QUESTIONS", "Expected", "Score", "load_questions", "score_report"]
