@@ -39,7 +39,7 @@ __all__ = ["FORMAT", "IndexCache", "Loaded", "Origin"]
 # The layout of a saved index; a change of layout changes it.
 FORMAT = 1
 # The modules whose code decides what an index holds.
-_CODE = ("sources.py", "ranking.py", "text.py", "compounds.py", "index_cache.py")
+_CODE = ("sources.py", "manual.py", "ranking.py", "text.py", "compounds.py", "index_cache.py")
 _META = "corpus.json"
 
 # What a corrupt file can raise while it is read: NumPy's EOFError and ValueError,

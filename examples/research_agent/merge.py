@@ -134,4 +134,6 @@ def _key(finding: Finding) -> tuple[str, str]:
         # One module is one document: its functions' passages are its passages.
         module = str(content.get("document", document))
         document = f"stdlib:{module}"
+    elif document.startswith("docs:"):
+        document = document.partition("#")[0]  # one page is one document
     return document, str(content.get("text", finding.content))

@@ -110,6 +110,9 @@ class Scorer:
 
 
 def _name_words(passage: Passage) -> str:
-    """The words of a passage's id: "stdlib:contextlib.suppress" -> "contextlib suppress"."""
+    """The words of a passage's id: "stdlib:contextlib.suppress" -> "contextlib suppress",
+    "docs:library/asyncio-task#asyncio.gather" -> "asyncio task asyncio gather"."""
     name = passage.get("id", "").partition(":")[2]
+    # A documentation page's part ("library/", "tutorial/") is not what it is about.
+    name = name.rpartition("/")[2].replace("#", ".")
     return " ".join(split_identifier(part) for part in name.replace("-", ".").split("."))

@@ -47,6 +47,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from . import manual
 from .compounds import Compounds
 from .ranking import BM25Index, Query
 from .shapes import chunk
@@ -79,6 +80,7 @@ class Passage(TypedDict):
     section: str
     text: str  # its blocks (prose, code, tables) as `shapes.chunk` writes them
     score: float  # BM25 within its document: comparable inside one document only
+    module: NotRequired[str]  # the module a documentation page's passage documents
     relevance: NotRequired[float]  # the comparable score (`relevance.Scorer`)
     also_topics: NotRequired[list[str]]  # other subtopics that found it (`merge`)
 
@@ -108,6 +110,7 @@ class _Piece:
     section: str
     text: str
     name: str = ""  # the qualified name it documents, "" for the document itself
+    module: str = ""  # the module it documents, when the source says (`docs`)
 
 
 class Corpus(abc.ABC):
@@ -221,17 +224,21 @@ class Corpus(abc.ABC):
             )
             self._pieces[document] = (pieces, index)
         pieces, index = self._pieces[document]
-        return [
-            Passage(
+        found = []
+        for position, score in index.rank(query, limit):
+            piece = pieces[position]
+            passage = Passage(
                 source=self.name,
-                id=self.document_id(document, pieces[position].name),
+                id=self.document_id(document, piece.name),
                 document=doc.title,
-                section=pieces[position].section,
-                text=pieces[position].text,
+                section=piece.section,
+                text=piece.text,
                 score=round(score, 3),
             )
-            for position, score in index.rank(query, limit)
-        ]
+            if piece.module:
+                passage["module"] = piece.module
+            found.append(passage)
+        return found
 
     def document_id(self, document: str, name: str) -> str:
         """The stable id of a passage of `document` about `name` ("" for the document)."""
@@ -545,8 +552,92 @@ class PackagesCorpus(Corpus):
                 yield _Piece(section="", text=text)
 
 
-SOURCES = ("pydoc", "stdlib", "packages")
+class DocsCorpus(Corpus):
+    """Python's documentation pages (`manual`): one document per page, cited by section."""
+
+    name = "docs"
+    description = "Python's documentation: library reference, language reference, tutorial"
+
+    def __init__(
+        self, documents: list[Document], root: Path, indexes: Indexes | None = None
+    ) -> None:
+        super().__init__(documents, indexes)
+        self.root = root
+
+    @classmethod
+    def load(cls) -> DocsCorpus:
+        root = manual.documentation_root()
+        if root is None:
+            raise FileNotFoundError("no Python documentation sources on this machine")
+        documents = []
+        for page, path in manual.pages(root):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            sections = manual.page_sections(text)
+            if not sections:
+                continue
+            title = manual.page_title(text) or page
+            module = next((s.module for s in sections if s.module), "")
+            name = split_identifier(module.replace(".", "_")) if module else ""
+            body = "\n\n".join(f"{s.heading}\n{s.text}" for s in sections)
+            entries = tuple(
+                f"{split_identifier(s.anchor.rsplit('.', 1)[-1].replace('-', '_'))} "
+                f"{s.heading.rsplit(' > ', 1)[-1]} {s.first_line}"
+                for s in sections
+            )
+            documents.append(
+                Document(
+                    id=page,
+                    title=f"{title} ({page})",
+                    text=_weighted(f"{name} {title}", sections[0].text, body),
+                    entries=entries,
+                )
+            )
+        return cls(documents, root)
+
+    @classmethod
+    def fingerprint(cls) -> str:
+        root = manual.documentation_root()
+        if root is None:
+            return ""
+        return "\n".join(f"{page} {_stat(path)}" for page, path in manual.pages(root))
+
+    def state(self) -> dict[str, object]:
+        return {"root": str(self.root)}
+
+    @classmethod
+    def restore(
+        cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
+    ) -> DocsCorpus:
+        root = state["root"]
+        if not isinstance(root, str):
+            raise ValueError("not a saved docs state")
+        return cls(documents, Path(root), indexes)
+
+    def document_id(self, document: str, name: str) -> str:
+        return f"docs:{document}#{name}" if name else f"docs:{document}"
+
+    def pieces(self, doc: Document) -> Iterator[_Piece]:
+        path = self.root / f"{doc.id}.rst.txt"
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        for section in manual.page_sections(text):
+            where = section.heading
+            if "." in section.anchor:  # a name it documents (a heading's anchor has none)
+                where = f"{section.heading} > {section.anchor}"
+            for passage in chunk(section.text):
+                yield _Piece(where, passage, name=section.anchor, module=section.module)
+
+
+# The documentation pages where the machine has them; the other sources everywhere.
+SOURCES = (
+    ("docs", "pydoc", "stdlib", "packages")
+    if manual.documentation_root() is not None
+    else ("pydoc", "stdlib", "packages")
+)
 CORPORA: Mapping[str, type[Corpus]] = {
+    "docs": DocsCorpus,
     "pydoc": PydocCorpus,
     "stdlib": StdlibCorpus,
     "packages": PackagesCorpus,

@@ -67,7 +67,11 @@ def load_questions(path: Path = QUESTIONS) -> list[Expected]:
 
 def score_report(expected: Expected, report: Report) -> Score:
     ids = [_document_id(f.content) for f in report.findings]
-    first = next((n for n, i in enumerate(ids, start=1) if expected.cited_by(i)), None)
+    cites = [_cites(f.content) for f in report.findings]
+    first = next(
+        (n for n, found in enumerate(cites, start=1) if any(map(expected.cited_by, found))),
+        None,
+    )
     covered = sum(e.status is CoverageStatus.COVERED for e in report.coverage)
     return Score(expected, first, covered, len(report.coverage), tuple(ids[:10]))
 
@@ -93,3 +97,11 @@ def _share(scores: Sequence[Score], k: int) -> str:
 
 def _document_id(content: object) -> str:
     return str(content.get("id", "")) if isinstance(content, dict) else ""
+
+
+def _cites(content: object) -> tuple[str, ...]:
+    """What a finding cites: its id, and a documentation page's module as `stdlib:<module>`
+    ("docs:library/asyncio-task#asyncio.gather" cites "stdlib:asyncio" too)."""
+    found = _document_id(content)
+    module = content.get("module") if isinstance(content, dict) else None
+    return (found, f"stdlib:{module}") if module else (found,)
