@@ -330,5 +330,6 @@ def _clean_block(text: str) -> str:
             continue
         if stripped.endswith("::"):
             line = line.rstrip()[:-1]
-        out.append(_clean(line))
-    return "\n".join(out)
+        out.append(line)
+    # Cleaned as a whole: a role's text can run over a line break.
+    return _clean("\n".join(out))

@@ -48,6 +48,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from . import manual
+from .associations import Associations
 from .compounds import Compounds
 from .ranking import BM25Index, Query
 from .shapes import chunk
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORPORA",
+    "EXPANSION",
     "FUSION_K",
     "SOURCES",
     "Corpus",
@@ -69,6 +71,8 @@ __all__ = [
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009): 60 is the usual choice.
 FUSION_K = 60
+# How much a term the query brings with it (`associations`) weighs against one it says.
+EXPANSION = 0.5
 
 
 class Passage(TypedDict):
@@ -103,6 +107,7 @@ class Indexes:
     documents: BM25Index
     entries: BM25Index
     entry_of: tuple[str, ...]  # the id of each entry's document
+    associations: Associations  # which terms share a unit (the query expansion)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +135,11 @@ class Corpus(abc.ABC):
         self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
 
     @classmethod
-    def _build(cls, documents: list[Document]) -> Indexes:
+    def _build(
+        cls, documents: list[Document], units: Sequence[Sequence[str]] | None = None
+    ) -> Indexes:
+        """`units`: the term lists the expansion counts co-occurrences in (default: the
+        entries, a name and its first line each; the documents if there are none)."""
         # A document's terms are its text's and its entries'; an entry is ranked with
         # its document's name: "os walk Directory tree generator". Each text is split
         # into terms once.
@@ -157,7 +166,13 @@ class Corpus(abc.ABC):
             documents=BM25Index(document_terms, b=cls.length_normalisation),
             entries=BM25Index(entry_terms),
             entry_of=tuple(entry_of),
+            associations=Associations.of(units or entry_terms or document_terms),
         )
+
+    def expansion(self, query: Query) -> dict[str, float]:
+        """The terms `query` brings with it, and their weights (`associations`)."""
+        found = self.indexes.associations.expand(query.terms)
+        return {term: EXPANSION * weight for term, weight in found.items()}
 
     @classmethod
     @abc.abstractmethod
@@ -199,11 +214,14 @@ class Corpus(abc.ABC):
         generator") is found even when the module as a whole is about much else.
         """
         indexes = self.indexes
-        by_document = [self._ids[p] for p, _ in indexes.documents.rank(query, limit * 3)]
+        extra = self.expansion(query)
+        by_document = [self._ids[p] for p, _ in indexes.documents.rank(query, limit * 3, extra)]
         if not len(indexes.entries):
             return by_document[:limit]
         by_entry = list(
-            dict.fromkeys(indexes.entry_of[p] for p, _ in indexes.entries.rank(query, limit * 10))
+            dict.fromkeys(
+                indexes.entry_of[p] for p, _ in indexes.entries.rank(query, limit * 10, extra)
+            )
         )
         fused: dict[str, float] = {}
         for ranking in (by_document, by_entry):
@@ -225,7 +243,7 @@ class Corpus(abc.ABC):
             self._pieces[document] = (pieces, index)
         pieces, index = self._pieces[document]
         found = []
-        for position, score in index.rank(query, limit):
+        for position, score in index.rank(query, limit, self.expansion(query)):
             piece = pieces[position]
             passage = Passage(
                 source=self.name,
@@ -570,11 +588,17 @@ class DocsCorpus(Corpus):
         if root is None:
             raise FileNotFoundError("no Python documentation sources on this machine")
         documents = []
+        # The expansion learns from each section: a unit of meaning, unlike a page.
+        units: list[list[str]] = []
         for page, path in manual.pages(root):
             text = path.read_text(encoding="utf-8", errors="replace")
             sections = manual.page_sections(text)
             if not sections:
                 continue
+            units += [
+                terms(f"{s.heading.rsplit(' > ', 1)[-1]} {s.anchor.replace('.', ' ')} {s.text}")
+                for s in sections
+            ]
             title = manual.page_title(text) or page
             module = next((s.module for s in sections if s.module), "")
             name = split_identifier(module.replace(".", "_")) if module else ""
@@ -592,7 +616,8 @@ class DocsCorpus(Corpus):
                     entries=entries,
                 )
             )
-        return cls(documents, root)
+        documents.sort(key=lambda doc: doc.id)
+        return cls(documents, root, cls._build(documents, units))
 
     @classmethod
     def fingerprint(cls) -> str:

@@ -88,6 +88,8 @@ def summary(scores: Sequence[Score]) -> list[str]:
         f"hit@10: {sum(s.hit(10) for s in answerable)}/{n} ({_share(answerable, 10)})",
         f'false "covered": {false_claims} of {len(scores)} reports '
         f"({false_claims / max(len(scores), 1):.0%}) claim coverage with nothing relevant",
+        f'"covered" with a hit: {sum(s.covered > 0 for s in answerable if s.hit(10))} of '
+        f"{sum(s.hit(10) for s in answerable)} reports that cite an answer in the first 10",
     ]
 
 
