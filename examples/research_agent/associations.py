@@ -17,7 +17,8 @@ incidence columns, Ochiai's coefficient):
 
 keeping at most `PER_TERM` associates of each query term, each at least `FLOOR` and in
 `MIN_UNITS` units with it; terms in more than `_COMMON` of the units ("return", "in")
-neither expand nor are added. Offline, no model: a few milliseconds a query on 2 cores.
+neither expand nor are added, and a source of fewer than `MIN_CORPUS` units learns
+nothing. Offline, no model: a few milliseconds a query on 2 cores.
 The expansion is fused with BM25, never in place of it: a source ranks its documents by
 the question's words and by the expanded query, fused by reciprocal rank (`sources`).
 """
@@ -30,13 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FLOOR", "MIN_UNITS", "PER_TERM", "Associations"]
+__all__ = ["FLOOR", "MIN_CORPUS", "MIN_UNITS", "PER_TERM", "Associations"]
 
 PER_TERM = 3
 FLOOR = 0.2
 MIN_UNITS = 3
 # A term in more units than this share of them says little about any one question.
 _COMMON = 0.05
+# Fewer units than this (pydoc's 85 topics, a few hundred package descriptions) make
+# chance look like meaning: such a source learns no expansion.
+MIN_CORPUS = 1000
 
 
 class Associations:
@@ -96,7 +100,11 @@ class Associations:
         found: list[tuple[str, float]] = []
         n = self._number.get(term)
         # A rare term's units say what it means; a common one's say nothing in particular.
-        if n is not None and MIN_UNITS <= self._counts[n] <= _COMMON * self._units:
+        if (
+            n is not None
+            and self._units >= MIN_CORPUS
+            and MIN_UNITS <= self._counts[n] <= _COMMON * self._units
+        ):
             units = self._units_of[self._term_ptr[n] : self._term_ptr[n + 1]]
             rows = [self._indices[self._indptr[u] : self._indptr[u + 1]] for u in units]
             together = np.bincount(np.concatenate(rows), minlength=len(self._vocabulary))

@@ -46,7 +46,8 @@ FLOOR = 0.5
 QUESTION_FLOOR = 0.1
 NAME_BONUS = 0.3
 # Package descriptions are other people's READMEs: they answer a question about the
-# standard library less often, so they rank below it at equal relevance.
+# standard library less often, so they rank below it at equal relevance (unless the
+# question names the package).
 SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 0.6, "web": 1.0}
 
 
@@ -100,6 +101,9 @@ class Scorer:
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
+        # A package the question names is what it asks about: no discount for it.
+        if named and passage["source"] == "packages":
+            return share
         return share * SOURCE_WEIGHTS.get(passage["source"], 1.0)
 
     def relevant(self, query: str, passage: Passage, *, floor: float = FLOOR) -> bool:
