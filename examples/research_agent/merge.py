@@ -16,9 +16,10 @@ the findings of all tasks are merged:
 * an entry stays `covered` only when one of its passages *answers*: its own section
   (name, heading, text) has the words that carry `ANSWERS` of the subtopic's weight
   and of the whole question's, and its name or heading has one of the question's
-  words (a passage is about what its heading says). A relevant passage that does not is not enough to say
-  so: the entry becomes `partial`, its reason naming the question's key words the
-  passages do not have ("unsure: the passages found do not mention delimiter").
+  words (a passage is about what its heading says). A relevant passage that does not
+  is not enough to say so: the entry becomes `partial`, its reason naming the
+  question's key words the passages do not have ("unsure: the passages found do not
+  answer the question (they do not mention delimiter)").
 
 Findings of failed attempts (preliminary) are ranked too, never dropped: they are what
 the report keeps of a failure.
@@ -83,13 +84,11 @@ def _answers(scorer: Scorer, finding: Finding, question: str) -> bool:
     passage = _passage(finding)
     if passage is None:
         return False
+    if passage["source"] == "web":
+        return True  # a search result's page arrives encrypted: nothing here to judge
     query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
     own = scorer.share(query, passage) >= ANSWERS if query else True
-    return (
-        own
-        and scorer.share(question, passage) >= ANSWERS
-        and scorer.named(question, passage)
-    )
+    return own and scorer.share(question, passage) >= ANSWERS and scorer.named(question, passage)
 
 
 def _judged(

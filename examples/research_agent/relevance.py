@@ -137,9 +137,13 @@ class Scorer:
         return max((w for u, w in self._associates[term].items() if u in body), default=0.0)
 
     def named(self, query: str, passage: Passage) -> bool:
-        """Whether the passage's name or section heading has one of the query's words."""
+        """Whether the passage's name or section heading has one of the query's words
+        (inside a name too: "context" in `contextlib`)."""
         heading = set(terms(f"{_name_words(passage)} {passage['section']}"))
-        return any(t in heading for t in self._weighted(query).terms)
+        return any(
+            t in heading or (len(t) >= 4 and any(t in h for h in heading))
+            for t in self._weighted(query).terms
+        )
 
     def missing(self, query: str, passages: Iterable[Passage], most: int = 3) -> list[str]:
         """The query's weightiest words that none of `passages` has (at most `most`)."""
