@@ -123,7 +123,10 @@ _DROP = frozenset(
 )
 _ROLE = re.compile(r":[\w:+-]+:`([^`]*)`")
 _LITERAL = re.compile(r"``([^`]+)``")
-_EMPHASIS = re.compile(r"\*\*([^*\n]+)\*\*|\*([^*\s][^*\n]*)\*")
+# Emphasis, not a signature's `*args, **kwargs`: its stars stand apart from words.
+_EMPHASIS = re.compile(
+    r"(?<![\w*])\*\*(\S[^*\n]*?)\*\*(?![\w*])|(?<![\w*])\*(\S[^*\n]*?)\*(?![\w*])"
+)
 _LINK = re.compile(r"`([^`<]+?)\s*<[^>]*>`_{1,2}")
 _SUBSTITUTION = re.compile(r"\|(\w+)\|")
 
