@@ -39,14 +39,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m examples.research_agent.eval",
         description="Evaluate the offline research agent on its development and test sets.",
     )
-    parser.add_argument("--each", action="store_true", help="one line per question too")
+    parser.add_argument(
+        "--each",
+        action="store_true",
+        help="one line per development question too (the test set's figures only: "
+        "it is not for tuning)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     corpora = {name: load_corpus(name) for name in SOURCES}
     for title, path in SETS:
         scores = asyncio.run(_evaluate(load_questions(path), corpora))
         print(f"== {title}: {path.name}")
-        if args.each:
+        if args.each and path == QUESTIONS:
             for s in scores:
                 rank = "-" if s.first_hit is None else str(s.first_hit)
                 claim = " FALSE-COVERED" if s.false_claim else ""
