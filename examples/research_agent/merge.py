@@ -37,9 +37,11 @@ from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 from .relevance import QUESTION_FLOOR, Scorer
 from .sources import Passage
 
-__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "merge"]
+__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "UNSURE", "merge"]
 
 NOTHING_RELEVANT = "nothing relevant found"
+# How the reason of an entry whose passages may not answer opens (status partial).
+UNSURE = "unsure:"
 REPEAT = 0.9
 # The share of the subtopic's and of the question's weight a passage must carry to
 # answer (tuned on the development set only: `python -m examples.research_agent.eval`).
@@ -104,7 +106,7 @@ def _judged(
         return entry
     found = [p for _, _, f in ranked if (f.topic, f.source) == key and (p := _passage(f))]
     missing = scorer.missing(question, found)
-    unsure = "unsure: the passages found do not answer the question"
+    unsure = f"{UNSURE} the passages found do not answer the question"
     if missing:
         unsure += f" (they do not mention {', '.join(missing)})"
     reason = f"{unsure}; {entry.reason}" if entry.reason else unsure
