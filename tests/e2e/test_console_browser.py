@@ -183,7 +183,7 @@ def test_a_person_watches_a_live_runs_grid_change_without_reloading(
         running = application.submit(asyncio.run, run())
         try:
             page = browser.new_page()
-            for _ in range(100):  # until the run's plan is in the store
+            for _ in range(600):  # until the run's plan is in the store (30 s when loaded)
                 if page.goto(url + "/runs/live-run").ok:
                     break
                 time.sleep(0.05)
