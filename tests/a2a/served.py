@@ -211,7 +211,13 @@ async def sdk_send(
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
         events = [event async for event in client.send_message(SendMessageRequest(message=said))]
-        first = events[0]
-        kind = first.WhichOneof("payload")
-        task_id = first.task.id if kind == "task" else getattr(first, kind).task_id
+        if events:
+            first = events[0]
+            kind = first.WhichOneof("payload")
+            task_id = first.task.id if kind == "task" else getattr(first, kind).task_id
+        else:
+            # An answer to a task another replica is resuming at that moment may stream
+            # nothing back: the task is then read as it stands.
+            assert said.task_id, "a new task's message streamed no event"
+            task_id = said.task_id
         return Exchange(events, await client.get_task(GetTaskRequest(id=task_id)))
