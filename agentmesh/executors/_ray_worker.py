@@ -45,7 +45,7 @@ from agentmesh.retry import RetryBudget
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Shipment", "Spec", "run_task", "wire"]
+__all__ = ["Shipment", "Spec", "run_spec", "run_task", "wire"]
 
 T = TypeVar("T")
 
@@ -106,6 +106,12 @@ def wire(outcome: Outcome) -> dict[str, Any]:
 
 def run_task(spec: Spec) -> dict[str, Any]:
     """The remote function: run the subagent, return the wire form and what to merge."""
+    # The task's events go back with its outcome, and the driver's stream delivers them.
+    return asyncio.run(run_spec(spec, EventCollector(spec.run_id) if spec.events else None))
+
+
+async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
+    """Run one dispatch on this event loop; its events go to `events` (None: none built)."""
     subagent: Subagent = _unship(spec.subagent)
     policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
     store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
@@ -114,8 +120,6 @@ def run_task(spec: Spec) -> dict[str, Any]:
     state = SharedState(spec.state, link)
     shared = SharedState(spec.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
-    # The task's events go back with its outcome, and the driver's stream delivers them.
-    events = EventCollector(spec.run_id) if spec.events else None
     scope = _WorkerScope(
         shared,
         spec.run_id,
@@ -129,23 +133,19 @@ def run_task(spec: Spec) -> dict[str, Any]:
         **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
-
-    async def main() -> Outcome:
-        refresher = None
-        if spec.state_refresh > 0:
-            refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
-        try:
-            # The scope carries the run's policies, state and store.
-            return await _tapped(subagent, link).run(
-                task, scope=scope, task_id=spec.task_id, timeout=timeout
-            )
-        finally:
-            if refresher is not None:
-                refresher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await refresher
-
-    outcome = asyncio.run(main())
+    refresher = None
+    if spec.state_refresh > 0:
+        refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
+    try:
+        # The scope carries the run's policies, state and store.
+        outcome = await _tapped(subagent, link).run(
+            task, scope=scope, task_id=spec.task_id, timeout=timeout
+        )
+    finally:
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
     link.done()
     counts = None
     if budget is not None:
@@ -159,7 +159,8 @@ def run_task(spec: Spec) -> dict[str, Any]:
         "budget": counts,
         "state": state.ops,
         "shared": shared.ops,
-        "events": () if events is None else events.events,
+        # Empty when the events went to the driver as they came (the worker pool's).
+        "events": events.events if isinstance(events, EventCollector) else (),
         "usage_stop": scope.usage.stop,
     }
 
