@@ -63,13 +63,21 @@ def two_nodes() -> Iterator[str]:
     saved = {key: os.environ.get(key) for key in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED")}
     saved_flag = os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)
     os.environ.update({"RAY_TMPDIR": temp, "RAY_USAGE_STATS_ENABLED": "0"})
-    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"  # keep 127.0.0.1
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    # Ray turns 127.0.0.1 into the machine's outward address unless clusters are "off":
+    # the nodes' processes read the variable, this process the constant it set.
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    saved_constant = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**NODE, "include_dashboard": False, "dashboard_host": "127.0.0.1"},
+    )
     try:
         cluster.add_node(**NODE)
         yield cluster.address
     finally:
         cluster.shutdown()  # type: ignore[no-untyped-call]  # unannotated upstream
+        ray_constants.ENABLE_RAY_CLUSTER = saved_constant
         for key, value in {**saved, ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR: saved_flag}.items():
             if value is None:
                 os.environ.pop(key, None)

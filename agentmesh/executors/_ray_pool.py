@@ -27,13 +27,15 @@ the same workers too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import pickle
 from collections import deque
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from agentmesh.events import EventSink
-    from agentmesh.executors._ray_worker import Spec
+    from agentmesh.executors._ray_worker import Shipment, Spec
 
 __all__ = ["Job", "WorkerPool", "pool_slots"]
 
@@ -98,7 +100,7 @@ class Job:
 
 
 class _Worker:
-    __slots__ = ("actor", "dead", "jobs", "mean", "node", "window")
+    __slots__ = ("actor", "dead", "has", "jobs", "mean", "node", "out", "out_refs", "window")
 
     def __init__(self, actor: Any, node: str | None, slots: int) -> None:
         self.actor = actor
@@ -107,6 +109,10 @@ class _Worker:
         self.window = slots
         self.mean: float | None = None  # seconds a task runs here, a running mean
         self.dead: asyncio.Future[None] | None = None
+        self.has: set[str] = set()  # the shipments it was sent the refs of, by key
+        # Specs (and refs) for a busy worker go with its next poll: one message, not two.
+        self.out: dict[str, Spec] = {}
+        self.out_refs: dict[str, Any] = {}
 
 
 class WorkerPool:
@@ -122,6 +128,7 @@ class WorkerPool:
         self._flush_soon = False
         self._pollers: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._keys: dict[str, Shipment] = {}  # a shipment without its ref, by key
 
     def start(self) -> WorkerPool:
         """Start one worker per CPU of each live node, on that node."""
@@ -191,7 +198,7 @@ class WorkerPool:
         """Send queued jobs out, one batch per worker, each worker up to its window."""
         self._flush_soon = False
         pending = self._pending
-        batches: dict[_Worker, list[Spec]] = {}
+        idle = {worker for worker in self._workers if not worker.jobs}
         workers = self._workers
         while pending and workers:
             worker = max(workers, key=_room)
@@ -200,21 +207,46 @@ class WorkerPool:
             job = pending.popleft()
             job.worker = worker
             worker.jobs[job.spec.call] = job
-            batches.setdefault(worker, []).append(job.spec)
-        for worker, specs in batches.items():
-            worker.actor.submit.remote(specs)
+            worker.out[job.spec.call] = self._keyed(job.spec, worker, worker.out_refs)
+        for worker in idle:
+            # Its poll waits for news that will not come: the batch goes now. A busy
+            # worker's poll comes back soon, and the next one takes the batch along.
+            if worker.out:
+                worker.actor.submit.remote(*_outgoing(worker))
+
+    def _keyed(self, spec: Spec, worker: _Worker, refs: dict[str, Any]) -> Spec:
+        """`spec` with its shipments named by key; the refs the worker lacks in `refs`."""
+        models = spec.models
+        return dataclasses.replace(
+            spec,
+            subagent=self._key(spec.subagent, worker, refs),
+            policies=None if spec.policies is None else self._key(spec.policies, worker, refs),
+            store=None if spec.store is None else self._key(spec.store, worker, refs),
+            models=None
+            if models is None
+            else dataclasses.replace(models, prices=self._key(models.prices, worker, refs)),
+        )
+
+    def _key(self, box: Shipment, worker: _Worker, refs: dict[str, Any]) -> Shipment:
+        if box.key not in worker.has:
+            worker.has.add(box.key)
+            refs[box.key] = box.ref
+        keyed = self._keys.get(box.key)
+        if keyed is None:
+            keyed = self._keys[box.key] = dataclasses.replace(box, ref=None)
+        return keyed
 
     async def _poll(self, worker: _Worker, epoch: int) -> None:
         """Deliver what `worker` says, in order, until it is lost or replaced."""
         while True:
             try:
-                items = await worker.actor.poll.remote(epoch)
+                packed = await worker.actor.poll.remote(epoch, *_outgoing(worker))
             except Exception as exc:  # its process or node is gone
                 self._lost(worker, exc)
                 return
-            if items is None:
+            if packed is None:
                 return  # a poll of a newer event loop took over
-            await self._deliver(worker, items)
+            await self._deliver(worker, pickle.loads(packed))
             self._flush()
 
     async def _deliver(self, worker: _Worker, items: list[tuple[Any, ...]]) -> None:
@@ -250,6 +282,11 @@ class WorkerPool:
         jobs, worker.jobs = list(worker.jobs.values()), {}
         if worker.dead is not None and not worker.dead.done():
             worker.dead.set_result(None)
+        unsent = [job for job in jobs if job.spec.call in worker.out]
+        jobs = [job for job in jobs if job.spec.call not in worker.out]
+        for job in reversed(unsent):  # never sent: back to the front of the queue
+            job.worker = None
+            self._pending.appendleft(job)
         if not self._closed:
             self._workers.append(self._spawn(worker.node))
             self._flush()
@@ -289,8 +326,11 @@ class WorkerPool:
         if job.over:
             return
         worker = job.worker
-        if worker is None:
-            self._pending.remove(job)
+        if worker is None or worker.out.pop(job.spec.call, None) is not None:
+            if worker is None:
+                self._pending.remove(job)
+            else:
+                del worker.jobs[job.spec.call]
             job.over = True
             return
         try:
@@ -333,6 +373,18 @@ class WorkerPool:
 
     def __len__(self) -> int:
         return len(self._workers)
+
+
+def _outgoing(worker: _Worker) -> tuple[bytes | None, dict[str, Any]]:
+    """What is to go to `worker` with the next message (taken: it goes now): its specs,
+    packed, and the refs it lacks."""
+    from agentmesh.executors._ray_actor import pack
+
+    if not worker.out:
+        return None, {}
+    packed, refs = pack(list(worker.out.values())), worker.out_refs
+    worker.out, worker.out_refs = {}, {}
+    return packed, refs
 
 
 def _room(worker: _Worker) -> int:

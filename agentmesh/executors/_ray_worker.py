@@ -45,7 +45,7 @@ from agentmesh.retry import RetryBudget
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Shipment", "Spec", "run_spec", "run_task", "wire"]
+__all__ = ["REFS", "Shipment", "Spec", "run_spec", "run_task", "wire"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,9 @@ _ACTOR_TIMEOUT: Final = 30.0
 # Shipped objects a worker keeps deserialized, most recently used last.
 _SHIPPED: OrderedDict[str, Any] = OrderedDict()
 _MAX_SHIPPED: Final = 256
+# The object refs of shipments a pool worker was sent once, apart from the specs (whose
+# shipments then carry only their key): a nested ref costs the driver to serialize.
+REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
 
 
@@ -185,7 +188,7 @@ def _unsettled(budget: RetryBudget) -> tuple[int, int]:
 def _unship(box: Shipment) -> Any:
     obj = _SHIPPED.get(box.key)
     if obj is None:
-        obj = ray.get(box.ref)
+        obj = ray.get(box.ref if box.ref is not None else REFS[box.key])
         _SHIPPED[box.key] = obj
         while len(_SHIPPED) > _MAX_SHIPPED:
             _SHIPPED.popitem(last=False)
