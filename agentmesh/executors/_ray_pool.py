@@ -44,6 +44,8 @@ __all__ = ["Job", "WorkerPool", "pool_slots"]
 _AHEAD: Final = 0.008
 # The most tasks queued on one worker, however short they are.
 _MOST_AHEAD: Final = 128
+# How long `start` waits for the workers to be up.
+_START_WAIT: Final = 60.0
 # How long a killed worker may take to be confirmed gone.
 _KILL_WAIT: Final = 10.0
 # Weight of a finished task's duration in a worker's running mean.
@@ -131,7 +133,8 @@ class WorkerPool:
         self._keys: dict[str, Shipment] = {}  # a shipment without its ref, by key
 
     def start(self) -> WorkerPool:
-        """Start one worker per CPU of each live node, on that node."""
+        """Start one worker per CPU of each live node, on that node, and wait until they
+        are up (a few seconds, each imports agentmesh), so that a run does not pay for it."""
         import ray
 
         nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
@@ -141,6 +144,12 @@ class WorkerPool:
                     self._workers.append(self._spawn(node["NodeID"]))
         if not self._workers:
             self._workers.append(self._spawn(None))
+        # Not waited for past this: a worker still starting then takes its batches later.
+        ray.wait(
+            [w.actor.ping.remote() for w in self._workers],
+            num_returns=len(self._workers),
+            timeout=_START_WAIT,
+        )
         return self
 
     def _spawn(self, node: str | None) -> _Worker:
