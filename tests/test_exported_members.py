@@ -68,6 +68,13 @@ PUBLIC_API: dict[str, set[str]] = {
         "RunStamp",
         "SQLiteStore",
     },
+    "agentmesh.agui": {
+        "PROTOCOL_VERSION",
+        "RunTranslator",
+        "TasksFrom",
+        "create_app",
+        "last_user_message",
+    },
     "agentmesh.console": {
         "Access",
         "AnswerTaken",
@@ -170,10 +177,11 @@ PUBLIC_API: dict[str, set[str]] = {
         "StreamState",
         "TaskFinished",
         "TaskStarted",
+        "ToolCalled",
         "UsageUpdated",
         "parse_event",
     },
-    "agentmesh.a2a": {"A2AAgent"},
+    "agentmesh.a2a": {"A2AAgent", "serve"},
     "agentmesh.executors": {"Dispatch", "Executor", "LocalExecutor", "RayExecutor"},
     "agentmesh.mcp": {"MCPServer", "MCPTool", "serve"},
     "agentmesh.models": {

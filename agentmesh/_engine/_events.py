@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentmesh._engine._partials import PartialRecorder
-from agentmesh.envelope import ErrorEnvelope, Ruling
+from agentmesh.envelope import ErrorEnvelope, Ruling, Success
 from agentmesh.events import (
     AttemptFailed,
     EventSink,
     PartialRecorded,
     PolicyRuling,
+    ToolCalled,
     UsageUpdated,
 )
 from agentmesh.usage import ModelUsage, UsageSummary
@@ -46,6 +47,20 @@ class TaskEvents:
             attempt=attempt,
             envelope=envelope,
             retry_in=retry_in,
+        )
+
+    def tool_called(self, call: dict[str, Any], outcome: Success[Any] | ErrorEnvelope) -> None:
+        """A call was settled: `call` is its attempted query (tool, masked arguments)."""
+        failed = isinstance(outcome, ErrorEnvelope)
+        self.sink.emit(
+            ToolCalled,
+            self.task_id,
+            subagent=self.subagent,
+            tool=call["tool"],
+            arguments=call["arguments"],
+            result=outcome.data if isinstance(outcome, Success) else None,
+            envelope=outcome if failed else None,
+            attempts=outcome.attempts,
         )
 
     def usage_updated(self, line: ModelUsage, total: UsageSummary) -> None:

@@ -265,8 +265,9 @@ class ToolCall(Generic[R]):
         policies = self.engine.policies
         if not policies:
             return outcome
+        fields = {f.name: getattr(self.event, f.name) for f in dataclasses.fields(self.event)}
         ruling = policies.after(
-            ToolResultEvent(**_fields(self.event), outcome=outcome, attempt=number), self.log
+            ToolResultEvent(**fields, outcome=outcome, attempt=number), self.log
         )
         if ruling is None:
             return outcome
@@ -284,6 +285,8 @@ class ToolCall(Generic[R]):
 
     def finish(self, outcome: Success[R] | ErrorEnvelope) -> R:
         """The data of a success; a failure's "no new attempt" is kept for the run."""
+        if self.engine.events is not None:
+            self.engine.events.tool_called(self.attempted_query, outcome)
         if isinstance(outcome, Success):
             self.log.debug("tool_outcome", status="success", attempts=outcome.attempts)
             return outcome.data
@@ -443,7 +446,3 @@ def _failure(envelope: ErrorEnvelope, log: Any) -> ToolCallFailed:
         attempts=envelope.attempts,
     )
     return ToolCallFailed(envelope)
-
-
-def _fields(event: ToolCallEvent) -> dict[str, Any]:
-    return {field.name: getattr(event, field.name) for field in dataclasses.fields(event)}

@@ -1,9 +1,11 @@
 """`A2AAgent`: a remote A2A agent as a subagent.
 
-One run of a task: read the agent card, send the task as a message, follow the remote
-task to its end (its stream when the card offers streaming, else the blocking send and
-then polling by task id), and turn that end into the outcome (`_outcome`). Every failure
-of the exchange is an `AgentError` (`_errors`), so the envelope is routable.
+One run of a task: read the agent card, send the task as a message (or, when a person
+answered the remote task's question, the answer to that task: `_asked`), follow the
+remote task to its end (its stream when the card offers streaming, else the blocking
+send and then polling by task id), and turn that end into the outcome (`_outcome`).
+Every failure of the exchange is an `AgentError` (`_errors`), so the envelope is
+routable; the artifacts handed back before a failure are its partial results.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Unpack
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,17 +36,20 @@ from a2a.utils.errors import A2AError
 from agentmesh._logging import get_logger
 from agentmesh._numbers import number
 from agentmesh._redaction import redact_text
+from agentmesh._signatures import spell_out
+from agentmesh.a2a._asked import Due, claim_sending, due, escalation, forget, remember
 from agentmesh.a2a._errors import exchange_error, timed_out
-from agentmesh.a2a._outcome import FINAL_STATES, result_of, task_size
+from agentmesh.a2a._outcome import FINAL_STATES, findings, result_of, status_text, task_size
 from agentmesh.context import Context
 from agentmesh.envelope import ErrorCategory
-from agentmesh.errors import AgentError, PermissionDenied, UsageError
-from agentmesh.subagents import Subagent
+from agentmesh.errors import AgentError, CallFailed, PermissionDenied, UsageError
+from agentmesh.subagents import Subagent, SubagentKwargs, SubagentOptions
 from agentmesh.task import Task
 
 __all__ = ["A2AAgent"]
 
 _MAX_UPDATES: Final = 10_000
+TOO_LARGE: Final = "response_too_large"
 # Asking a remote agent to stop a task we gave up on: a short courtesy, not a wait.
 _CANCEL_SECONDS: Final = 2.0
 
@@ -65,10 +70,12 @@ class A2AAgent(Subagent):
         poll_interval: seconds between polls of a task that is not finished yet.
         allowed_hosts: hosts other than the URL's that the card may send us to; an
             interface on any other host is ignored.
-        **options: the options of any subagent (`retry`, `alternatives`, ...).
+        retry, alternatives, ...: the options of any subagent (`SubagentKwargs`).
 
     A message that may have reached the remote agent is never sent twice by a local
-    retry: such failures are transient but not retryable (see the how-to).
+    retry: such failures are transient but not retryable (see the how-to). A remote
+    agent's question (`input-required`) is escalated to a person; their
+    `Edit(query=answer)` is sent to the same remote task when the run is resumed.
     """
 
     def __init__(
@@ -82,7 +89,7 @@ class A2AAgent(Subagent):
         streaming: bool = True,
         poll_interval: float = 0.5,
         allowed_hosts: Iterable[str] = (),
-        **options: Any,  # checked by `Subagent` (its keywords, nothing else)
+        **options: Unpack[SubagentKwargs],
     ) -> None:
         super().__init__(name or "a2a", **options)
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
@@ -96,41 +103,82 @@ class A2AAgent(Subagent):
         self._hosts = frozenset({urlsplit(self.url).netloc, *allowed_hosts})
 
     async def handle(self, task: Task, ctx: Context) -> Any:
-        """Send `task` to the remote agent and return its completed task's data."""
+        """Send `task` to the remote agent and return its completed task's data.
+
+        A task that ends otherwise after handing back some artifacts keeps them as its
+        partial results; one whose remote agent asks for input is escalated (`_asked`).
+        """
         follow = _Follow(self)
         try:
-            return await self._exchange(task, follow)
+            return await self._attempt(task, ctx, follow)
+        except Exception as exc:
+            too_large = isinstance(exc, AgentError) and exc.error_type == TOO_LARGE
+            found = [] if follow.task is None or too_large else findings(follow.task)
+            if found:
+                ctx.record_partial(found)
+            raise
+
+    async def _attempt(self, task: Task, ctx: Context, follow: _Follow) -> Any:
+        try:
+            return await self._exchange(task, ctx, follow)
         except TimeoutError:
             raise timed_out(self.timeout, sent=follow.sent, agent=self.name) from None
         except (A2AError, httpx.HTTPError) as exc:
-            raise exchange_error(exc, sent=follow.sent, classifier=self.classifier) from None
+            known = follow.task is not None  # the remote has the task: never send it again
+            raise exchange_error(
+                exc, sent=follow.sent, delivered=known, classifier=self.classifier
+            ) from None
 
-    async def _exchange(self, task: Task, follow: _Follow) -> Any:
+    async def _exchange(self, task: Task, ctx: Context, follow: _Follow) -> Any:
+        answer = await due(ctx)
         at = asyncio.get_running_loop().time() + self.timeout
         async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as http:
             async with asyncio.timeout_at(at):
                 card = await A2ACardResolver(http, self.url).get_agent_card()
             config = ClientConfig(streaming=self.streaming, httpx_client=http)
             client = ClientFactory(config).create(self._on_our_hosts(card))
+            streams = card.capabilities.streaming and self.streaming
             try:
                 async with asyncio.timeout_at(at):
-                    return await self._follow(client, task, follow, card.capabilities.streaming)
+                    if answer is not None and not await claim_sending(ctx, answer):
+                        # Sent already (another resume, an earlier attempt): follow the
+                        # remote task past the question answered, never send it again.
+                        follow.sent, follow.task = True, A2ATask(id=answer.task_id)
+                        finished = await self._finished(client, follow, past=answer.question)
+                    else:
+                        finished = await self._follow(client, task, follow, streams, answer)
             except TimeoutError:
                 await self._cancel_remote(client, follow)
                 raise
+        return await self._ended(ctx, finished, answer is not None)
 
-    async def _follow(self, client: Client, task: Task, follow: _Follow, streams: bool) -> Any:
-        """Send the message and follow its task to the end: the completed task's data."""
-        request = SendMessageRequest(message=_message(task))
+    async def _follow(
+        self, client: Client, task: Task, follow: _Follow, streams: bool, answer: Due | None
+    ) -> A2ATask:
+        """Send the message (the task, or a person's answer to its remote task) and
+        follow the remote task to its end."""
+        request = SendMessageRequest(message=_message(task, answer))
+        if answer is not None:  # its updates are of the task that asked
+            follow.task = A2ATask(id=answer.task_id, context_id=answer.context_id)
         follow.sent = True  # from here the remote may have the message
         try:
             async for event in client.send_message(request):
                 follow.take(event)
         except A2AError:
-            if follow.task is None or not (streams and self.streaming):
+            if follow.task is None or not streams:
                 raise
             # The stream dropped, the task goes on: follow it by id, never resend.
-        return result_of(await self._finished(client, follow), self.name)
+        return await self._finished(client, follow, whole=answer is not None)
+
+    async def _ended(self, ctx: Context, finished: A2ATask, answered: bool) -> Any:
+        """The subagent's result of the remote task's end; a question is escalated."""
+        if finished.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            await remember(ctx, finished.id, finished.context_id, _mark(finished))
+            question = status_text(finished)
+            raise CallFailed(escalation(ctx, question, self.name, finished.id))
+        if answered:
+            await forget(ctx)  # it waits no more
+        return result_of(finished, self.name)
 
     async def _cancel_remote(self, client: Client, follow: _Follow) -> None:
         """Ask the remote agent to stop a task we gave up on, if we know its id."""
@@ -145,8 +193,15 @@ class A2AAgent(Subagent):
                 "a2a_cancel_failed", task=known.id, error=redact_text(str(exc))
             )
 
-    async def _finished(self, client: Client, follow: _Follow) -> A2ATask:
-        """The remote task at its end, polled by id while it is still under way."""
+    async def _finished(
+        self, client: Client, follow: _Follow, *, whole: bool = False, past: str | None = None
+    ) -> A2ATask:
+        """The remote task at its end, polled by id while it is still under way.
+
+        `whole`: read the task once first (after an answer, the stream's updates lack
+        what came before). `past`: the mark (`_mark`) of a question answered by someone
+        else: polled while the task still asks it, as the answer may not be heard yet.
+        """
         current = follow.task
         if current is None:
             raise AgentError(
@@ -154,9 +209,13 @@ class A2AAgent(Subagent):
                 category=ErrorCategory.OTHER,
                 error_type="a2a_error",
             )
-        while current.status.state not in FINAL_STATES:
+        if whole or past is not None:
+            current = follow.task = await client.get_task(GetTaskRequest(id=current.id))
+            self._check_size(current)
+        while current.status.state not in FINAL_STATES or _asks(current, past):
             await asyncio.sleep(self.poll_interval)
             current = await client.get_task(GetTaskRequest(id=current.id))
+            follow.task = current
             self._check_size(current)
         return current
 
@@ -180,7 +239,7 @@ class A2AAgent(Subagent):
                 f"the A2A agent {self.name} handed back {size} bytes of artifacts, "
                 f"over max_artifact_bytes={self.max_artifact_bytes}",
                 category=ErrorCategory.OTHER,
-                error_type="response_too_large",
+                error_type=TOO_LARGE,
                 retryable=False,
             )
 
@@ -205,7 +264,7 @@ class _Follow:
             raise AgentError(
                 f"the A2A agent {self.agent.name} sent over {_MAX_UPDATES} updates",
                 category=ErrorCategory.OTHER,
-                error_type="response_too_large",
+                error_type=TOO_LARGE,
                 retryable=False,
             )
         kind = event.WhichOneof("payload")
@@ -226,6 +285,22 @@ class _Follow:
             self.agent._check_size(self.task)
 
 
+def _mark(task: A2ATask) -> str:
+    """What tells one question of a task from the next: the id of the message that asks
+    and the time of its status (a question need not carry a message)."""
+    status = task.status
+    return f"{status.message.message_id}@{status.timestamp.ToJsonString()}"
+
+
+def _asks(task: A2ATask, question: str | None) -> bool:
+    """Whether the task still asks `question` (a `_mark`: answered, not heard yet)."""
+    return (
+        question is not None
+        and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        and _mark(task) == question
+    )
+
+
 def _merge(task: A2ATask, artifact: Any, append: bool) -> None:
     for known in task.artifacts:
         if known.artifact_id == artifact.artifact_id:
@@ -237,10 +312,13 @@ def _merge(task: A2ATask, artifact: Any, append: bool) -> None:
     task.artifacts.add().CopyFrom(artifact)
 
 
-def _message(task: Task) -> Message:
+def _message(task: Task, answer: Due | None) -> Message:
     message = Message(
         message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task.query)]
     )
+    if answer is not None:  # a follow-up of the remote task that asked: the answer alone
+        message.task_id, message.context_id = answer.task_id, answer.context_id
+        return message
     metadata: dict[str, Any] = dict(task.metadata)
     if task.topic is not None:
         metadata["topic"] = task.topic
@@ -248,3 +326,6 @@ def _message(task: Task) -> Message:
         # JSON values only cross the wire; anything else as its text.
         message.metadata.update(json.loads(json.dumps(metadata, default=str)))
     return message
+
+
+spell_out(A2AAgent.__init__, SubagentKwargs, SubagentOptions)

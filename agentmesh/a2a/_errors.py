@@ -7,7 +7,9 @@ message was sent: a transient failure is retried by the subagent's `RetryPolicy`
 when the message cannot have reached the remote agent (the card could not be read, the
 connection was refused, the server refused before acting: 408, 429, 503). Once it may
 have been received, a retry could start the task twice, so the failure says so and is
-not retryable (a dropped stream of a task whose id we know is followed by polling).
+not retryable (a dropped stream of a task whose id we know is followed by polling). Once
+the remote agent told us its task (`delivered`), no failure after it is retried locally,
+whatever it was: polling that task could not reach the agent, yet the task is there.
 """
 
 from __future__ import annotations
@@ -26,14 +28,17 @@ __all__ = ["MAY_HAVE_ACTED", "exchange_error", "timed_out"]
 MAY_HAVE_ACTED: Final = "the message may have reached the remote agent: not sent twice"
 
 
-def exchange_error(exc: Exception, *, sent: bool, classifier: Classifier) -> AgentError:
-    """The failure `exc` (an A2A SDK or httpx error) of an exchange, `sent` or not yet."""
+def exchange_error(
+    exc: Exception, *, sent: bool, delivered: bool, classifier: Classifier
+) -> AgentError:
+    """The failure `exc` (an A2A SDK or httpx error) of an exchange, `sent` or not yet,
+    `delivered` when the remote agent acknowledged the task."""
     if isinstance(exc, httpx.HTTPError):  # one the SDK did not wrap: read as it would be
         wrapped = A2AClientError(f"Network communication error: {exc}")
         wrapped.__cause__ = exc
         exc = wrapped
     error = classifier.to_agent_error(exc)
-    if error.retryable and sent and classifier.may_have_taken_effect(exc):
+    if error.retryable and sent and (delivered or classifier.may_have_taken_effect(exc)):
         error.retryable = False
         error.details = "; ".join(filter(None, [error.details, MAY_HAVE_ACTED]))
     return error

@@ -4,21 +4,21 @@
                      no artifacts -> an empty Success
     failed           an agentmesh envelope in a data part of the status message, whole;
                      else other `remote_failed` with the remote message
-    rejected         business `rejected`
+    rejected         an agentmesh envelope, whole, as for failed; else business `rejected`
     canceled         transient `cancelled` (not retried here: the remote task ended)
     auth-required    permission `auth_required`
 
-`input-required` is not answered yet: it ends as `other` `input_required`.
+`input-required` is a question for a person (`_asked`), not an end of this table.
+`findings` are the artifacts a task handed back before it failed: its partial results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Final
 
 import pydantic
 from a2a.helpers.proto_helpers import get_data_parts
-from a2a.types.a2a_pb2 import Artifact, Message, Part, Task, TaskState
+from a2a.types.a2a_pb2 import Message, Part, Task, TaskState
 
 from agentmesh._redaction import redact_text
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, ErrorType
@@ -30,9 +30,9 @@ from agentmesh.errors import (
     TransientError,
 )
 
-__all__ = ["FINAL_STATES", "result_of", "task_size"]
+__all__ = ["FINAL_STATES", "findings", "result_of", "status_text", "task_size"]
 
-# The states a task does not leave (or leaves only with our answer, out of this part).
+# The states a remote task does not leave by itself (input-required: only with an answer).
 FINAL_STATES: Final = frozenset(
     {
         TaskState.TASK_STATE_COMPLETED,
@@ -52,15 +52,17 @@ def result_of(task: Task, agent: str) -> Any:
     """The completed task's data; raises the failure of any other end."""
     state = task.status.state
     if state == TaskState.TASK_STATE_COMPLETED:
-        return _data(task.artifacts)
-    said = _text(task.status.message) if task.status.HasField("message") else ""
+        return _data(task)
+    said = status_text(task)
     where = f"the A2A agent {agent}"
-    if state == TaskState.TASK_STATE_FAILED:
+    if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
+        # An agentmesh server's envelope (a business one ends `rejected`) is taken whole.
         envelope = _envelope(task.status.message)
         if envelope is not None:
             note = f"from {envelope.source} over A2A"
             details = "; ".join(filter(None, [note, envelope.details]))
             raise CallFailed(envelope.model_copy(update={"details": details}))
+    if state == TaskState.TASK_STATE_FAILED:
         raise AgentError(
             said or f"{where} failed the task without a message",
             category=ErrorCategory.OTHER,
@@ -81,13 +83,6 @@ def result_of(task: Task, agent: str) -> Any:
         raise PermissionDenied(
             said or f"{where} requires authentication", error_type="auth_required"
         )
-    if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-        raise AgentError(
-            said or f"{where} asks for input",
-            category=ErrorCategory.OTHER,
-            error_type="input_required",
-            details="answering an A2A agent's question is not supported yet",
-        )
     raise TransientError(
         f"{where} left the task {TaskState.Name(state)}",
         error_type="unavailable",
@@ -95,13 +90,23 @@ def result_of(task: Task, agent: str) -> Any:
     )
 
 
+def status_text(task: Task) -> str:
+    """The text of the task's status message, secrets masked and cut to a readable size."""
+    return _text(task.status.message) if task.status.HasField("message") else ""
+
+
+def findings(task: Task) -> list[Any]:
+    """Every part of the task's artifacts as data, in order (what it found so far)."""
+    return [_value(part) for artifact in task.artifacts for part in artifact.parts]
+
+
 def task_size(task: Task) -> int:
     """Bytes of the task's artifacts as sent (the bound is on what the remote hands back)."""
     return sum(artifact.ByteSize() for artifact in task.artifacts)
 
 
-def _data(artifacts: Iterable[Artifact]) -> Any:
-    values = [_value(part) for artifact in artifacts for part in artifact.parts]
+def _data(task: Task) -> Any:
+    values = findings(task)
     if not values:
         return []
     return values[0] if len(values) == 1 else values

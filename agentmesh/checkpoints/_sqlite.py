@@ -7,6 +7,9 @@ same file are handled by WAL mode and `busy_timeout`.
 
 The store only ever writes to a file that is empty, new, or already one of its own at
 its schema version; anything else raises `CheckpointError` naming the file.
+
+A store pickles as its path and options, never its connection: a copy sent to another
+process on this host (a Ray worker) opens a connection of its own on the same file.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
@@ -98,6 +101,11 @@ class SQLiteStore(StoreBase):
         self.synchronous = synchronous.upper()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._connection: sqlite3.Connection | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it was built from: the copy opens a connection of its own where
+        it is used (a Ray worker on this host), never this one's, which cannot leave."""
+        return (_rebuild, (str(self.path), self.busy_timeout, self.synchronous))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -385,3 +393,7 @@ def _identity(connection: sqlite3.Connection) -> tuple[int, int, int]:
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     objects = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     return int(application_id), int(version), int(objects)
+
+
+def _rebuild(path: str, busy_timeout: float, synchronous: str) -> SQLiteStore:
+    return SQLiteStore(path, busy_timeout=busy_timeout, synchronous=synchronous)

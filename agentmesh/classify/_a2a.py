@@ -4,6 +4,7 @@
     A2AClientError or AgentCardResolutionError from HTTP:
       401/403                           permission  permission_denied
       408 / 429 / 5xx                   transient   timeout / rate_limited / unavailable
+                                        (retry_after: the response's Retry-After)
       another status                    other       a2a_error (the status in details)
       a transport error                 transient   unavailable (timeout for a timeout)
     InvalidParamsError (JSON-RPC)       validation  invalid_params
@@ -16,10 +17,12 @@ the server refused it before acting (408, 429, 503, a JSON-RPC error answer).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, Final
 
 from agentmesh._redaction import redact_text
 from agentmesh.classify._mappers import Mapper
+from agentmesh.classify._sdk import _retry_after
 from agentmesh.envelope import ErrorCategory, ErrorType
 from agentmesh.errors import AgentError, InvalidInput, PermissionDenied, TransientError
 
@@ -42,7 +45,12 @@ def _a2a_error(exc: Any) -> AgentError:
         return PermissionDenied(message, error_type=error_type, details=f"HTTP {status}")
     if status is not None and (status in _REFUSED_BEFORE_ACTING or status >= 500):
         error_type = {408: ErrorType.TIMEOUT, 429: "rate_limited"}.get(status, "unavailable")
-        return TransientError(message, error_type=error_type, details=f"HTTP {status}")
+        return TransientError(
+            message,
+            error_type=error_type,
+            details=f"HTTP {status}",
+            retry_after=_retry_after(_headers(exc)),
+        )
     if status is not None:
         return AgentError(
             message, category=ErrorCategory.OTHER, error_type="a2a_error", details=f"HTTP {status}"
@@ -85,6 +93,16 @@ def _status(exc: BaseException) -> int | None:
         if isinstance(error, httpx.HTTPStatusError):
             return error.response.status_code
     return None
+
+
+def _headers(exc: BaseException) -> Mapping[str, str]:
+    """The HTTP response's headers, when the SDK kept the response (as its error's cause)."""
+    import httpx
+
+    for error in (exc, exc.__cause__):
+        if isinstance(error, httpx.HTTPStatusError):
+            return error.response.headers
+    return {}
 
 
 def mappers() -> dict[type[BaseException], Mapper]:

@@ -43,9 +43,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from agentmesh._numbers import duration_seconds
 from agentmesh.classify._mappers import Mapper, describe, text
 from agentmesh.classify._sdk import (
     QUOTA_RESET_AFTER,
+    SERVER_MAY_HAVE_ACTED,
     _http_error,
     _limit_reached,
     _with_request_id,
@@ -83,11 +85,8 @@ _BAD_KEY_REASONS: Final = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "API_
 # Google gives a prompt over the context window no code of its own, only this message:
 # "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576)."
 _TOO_LONG: Final = re.compile(r"exceeds the maximum number of tokens", re.IGNORECASE)
-_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)s")
 # HTTP statuses whose meaning holds without a Google body (a proxy's page).
 _KNOWN_HTTP: Final = frozenset({400, 401, 403, 404, 408, 409, 413, 422, 429, 503, 529})
-# Statuses after which the server may already have acted on the request.
-_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 # Daily quotas of the Gemini API reset at midnight Pacific time (its rate-limit docs).
 _PACIFIC_STANDARD: Final = timedelta(hours=-8)
 
@@ -153,9 +152,9 @@ def _exhausted(
 def _retry_delay(error: Mapping[str, Any]) -> float | None:
     """RetryInfo's `retryDelay` ("30s", "1.5s") in seconds, if the error has one."""
     for info in _details(error, "RetryInfo"):
-        match = _DURATION.fullmatch(str(info.get("retryDelay", "")))
-        if match:
-            return float(match.group(1))
+        delay = duration_seconds(str(info.get("retryDelay", "")))
+        if delay is not None:
+            return delay
     return None
 
 
@@ -224,5 +223,5 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
     if errors is not None and isinstance(exc, errors.APIError):
         # Below 400: an error object in the middle of a stream the server had started.
         code = exc.code if isinstance(exc.code, int) else 0
-        return code in _MAY_HAVE_ACTED or code < 400
+        return code in SERVER_MAY_HAVE_ACTED or code < 400
     return None

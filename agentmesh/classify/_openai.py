@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Final
 
 from agentmesh._numbers import duration_seconds
 from agentmesh.classify._mappers import Mapper, describe, text
-from agentmesh.classify._sdk import _http_error, _limit_reached, _never_sent, _with_request_id
+from agentmesh.classify._sdk import (
+    SERVER_MAY_HAVE_ACTED,
+    _http_error,
+    _limit_reached,
+    _never_sent,
+    _with_request_id,
+)
 from agentmesh.envelope import ErrorCategory
 from agentmesh.errors import (
     AgentError,
@@ -55,8 +61,6 @@ _REFUSED: Final = frozenset({"content_policy_violation", "invalid_prompt", "cont
 _QUOTA: Final = "insufficient_quota"
 # The statuses below 500 whose meaning is known (as for the Messages API, in `_sdk`).
 _KNOWN_STATUSES: Final = frozenset({400, 401, 402, 403, 404, 408, 409, 413, 422, 429})
-# Statuses after which the server may already have acted on the request.
-_SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_MESSAGE: Final = 500
 
 
@@ -201,7 +205,7 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
     if isinstance(exc, openai.APIConnectionError):
         return not isinstance(exc.__cause__, _never_sent())  # APITimeoutError too
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in _SERVER_MAY_HAVE_ACTED
+        return exc.status_code in SERVER_MAY_HAVE_ACTED
     if isinstance(exc, openai.APIError):
         return True  # a body that did not parse, an error mid-stream: the server answered
     return None

@@ -58,7 +58,13 @@ if TYPE_CHECKING:
     import httpx2
     import mcp
 
-__all__ = ["QUOTA_RESET_AFTER", "SDK_MAPPINGS", "may_have_taken_effect", "request_of"]
+__all__ = [
+    "QUOTA_RESET_AFTER",
+    "SDK_MAPPINGS",
+    "SERVER_MAY_HAVE_ACTED",
+    "may_have_taken_effect",
+    "request_of",
+]
 
 
 # An MCP error's data can be large; its details keep the start.
@@ -114,8 +120,9 @@ _SPEND_LIMIT_CODES: Final = frozenset(
 # The Messages API's rate-limit header families (`anthropic-ratelimit-<family>-reset`).
 _RATE_LIMIT_FAMILIES: Final = ("requests", "tokens", "input-tokens", "output-tokens")
 
-# Statuses after which the server may already have acted on the request.
-_SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
+# Statuses after which the server may already have acted on the request (every
+# provider's HTTP API alike: the Messages API, Chat Completions, Gemini).
+SERVER_MAY_HAVE_ACTED: Final = frozenset({500, 502, 504})
 _MAX_BODY_MESSAGE: Final = 500
 
 
@@ -402,12 +409,12 @@ def may_have_taken_effect(exc: BaseException) -> bool | None:
     if anthropic is not None and isinstance(exc, anthropic.APIStatusError):
         # A status below 400 is an error event in a stream the server had started.
         return bool(
-            exc.status_code in _SERVER_MAY_HAVE_ACTED
+            exc.status_code in SERVER_MAY_HAVE_ACTED
             or exc.status_code < 400
             or exc.error_code == "change_outcome_unknown"
         )
     if httpx2 is not None and isinstance(exc, httpx2.HTTPStatusError):
-        return exc.response.status_code in _SERVER_MAY_HAVE_ACTED
+        return exc.response.status_code in SERVER_MAY_HAVE_ACTED
     if anthropic is not None and isinstance(exc, anthropic.APIResponseValidationError):
         return True  # the server answered with a success: it has acted
     if isinstance(exc, ConnectionError) or (

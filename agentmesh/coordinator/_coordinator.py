@@ -193,6 +193,13 @@ class Coordinator:
         """The alternatives served by a handler (`@coordinator.alternative`), by name."""
         return self._alternative_handlers
 
+    def _check_store(self) -> None:
+        """Let the executor refuse a store its workers cannot share, before a run starts
+        (an executor that runs tasks elsewhere says so with a `check_store(store)`)."""
+        check = getattr(self.executor, "check_store", None)
+        if check is not None and self.store is not None:
+            check(self.store)
+
     @property
     def default_success_row(self) -> bool:
         """Whether every success is routed as `Router.route` routes it (no custom row)."""
@@ -230,6 +237,7 @@ class Coordinator:
         if run_id is not None and not isinstance(run_id, str):
             raise UsageError(f"Coordinator.run(run_id=) takes a str, got {run_id!r}")
         buffer = whole("Coordinator.stream(buffer=)", buffer, at_least=1)
+        self._check_store()
         run = Run(self, run_id or uuid.uuid4().hex[:12])
         return RunStream(run, plan(tasks, self.subagents), buffer)
 
@@ -275,6 +283,7 @@ class Coordinator:
         poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
         if self.store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
+        self._check_store()  # before the wait, not after it
         # The answers come from other processes through the store: nothing here to wait
         # on but the store itself (it has no notifications yet), so it is polled.
         while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110
@@ -306,6 +315,7 @@ class Coordinator:
                 f"resume(approvals=) takes a dict of id -> approval, got {approvals!r}"
             )
         buffer = whole("Coordinator.resume_stream(buffer=)", buffer, at_least=1)
+        self._check_store()  # before any answer is claimed
         given = None if tasks is None else plan(tasks, self.subagents)
         start = functools.partial(
             opening, self.store, self.subagents, run_id, dict(approvals or {}), given

@@ -5,6 +5,7 @@
             match event:
                 case TaskStarted(task=task): ...
                 case AttemptFailed(envelope=envelope, retry_in=delay): ...
+                case ToolCalled(tool=name, result=data, envelope=failure): ...
                 case Routed(task=task, decision=decision): ...
                 case ApprovalApplied(approval=answered): ...
                 case UsageUpdated(usage=call, total=run_so_far): ...
@@ -36,6 +37,7 @@ from agentmesh.events._types import (
     RunStarted,
     TaskFinished,
     TaskStarted,
+    ToolCalled,
     UsageUpdated,
     parse_event,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "StreamState",
     "TaskFinished",
     "TaskStarted",
+    "ToolCalled",
     "UsageUpdated",
     "parse_event",
 ]

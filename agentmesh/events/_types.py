@@ -50,6 +50,7 @@ __all__ = [
     "RunStarted",
     "TaskFinished",
     "TaskStarted",
+    "ToolCalled",
     "UsageUpdated",
     "parse_event",
 ]
@@ -206,6 +207,26 @@ class PolicyRuling(RunEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled(RunEvent):
+    """A subagent's tool call was made (or its recorded result replayed) and settled.
+
+    `arguments` are the call's as it was made (after a person's edit), secrets masked;
+    `result` is the tool's data and `envelope` None, or `envelope` is why the call failed
+    (after its local retries, or withheld by a post-tool policy) and `result` None.
+    `attempts` counts the attempts made (0 for a result replayed from the ledger). A call
+    that was never made (refused by a policy, invalid, waiting for a person) has no such
+    event: its ruling, failure or pending approval says why.
+    """
+
+    subagent: str
+    tool: str
+    arguments: dict[str, Any]
+    result: Any = None
+    envelope: ErrorEnvelope | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Routed(RunEvent):
     """The coordinator routed an outcome of the task (its `subagent` at that step).
 
@@ -302,6 +323,7 @@ Event: TypeAlias = (
     | TaskStarted
     | AttemptFailed
     | PolicyRuling
+    | ToolCalled
     | PartialRecorded
     | Routed
     | EscalationPending
@@ -319,6 +341,7 @@ _KINDS: Final[dict[str, type[RunEvent]]] = {
         TaskStarted,
         AttemptFailed,
         PolicyRuling,
+        ToolCalled,
         PartialRecorded,
         Routed,
         EscalationPending,

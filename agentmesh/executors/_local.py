@@ -40,7 +40,12 @@ class Dispatch:
 
 
 class Executor(Protocol):
-    """Where subagents run."""
+    """Where subagents run.
+
+    An executor whose tasks run in other processes may also have `check_store(store)`,
+    which raises `UsageError` for a checkpoint store they cannot share: the
+    `Coordinator` asks it before a run or a resume starts.
+    """
 
     async def execute(self, subagent: Subagent, task: Task, dispatch: Dispatch) -> Outcome: ...
 

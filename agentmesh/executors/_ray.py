@@ -1,17 +1,13 @@
 """`RayExecutor`: the same coordinator, its subagents running on a Ray cluster.
 
-Each (subagent, task) runs `Subagent.run` in a worker and returns the outcome's wire
-form; routing, synthesis and the report stay on the driver, unchanged. The workers are
-long-lived, one per CPU of the cluster, and take dispatches in batches (`_ray_pool`):
-a small task costs tens of microseconds, not a Ray task's millisecond. With Ray
-`task_options` other than `num_cpus`, each dispatch is a Ray task of its own instead.
-What the executor adds is what a cluster can do that an event loop cannot:
+Each (subagent, task) runs `Subagent.run` in a worker, one of a pool of long-lived
+workers that take dispatches in batches (`_ray_pool`; with Ray `task_options` other than
+`num_cpus`, a Ray task each), and returns the outcome's wire form; routing, synthesis
+and the report stay on the driver. What it adds to what an event loop can do:
 
-* **A worker dies mid-task** (killed, out of memory, node lost): Ray's own retries are
-  off (agentmesh owns every retry once), and the task becomes a transient `unavailable`
-  envelope carrying the partial results it had recorded. Every `ctx.record_partial`
-  in a worker is acknowledged by the run-state actor before it returns, so recorded
-  progress is never lost with the worker.
+* **A worker dies mid-task** (killed, out of memory, node lost): no Ray retries
+  (agentmesh owns every retry once); the task is a transient `unavailable` envelope
+  with the partial results it recorded (each acknowledged by the run-state actor).
 * **Deadline and cancellation**: the worker gets the run's deadline (as a wall-clock
   instant, so time spent queued counts); a worker that does not hand back its outcome
   in time is cancelled and its task cut with its partials. A cancelled run cancels its
@@ -21,22 +17,18 @@ What the executor adds is what a cluster can do that an event loop cannot:
   not installed, such as a script or a test file, go by value too) and put into the
   object store once; each worker deserializes them once. One that cannot be pickled is
   a `UsageError` at its first dispatch that names it. A `PostgresStore` travels as its
-  connection string and each worker opens its own pool; an unopened `SQLiteStore`
-  travels as its path, which is shared storage only for workers on this machine (or a
-  shared file system); a `MemoryStore` is refused, since the memory of this process is
-  not storage that workers share.
-* **Events**: when the run is streamed, a remote task's events (attempts failed,
-  policy rulings, partial results) reach the driver while it runs, in batches, and are
-  delivered in their order, numbered in the run, with the worker's timestamps; a
-  consumer that is behind holds the workers (see `_ray_pool`). (As a Ray task of its
-  own, a task's events come back with its outcome.)
-* **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
-  worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
-  calls and policy memory, the in-run ledger, the rate-limit starts, and the models'
-  health and usage limits (`_ray_models`); the user's state is shared there too.
+  connection string and each worker opens its own pool; a `SQLiteStore` as its path,
+  shared storage only for workers on this machine; a store the workers cannot share is
+  refused before a run starts (`check_store`). A person's approvals: see
+  `_ray_approvals`.
+* **Events** of a streamed run reach the driver while a task runs, in batches, in
+  their order, numbered in the run, with the worker's timestamps; a consumer that is
+  behind holds the workers (`_ray_pool`). A Ray task's come with its outcome.
+* **Run-wide state** lives in one small actor per executor (`_ray_state`): the retry
+  budget, forbidden calls, policy memory, the in-run ledger, rate-limit starts, the
+  models' health and usage limits (`_ray_models`), and the user's state.
 
-This module is the executor's face: its options, its lifecycle and one dispatch; the
-rest is in `_ray_shipping`, `_ray_failures`, `_ray_shared`, `_ray_pool`, `_ray_worker`.
+This module is the executor's face: its options, its lifecycle and one dispatch.
 """
 
 from __future__ import annotations
@@ -56,6 +48,7 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
+from agentmesh.executors._ray_approvals import answers_for, keep_asked
 from agentmesh.executors._ray_failures import (
     _as_defaults,
     _cause,
@@ -73,6 +66,7 @@ from agentmesh.executors._ray_shipping import (
     _module,
     _modules_of,
     _unshippable,
+    refuse_unshared,
 )
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
@@ -167,6 +161,11 @@ class RayExecutor:
         self._unsettled: dict[str, list[float]] = {}
         self._settled_at = 0.0
         self._log = get_logger()
+
+    def check_store(self, store: object) -> None:
+        """Refuse a store the workers cannot share (a UsageError); a Coordinator asks
+        before a run starts."""
+        refuse_unshared(self, store)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -293,6 +292,7 @@ class RayExecutor:
             apply_ops(scope.state, result["state"])
         if result["shared"]:
             merge_scope(scope, result["shared"])
+        await keep_asked(scope, result["asked"])  # before the coordinator records the task
         if result["usage_stop"] is not None and scope.usage.stop is None:
             scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
         if scope.events is not None:
@@ -335,6 +335,7 @@ class RayExecutor:
             actor=(self._actor_name, _NAMESPACE),
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
+            answers=answers_for(scope, dispatch.task_id),
         )
 
     async def _lost_outcome(

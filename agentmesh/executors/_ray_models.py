@@ -21,7 +21,9 @@ the engine takes a claim in one step, without an `await`. A task whose model's w
 full, or whose call a hard cap holds until calls in flight settle, asks again after a
 short, growing pause (`_POLL`), never past its deadline: the actor cannot wake a waiter
 in another process. A task whose worker is lost, cut or cancelled never gives its
-tickets back: the driver's word to the actor does (`RunModels.drop`).
+tickets back: the driver's word to the actor does (`RunModels.drop`). A claim whose
+answer does not come in time is given up by the worker, which names it (`abandon`): the
+actor may still grant it, and then frees the slot at once, for the abandon comes after.
 
 A run without usage limits never asks the actor about usage.
 """
@@ -29,6 +31,7 @@ A run without usage limits never asks the actor about usage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -120,9 +123,11 @@ class RunModels:
         self._health: ModelHealth | None = None
         self.meter: UsageMeter | None = None
         self.seats: dict[str, _Seat] = {}
-        # ticket -> (the dispatch that holds it, its model's key): a task whose worker is
-        # lost or cut never gives its tickets back, so the driver's word does (`drop`).
-        self.held: dict[int, tuple[str, str]] = {}
+        # ticket -> (the dispatch that holds it, its model's key, the dispatch's number of
+        # the claim): a task whose worker is lost or cut never gives its tickets back, so
+        # the driver's word does (`drop`); a claim whose answer came too late, the
+        # worker's (`abandon`).
+        self.held: dict[int, tuple[str, str, int]] = {}
 
     def health(self, settings: Settings | None = None) -> ModelHealth:
         if self._health is None:
@@ -148,10 +153,12 @@ class RunModels:
         limited = health.admit_rates(seat, dict) is not None  # takes nothing: asks only
         return health.state(seat).value, since, until, health.back_in(seat), limited
 
-    def claim(self, settings: Settings, key: str, call: str) -> tuple[int | str | None, View]:
+    def claim(
+        self, settings: Settings, key: str, call: str, number: int = 0
+    ) -> tuple[int | str | None, View]:
         claim = self.health(settings).claim(self.seat(key))
         if isinstance(claim, int):
-            self.held[claim] = (call, key)
+            self.held[claim] = (call, key, number)
         return claim, self.view(key)
 
     def release(self, key: str, ticket: int, failure: ErrorEnvelope | None) -> View:
@@ -167,8 +174,15 @@ class RunModels:
         """The dispatch `call` ended without its worker (lost, cut, cancelled): its slots
         and its probe are free again. Its cost reservations stay: what its calls spent
         is not known, and a hard cap must not be passed for it."""
-        for ticket, (holder, key) in list(self.held.items()):
+        for ticket, (holder, key, _) in list(self.held.items()):
             if holder == call:
+                self.cancel(key, ticket)
+
+    def abandon(self, call: str, number: int) -> None:
+        """The claim `number` of dispatch `call` was given up by its worker, which did not
+        hear the answer in time: a ticket it was granted is free again (never used)."""
+        for ticket, (holder, key, claimed) in list(self.held.items()):
+            if holder == call and claimed == number:
                 self.cancel(key, ticket)
 
     def admit(
@@ -225,7 +239,7 @@ class Outbox:
 class ClusterModelHealth(ModelHealth):
     """A worker's `ModelHealth`: every claim is taken in the run-state actor."""
 
-    __slots__ = ("_call", "_outbox", "_pause", "_run_id", "_terms", "_views")
+    __slots__ = ("_call", "_claims", "_outbox", "_pause", "_run_id", "_terms", "_views")
 
     def __init__(self, outbox: Outbox, run_id: str, call: str, terms: ModelTerms) -> None:
         threshold, reset_after, initial, ceiling = terms.health
@@ -239,6 +253,7 @@ class ClusterModelHealth(ModelHealth):
         # Per model: the actor's last word on it, and when it came (this clock).
         self._views: dict[str, tuple[View, float]] = {}
         self._pause: dict[str, float] = {}
+        self._claims = 0  # claims asked: each is numbered, so one given up can be named
 
     def _seen(self, key: str, view: View) -> None:
         self._views[key] = (view, time.monotonic())
@@ -265,10 +280,19 @@ class ClusterModelHealth(ModelHealth):
     def claim(self, model: Model) -> int | str | None:
         import ray
 
-        key = self.key_of(model)
-        actor = self._outbox.actor
-        ask = actor.model_claim.remote(self._run_id, self._terms.health, key, self._call)
-        claim, view = ray.get(ask, timeout=_ACTOR_TIMEOUT)
+        key, actor = self.key_of(model), self._outbox.actor
+        self._claims += 1
+        number = self._claims
+        ask = actor.model_claim.remote(self._run_id, self._terms.health, key, self._call, number)
+        try:
+            claim, view = ray.get(ask, timeout=_ACTOR_TIMEOUT)
+        except BaseException:
+            # The actor may grant the claim after all: give it back. Sent after the claim
+            # by the same caller, it reaches the actor after it (Ray keeps their order).
+            with contextlib.suppress(Exception):  # the actor is gone: nothing is held
+                self._outbox.post("model_abandon", self._call, number)
+                self._outbox.flush()
+            raise
         self._seen(key, view)
         if claim is not None:
             self._pause.pop(key, None)

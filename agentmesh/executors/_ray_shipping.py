@@ -17,6 +17,21 @@ from typing import Any
 from agentmesh.errors import UsageError
 
 
+def refuse_unshared(executor: Any, store: object) -> None:
+    """`RayExecutor.check_store`: refuse, before a run starts, a store its workers cannot
+    share (see `_check_shared`); it connects only to count the hosts of a cluster it
+    joins by address, for a SQLite file."""
+    import ray
+
+    from agentmesh.checkpoints import SQLiteStore
+
+    if isinstance(store, SQLiteStore) and not ray.is_initialized():
+        if executor.address is None:
+            return  # the local instance it will start: this host only
+        executor.connect()
+    _check_shared(store)
+
+
 def _check_shared(store: object) -> None:
     """Refuse a store that each worker would get a private copy of."""
     from agentmesh.checkpoints import MemoryStore, SQLiteStore
@@ -30,9 +45,11 @@ def _check_shared(store: object) -> None:
     raise UsageError(
         f"store {store!r} cannot be used by Ray workers: it keeps its checkpoints in "
         f"{where}, which is not storage the workers share (each would read and write a "
-        "copy of its own, and a resumed run would not find them). Give the coordinator a "
-        "PostgresStore(dsn), sent to the workers as its connection string, or, when every "
-        "worker runs on this machine, a SQLiteStore(path)."
+        "copy of its own, and a resumed run would not find them): checkpoints, the "
+        "ledger of side effects, a person's approvals and resume need a store every "
+        "worker opens itself. Give the coordinator a PostgresStore(dsn), sent to the "
+        "workers as its connection string, or, when every worker runs on this machine, "
+        "a SQLiteStore(path); without store= a run keeps its ledger in the run-state actor."
     )
 
 

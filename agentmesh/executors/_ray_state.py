@@ -33,7 +33,14 @@ MAX_RUNS: Final = 10_000
 
 # What a worker's `Outbox` may tell the actor: the methods that answer nothing.
 _TOLD: Final = frozenset(
-    {"model_heard", "model_slept", "model_release", "model_cancel", "usage_settle"}
+    {
+        "model_heard",
+        "model_slept",
+        "model_release",
+        "model_cancel",
+        "model_abandon",
+        "usage_settle",
+    }
 )
 
 Op = tuple[Any, ...]
@@ -149,8 +156,13 @@ class StateActor:
 
     # -- model health and usage limits (see `_ray_models`): one claim, one call ----------
 
-    def model_claim(self, run_id: str, settings: Settings, key: str, call: str) -> tuple[Any, View]:
-        return self._run(run_id).models.claim(settings, key, call)
+    def model_claim(
+        self, run_id: str, settings: Settings, key: str, call: str, number: int = 0
+    ) -> tuple[Any, View]:
+        return self._run(run_id).models.claim(settings, key, call, number)
+
+    def model_abandon(self, run_id: str, call: str, number: int) -> None:
+        self._run(run_id).models.abandon(call, number)
 
     def model_rates(self, run_id: str, key: str, needs: dict[str, int]) -> Any:
         models = self._run(run_id).models

@@ -28,10 +28,12 @@ import ray
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._logging import get_logger
+from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
+from agentmesh.executors._ray_approvals import asked_by, worker_book
 from agentmesh.executors._ray_models import (
     ClusterModelHealth,
     ClusterUsageMeter,
@@ -58,8 +60,7 @@ _ACTOR_TIMEOUT: Final = 30.0
 # Shipped objects a worker keeps deserialized, most recently used last.
 _SHIPPED: OrderedDict[str, Any] = OrderedDict()
 _MAX_SHIPPED: Final = 256
-# The object refs of shipments a pool worker was sent once, apart from the specs (whose
-# shipments then carry only their key): a nested ref costs the driver to serialize.
+# Refs of shipments sent to a pool worker once, apart from the specs (which name them).
 REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
 
@@ -95,6 +96,7 @@ class Spec:
     actor: tuple[str, str]  # (name, namespace)
     events: bool = False  # whether the driver streams the run: collect the task's events
     models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
+    answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -118,7 +120,6 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     subagent: Subagent = _unship(spec.subagent)
     policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
     store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
-    task = spec.task
     link = _Link(_actor(spec.actor), spec)
     state = SharedState(spec.state, link)
     shared = SharedState(spec.shared, _Writes(link, "scope"))
@@ -133,6 +134,7 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
         state=state,
         store=store,
         events=events,
+        decisions=worker_book(store, spec.run_id, spec.answers),
         **_models(spec, link),
     )
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
@@ -140,9 +142,8 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     if spec.state_refresh > 0:
         refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
     try:
-        # The scope carries the run's policies, state and store.
         outcome = await _tapped(subagent, link).run(
-            task, scope=scope, task_id=spec.task_id, timeout=timeout
+            spec.task, scope=scope, task_id=spec.task_id, timeout=timeout
         )
     finally:
         if refresher is not None:
@@ -165,6 +166,7 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
         # Empty when the events went to the driver as they came (the worker pool's).
         "events": events.events if isinstance(events, EventCollector) else (),
         "usage_stop": scope.usage.stop,
+        "asked": asked_by(scope.decisions),
     }
 
 

@@ -7,17 +7,17 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pydantic
 
 from agentmesh._numbers import number
 from agentmesh._tracing import chat_span, record_response
-from agentmesh.errors import TransientError, UsageError
+from agentmesh.errors import UsageError
 from agentmesh.models._base import ModelResponse
 from agentmesh.models._caching import with_cache_breakpoints
 from agentmesh.models._rates import report_headers
+from agentmesh.models._sdk_model import SdkModel
 
 if TYPE_CHECKING:
     import anthropic
@@ -38,7 +38,7 @@ _BEDROCK = "aws.bedrock"
 _VERTEX = "gcp.vertex_ai"
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel["AnthropicClient"]):
     """Claude via `anthropic.AsyncAnthropic`.
 
     The SDK's own retries are off for every call (`max_retries=0`): agentmesh's
@@ -186,30 +186,8 @@ class AnthropicModel:
         except pydantic.ValidationError as exc:
             raise self._unparseable(f"{exc.error_count()} problem(s): {exc}") from exc
 
-    def _unparseable(self, detail: str) -> TransientError:
-        # The server's answer, not our input, is malformed: worth another try.
-        return TransientError(
-            f"unparseable response from {self.name}",
-            error_type="invalid_response",
-            details=detail[:500],
-        )
-
-    async def aclose(self) -> None:
-        """Close the client this model built (a client passed in belongs to its owner)."""
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _close_client(self, client: AnthropicClient) -> None:
+        await client.close()
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r}, timeout={self.timeout}, stream={self.stream})"

@@ -8,14 +8,13 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
 
 from agentmesh._numbers import number
 from agentmesh._tracing import chat_span, record_response
-from agentmesh.errors import BusinessError, PermissionDenied, TransientError, UsageError
+from agentmesh.errors import BusinessError, PermissionDenied, UsageError
 from agentmesh.models._base import ModelResponse
 from agentmesh.models._gemini_wire import (
     contents_of,
@@ -24,6 +23,7 @@ from agentmesh.models._gemini_wire import (
     tool_config_of,
     tools_of,
 )
+from agentmesh.models._sdk_model import SdkModel
 
 if TYPE_CHECKING:
     from google import genai
@@ -38,7 +38,7 @@ _PROVIDER: Final = "gcp.gemini"  # gen_ai.provider.name, as the GenAI convention
 _KEPT_SIGNATURES: Final = 1024
 
 
-class GeminiModel:
+class GeminiModel(SdkModel["genai.Client"]):
     """Gemini via `google.genai.Client(...).aio`, the Gemini Developer API.
 
     Takes and answers the `Model` protocol's Anthropic-shaped conversation: tool_use and
@@ -231,31 +231,9 @@ class GeminiModel:
         while len(self._signatures) > _KEPT_SIGNATURES:
             self._signatures.popitem(last=False)
 
-    def _unparseable(self, detail: str) -> TransientError:
-        # The server's answer, not our input, is malformed: worth another try.
-        return TransientError(
-            f"unparseable response from {self.name}",
-            error_type="invalid_response",
-            details=detail[:500],
-        )
-
-    async def aclose(self) -> None:
-        """Close the client this model built (a client passed in belongs to its owner)."""
-        if self._owns_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.aio.aclose()
-            client.close()  # the SDK builds a synchronous HTTP client too
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _close_client(self, client: genai.Client) -> None:
+        await client.aio.aclose()
+        client.close()  # the SDK builds a synchronous HTTP client too
 
     def __repr__(self) -> str:
         return f"GeminiModel({self.name!r}, timeout={self.timeout}, stream={self.stream})"

@@ -7,14 +7,14 @@ import asyncio
 import json
 import os
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 
 from agentmesh._numbers import number
+from agentmesh._redaction import redact_text
 from agentmesh._tracing import chat_span, record_response
-from agentmesh.errors import TransientError, UsageError
+from agentmesh.errors import UsageError
 from agentmesh.models._base import ModelResponse
 from agentmesh.models._chat_completions import (
     ChunkFold,
@@ -25,6 +25,7 @@ from agentmesh.models._chat_completions import (
     response_of,
 )
 from agentmesh.models._rates import report_headers
+from agentmesh.models._sdk_model import SdkModel
 
 if TYPE_CHECKING:
     import openai
@@ -36,7 +37,7 @@ _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _PROVIDER = "openai"  # gen_ai.provider.name, as the GenAI conventions spell it
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
     """A model behind the Chat Completions API, via `openai.AsyncOpenAI`.
 
     OpenAI's own models, and any OpenAI-compatible server given its `base_url` (vLLM,
@@ -184,34 +185,14 @@ class OpenAIModel:
         except (Malformed, pydantic.ValidationError) as exc:
             raise self._unparseable(str(exc)) from exc
 
-    def _unparseable(self, detail: str) -> TransientError:
-        # The server's answer, not our input, is malformed: worth another try.
-        return TransientError(
-            f"unparseable response from {self.name}",
-            error_type="invalid_response",
-            details=detail[:500],
-        )
-
-    async def aclose(self) -> None:
-        """Close the client this model built (a client passed in belongs to its owner)."""
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _close_client(self, client: openai.AsyncOpenAI) -> None:
+        await client.close()
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIModel({self.name!r}, endpoint={self.endpoint!r}, timeout={self.timeout}, "
+            # A base URL may carry a password or a key in its query: the repr goes to logs.
+            f"OpenAIModel({self.name!r}, endpoint={redact_text(self.endpoint)!r}, "
+            f"timeout={self.timeout}, "
             f"stream={self.stream})"
         )
 

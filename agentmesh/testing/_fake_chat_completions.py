@@ -15,11 +15,9 @@ with an HTTP 500 *and* kept in `problems`, so `check()` can fail the test.
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType, TracebackType
-from typing import Any, Self, TypeAlias
+from types import MappingProxyType
+from typing import TypeAlias
 
 from agentmesh._numbers import number, whole
 from agentmesh.testing import _chat_builders as builders
@@ -36,7 +34,7 @@ from agentmesh.testing._chat_replies import (
     stream_chunks,
 )
 from agentmesh.testing._fake_messages_api import RecordedRequest
-from agentmesh.testing._loopback import LoopbackServer
+from agentmesh.testing._scripted_server import ScriptedServer
 
 try:
     from werkzeug.wrappers import Request, Response
@@ -62,7 +60,7 @@ _PATH = "/v1/chat/completions"
 ChatHandler: TypeAlias = Callable[[RecordedRequest], ChatReply]
 
 
-class FakeChatCompletionsAPI:
+class FakeChatCompletionsAPI(ScriptedServer[ChatReply, RecordedRequest]):
     """A scripted OpenAI Chat Completions API on `127.0.0.1`, on a free port.
 
     Give the SDK `base_url=api.base_url` (it ends in `/v1`). Each request takes the
@@ -98,37 +96,12 @@ class FakeChatCompletionsAPI:
         model: str = _DEFAULT_MODEL,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._lock = threading.Lock()
-        self._queue: deque[ChatReply] = deque(replies)
-        self._handler = handler
+        super().__init__("FakeChatCompletionsAPI", replies, handler)
         self._api_key = api_key
         self._require_auth = require_auth
         self._model = model
         self._headers = dict(headers or {})
-        self._requests: list[RecordedRequest] = []
-        self._problems: list[str] = []
         self._limits = ChatLimits()
-        self._server = LoopbackServer("FakeChatCompletionsAPI", self._wsgi_app, self._add_problem)
-
-    def start(self) -> Self:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        self._server.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving; slow replies still waiting are cut short. Idempotent."""
-        self._server.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def base_url(self) -> str:
@@ -160,59 +133,7 @@ class FakeChatCompletionsAPI:
         number("FakeChatCompletionsAPI.rate_limit(minute=)", minute, above=True, unit="seconds")
         self._limits.set(model or "*", per_minute, minute)
 
-    def enqueue(self, *replies: ChatReply) -> None:
-        """Append replies to the queue; each request takes the oldest one."""
-        with self._lock:
-            self._queue.extend(replies)
-
-    @property
-    def handler(self) -> ChatHandler | None:
-        """Answers requests once the queue is empty; None means the script is exhausted."""
-        return self._handler
-
-    @handler.setter
-    def handler(self, handler: ChatHandler | None) -> None:
-        with self._lock:
-            self._handler = handler
-
-    @property
-    def pending(self) -> int:
-        """How many queued replies no request has taken yet."""
-        with self._lock:
-            return len(self._queue)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, in arrival order (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self._requests)
-
-    @property
-    def problems(self) -> list[str]:
-        """What went wrong on the server's side so far: exhausted script, failed handler."""
-        with self._lock:
-            return list(self._problems)
-
-    def check(self) -> None:
-        """Raise AssertionError listing the problems seen since the last check, if any."""
-        with self._lock:
-            problems, self._problems = self._problems, []
-        if problems:
-            raise AssertionError("FakeChatCompletionsAPI: " + "; ".join(problems))
-
     # serving (runs in werkzeug's request threads)
-
-    def _add_problem(self, problem: str) -> None:
-        with self._lock:
-            self._problems.append(problem)
-
-    def _wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        return self._respond(Request(environ))(environ, start_response)
 
     def _record(self, http: Request) -> RecordedRequest:
         raw = http.get_data()
@@ -221,9 +142,8 @@ class FakeChatCompletionsAPI:
         except ValueError:
             body = None
         headers = {name.lower(): value for name, value in http.headers.items()}
-        with self._lock:
-            index = len(self._requests)
-            request = RecordedRequest(
+        return self._kept(
+            lambda index: RecordedRequest(
                 index=index,
                 request_id=f"req_fake{index + 1:06d}",
                 method=http.method,
@@ -233,8 +153,10 @@ class FakeChatCompletionsAPI:
                 raw_body=raw,
                 body=body,
             )
-            self._requests.append(request)
-        return request
+        )
+
+    def _server_error(self, problem: str) -> ChatReply:
+        return builders.error(500, problem)
 
     def _respond(self, http: Request) -> Response:
         request = self._record(http)
@@ -259,24 +181,6 @@ class FakeChatCompletionsAPI:
         for name, value in self._limits.settle(ticket, _completion_tokens(reply)).items():
             response.headers.setdefault(name, value)  # a scripted reply's own headers win
         return response
-
-    def _next_reply(self, request: RecordedRequest) -> ChatReply:
-        with self._lock:
-            reply = self._queue.popleft() if self._queue else None
-            handler = self._handler
-        if reply is not None:
-            return reply
-        where = f"request #{request.index} ({request.method} {request.path})"
-        if handler is None:
-            problem = f"FakeChatCompletionsAPI script exhausted: {where} had no scripted reply"
-            self._add_problem(problem)
-            return builders.error(500, problem)
-        try:
-            return handler(request)
-        except Exception as error:
-            problem = f"FakeChatCompletionsAPI handler raised on {where}: {error!r}"
-            self._add_problem(problem)
-            return builders.error(500, problem)
 
     def _render(self, request: RecordedRequest, reply: ChatReply) -> Response:
         if isinstance(reply, ChatSlowReply):

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType, TracebackType
-from typing import Any, Self, TypeAlias
+from types import MappingProxyType
+from typing import Any, TypeAlias
 
 from agentmesh._numbers import whole
 from agentmesh.testing import _gemini_replies as replies
@@ -33,7 +31,7 @@ from agentmesh.testing._gemini_replies import (
     GeminiSlow,
     GeminiStreamCut,
 )
-from agentmesh.testing._loopback import LoopbackServer
+from agentmesh.testing._scripted_server import ScriptedServer
 
 try:
     from werkzeug.wrappers import Request, Response
@@ -103,7 +101,7 @@ class GeminiRequest:
 Handler: TypeAlias = Callable[[GeminiRequest], GeminiReply]
 
 
-class FakeGeminiAPI:
+class FakeGeminiAPI(ScriptedServer[GeminiReply, GeminiRequest]):
     """A scripted Gemini Developer API on `127.0.0.1`, on a free port.
 
     Replies come from a queue, in order (`FakeGeminiAPI(reply, ...)`, `enqueue(...)`);
@@ -141,65 +139,15 @@ class FakeGeminiAPI:
         api_key: str | None = None,
         require_auth: bool = True,
     ) -> None:
-        self._lock = threading.Lock()
-        self._queue: deque[GeminiReply] = deque(script)
-        self._handler = handler
+        super().__init__("FakeGeminiAPI", script, handler)
         self._api_key = api_key
         self._require_auth = require_auth
         self._overloaded = 0
-        self._requests: list[GeminiRequest] = []
-        self._problems: list[str] = []
-        self._server = LoopbackServer("FakeGeminiAPI", self._wsgi_app, self._add_problem)
-
-    # lifecycle
-
-    def start(self) -> Self:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        self._server.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving; slow replies still waiting are cut short. Idempotent."""
-        self._server.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK (`HttpOptions(base_url=...)`), `http://127.0.0.1:<port>`."""
         return self._server.base_url
-
-    # script
-
-    def enqueue(self, *script: GeminiReply) -> None:
-        """Append replies to the queue; each request takes the oldest one."""
-        with self._lock:
-            self._queue.extend(script)
-
-    @property
-    def handler(self) -> Handler | None:
-        """Answers requests once the queue is empty; None means the script is exhausted."""
-        return self._handler
-
-    @handler.setter
-    def handler(self, handler: Handler | None) -> None:
-        with self._lock:
-            self._handler = handler
-
-    @property
-    def pending(self) -> int:
-        """How many queued replies no request has taken yet."""
-        with self._lock:
-            return len(self._queue)
 
     def overload(self, requests: int) -> None:
         """Answer the next `requests` requests 503 UNAVAILABLE ("The model is overloaded"),
@@ -208,40 +156,7 @@ class FakeGeminiAPI:
         with self._lock:
             self._overloaded = count
 
-    # records
-
-    @property
-    def requests(self) -> list[GeminiRequest]:
-        """Every request received so far, in arrival order (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self._requests)
-
-    @property
-    def problems(self) -> list[str]:
-        """What went wrong on the server's side so far: exhausted script, failed handler."""
-        with self._lock:
-            return list(self._problems)
-
-    def check(self) -> None:
-        """Raise AssertionError listing the problems seen since the last check, if any."""
-        with self._lock:
-            problems, self._problems = self._problems, []
-        if problems:
-            raise AssertionError("FakeGeminiAPI: " + "; ".join(problems))
-
     # serving (runs in werkzeug's request threads)
-
-    def _add_problem(self, problem: str) -> None:
-        with self._lock:
-            self._problems.append(problem)
-
-    def _wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        return self._respond(Request(environ))(environ, start_response)
 
     def _record(self, http: Request) -> GeminiRequest:
         raw = http.get_data()
@@ -250,17 +165,19 @@ class FakeGeminiAPI:
         except ValueError:
             body = None
         headers = {name.lower(): value for name, value in http.headers.items()}
-        with self._lock:
-            request = GeminiRequest(
-                index=len(self._requests),
+        return self._kept(
+            lambda index: GeminiRequest(
+                index=index,
                 method=http.method,
                 path=http.path,
                 query=http.query_string.decode("latin-1"),
                 headers=MappingProxyType(headers),
                 body=body,
             )
-            self._requests.append(request)
-        return request
+        )
+
+    def _server_error(self, problem: str) -> GeminiReply:
+        return replies.error(500, problem)
 
     def _respond(self, http: Request) -> Response:
         request = self._record(http)
@@ -289,24 +206,6 @@ class FakeGeminiAPI:
         if not isinstance(request.body, dict):
             return replies.error(400, "Invalid JSON payload received.")
         return None
-
-    def _next_reply(self, request: GeminiRequest) -> GeminiReply:
-        with self._lock:
-            reply = self._queue.popleft() if self._queue else None
-            handler = self._handler
-        if reply is not None:
-            return reply
-        where = f"request #{request.index} ({request.method} {request.path})"
-        if handler is None:
-            problem = f"FakeGeminiAPI script exhausted: {where} had no scripted reply"
-            self._add_problem(problem)
-            return replies.error(500, problem)
-        try:
-            return handler(request)
-        except Exception as failure:
-            problem = f"FakeGeminiAPI handler raised on {where}: {failure!r}"
-            self._add_problem(problem)
-            return replies.error(500, problem)
 
     def _render(self, request: GeminiRequest, reply: GeminiReply) -> Response:
         if isinstance(reply, GeminiSlow):

@@ -19,13 +19,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType, TracebackType
-from typing import Any, Literal, Self, TypeAlias
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
 
 from agentmesh._numbers import number, whole
 from agentmesh.errors import UsageError
@@ -39,8 +37,8 @@ from agentmesh.testing._cloud_routes import (
     sigv4_access_key,
     vertex_error,
 )
-from agentmesh.testing._loopback import LoopbackServer
 from agentmesh.testing._overload import Load, Refusal
+from agentmesh.testing._scripted_server import ScriptedServer
 
 try:
     from werkzeug.wrappers import Request, Response
@@ -556,7 +554,7 @@ def _error_body(error_type: str, message: str, error_code: str | None = None) ->
     return {"type": "error", "error": error}
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(ScriptedServer[Reply, RecordedRequest]):
     """A scripted Anthropic Messages API on `127.0.0.1`, on a free port.
 
     Replies come from a queue, in order (`FakeMessagesAPI(reply, ...)`, `enqueue(...)`);
@@ -604,66 +602,16 @@ class FakeMessagesAPI:
         require_auth: bool = True,
         model: str = _DEFAULT_MODEL,
     ) -> None:
-        self._lock = threading.Lock()
-        self._queue: deque[Reply] = deque(replies)
-        self._handler = handler
+        super().__init__("FakeMessagesAPI", replies, handler)
         self._api_key = api_key
         self._require_auth = require_auth
         self._model = model
-        self._requests: list[RecordedRequest] = []
-        self._problems: list[str] = []
-        self._server = LoopbackServer("FakeMessagesAPI", self._wsgi_app, self._add_problem)
         self._load = Load()
-
-    # lifecycle
-
-    def start(self) -> Self:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        self._server.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving; slow replies still waiting are cut short. Idempotent."""
-        self._server.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK as `base_url`, e.g. `http://127.0.0.1:54321`."""
         return self._server.base_url
-
-    # script
-
-    def enqueue(self, *replies: Reply) -> None:
-        """Append replies to the queue; each request takes the oldest one."""
-        with self._lock:
-            self._queue.extend(replies)
-
-    @property
-    def handler(self) -> Handler | None:
-        """Answers requests once the queue is empty; None means the script is exhausted."""
-        return self._handler
-
-    @handler.setter
-    def handler(self, handler: Handler | None) -> None:
-        with self._lock:
-            self._handler = handler
-
-    @property
-    def pending(self) -> int:
-        """How many queued replies no request has taken yet."""
-        with self._lock:
-            return len(self._queue)
 
     # load: rate limits, overload bursts, a spent quota
 
@@ -753,32 +701,6 @@ class FakeMessagesAPI:
         number("FakeMessagesAPI.advance(seconds=)", seconds, unit="seconds")
         self._load.advance(seconds)
 
-    # records
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, in arrival order (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self._requests)
-
-    @property
-    def problems(self) -> list[str]:
-        """What went wrong on the server's side so far: exhausted script, failed handler."""
-        with self._lock:
-            return list(self._problems)
-
-    def check(self) -> None:
-        """Raise AssertionError listing the problems seen since the last check, if any."""
-        with self._lock:
-            problems, self._problems = self._problems, []
-        if problems:
-            raise AssertionError("FakeMessagesAPI: " + "; ".join(problems))
-
     def assert_authenticated(self, api_key: str | None = None) -> None:
         """Assert that requests were made and every one carried a key (`api_key`, if given)."""
         requests = self.requests
@@ -792,13 +714,6 @@ class FakeMessagesAPI:
 
     # serving (runs in werkzeug's request threads)
 
-    def _add_problem(self, problem: str) -> None:
-        with self._lock:
-            self._problems.append(problem)
-
-    def _wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        return self._respond(Request(environ))(environ, start_response)
-
     def _record(self, http: Request) -> RecordedRequest:
         raw = http.get_data()
         try:
@@ -809,9 +724,8 @@ class FakeMessagesAPI:
         for name, value in http.headers.items():
             key = name.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        with self._lock:
-            index = len(self._requests)
-            request = RecordedRequest(
+        return self._kept(
+            lambda index: RecordedRequest(
                 index=index,
                 request_id=f"req_fake_{index + 1:06d}",
                 method=http.method,
@@ -821,8 +735,10 @@ class FakeMessagesAPI:
                 raw_body=raw,
                 body=body,
             )
-            self._requests.append(request)
-        return request
+        )
+
+    def _server_error(self, problem: str) -> Reply:
+        return _error(500, "api_error", problem)
 
     def _respond(self, http: Request) -> Response:
         request = self._record(http)
@@ -861,24 +777,6 @@ class FakeMessagesAPI:
             # A scripted reply's own headers win over the buckets'.
             response.headers.setdefault(name, value)
         return response
-
-    def _next_reply(self, request: RecordedRequest) -> Reply:
-        with self._lock:
-            reply = self._queue.popleft() if self._queue else None
-            handler = self._handler
-        if reply is not None:
-            return reply
-        where = f"request #{request.index} ({request.method} {request.path})"
-        if handler is None:
-            problem = f"FakeMessagesAPI script exhausted: {where} had no scripted reply"
-            self._add_problem(problem)
-            return _error(500, "api_error", problem)
-        try:
-            return handler(request)
-        except Exception as error:
-            problem = f"FakeMessagesAPI handler raised on {where}: {error!r}"
-            self._add_problem(problem)
-            return _error(500, "api_error", problem)
 
     def _render(self, request: RecordedRequest, reply: Reply) -> Response:
         if isinstance(reply, SlowReply):

@@ -2,8 +2,9 @@
 
 One uvicorn server in a thread serves the same executor twice: under `/stream` with a
 card that offers streaming, under `/block` with one that does not. The query says how the
-remote task ends (`Remote.execute`); `Remote.runs` counts the messages received, so a test
-can tell a retry from a message sent twice.
+remote task ends (`Remote.execute`); `Remote.runs` counts the tasks started, so a test can
+tell a retry from a task sent twice, and `Remote.answers` the follow-up messages each task
+got (a person's answer to its question).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types.a2a_pb2 import Task as A2ATask
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -56,11 +58,15 @@ class Remote(AgentExecutor):
 
     runs: ClassVar[collections.Counter[str]] = collections.Counter()
     cancelled: ClassVar[collections.Counter[str]] = collections.Counter()
+    answers: ClassVar[dict[str, list[str]]] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         query = context.get_user_input()
+        if context.current_task is not None:  # a follow-up: the answer to its question
+            await self.answered(context.current_task, query, event_queue)
+            return
         type(self).runs[query] += 1
-        task = context.current_task or new_task_from_user_message(context.message)
+        task = new_task_from_user_message(context.message)
         await event_queue.enqueue_event(task)
         up = TaskUpdater(event_queue, task.id, task.context_id)
         await up.start_work()
@@ -100,12 +106,32 @@ class Remote(AgentExecutor):
             await asyncio.sleep(0.5)
             await up.add_artifact([new_text_part("after the drop")])
             await up.complete()
-        elif query == "input":
-            await up.requires_input(said(new_text_part("which year?")))
+        elif query in ("input", "input-twice"):
+            await up.requires_input(said(new_text_part(f"which year? ({TOKEN})")))
+        elif query == "partial-fail":
+            await up.add_artifact([new_text_part("first half")])
+            await up.failed(said(new_text_part("the second half failed")))
+        elif query == "partial-drop":  # over `/dropping`: the stream is cut, then it fails
+            await asyncio.sleep(0.3)
+            await up.add_artifact([new_data_part({"rows": 2})])
+            await up.failed(said(new_text_part("lost the rest")))
         elif query == "slow":
             await asyncio.sleep(5)
         else:
             await up.failed(said(new_text_part(f"unknown query {query!r}")))
+
+    async def answered(self, task: A2ATask, answer: str, event_queue: EventQueue) -> None:
+        """Completes with the answers it got; `input-twice` asks a second question first."""
+        given = type(self).answers.setdefault(task.id, [])
+        given.append(answer)
+        up = TaskUpdater(event_queue, task.id, task.context_id)
+        await up.start_work()
+        first = task.history[0].parts[0].text if task.history else ""
+        if first == "input-twice" and len(given) == 1:
+            await up.requires_input(up.new_agent_message([new_text_part("which month?")]))
+            return
+        await up.add_artifact([new_text_part(f"answered: {', '.join(given)}")])
+        await up.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Counts the cancel (its `execute` is cancelled by the SDK) and says so."""
@@ -139,7 +165,8 @@ def _agent(url: str, *, streaming: bool) -> list[object]:
 
 
 class _Guard(BaseHTTPMiddleware):
-    """`/guarded` answers only with the right bearer token; `/status-N` sends N to a message."""
+    """`/guarded` answers only with the right bearer token; `/status-N` sends N to a message
+    (a 429 with `Retry-After: 7`)."""
 
     async def dispatch(self, request: Request, call_next: object) -> Response:
         if (
@@ -149,7 +176,8 @@ class _Guard(BaseHTTPMiddleware):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         if request.method == "POST" and request.url.path.startswith("/status-"):
             status = int(request.url.path.split("-")[1].strip("/"))
-            return JSONResponse({"error": "the test's answer"}, status_code=status)
+            wait = {"Retry-After": "7"} if status == 429 else None
+            return JSONResponse({"error": "the test's answer"}, status_code=status, headers=wait)
         return await call_next(request)  # type: ignore[operator,no-any-return]
 
 
@@ -200,6 +228,7 @@ def remote() -> Iterator[str]:
             Mount("/block", routes=_agent(f"{base}/block/", streaming=False)),  # type: ignore[arg-type]
             Mount("/guarded", routes=_agent(f"{base}/guarded/", streaming=False)),  # type: ignore[arg-type]
             Mount("/status-500", routes=_agent(f"{base}/status-500/", streaming=False)),  # type: ignore[arg-type]
+            Mount("/status-429", routes=_agent(f"{base}/status-429/", streaming=False)),  # type: ignore[arg-type]
             Mount("/status-503", routes=_agent(f"{base}/status-503/", streaming=False)),  # type: ignore[arg-type]
             Mount("/dropping", routes=_agent(f"{base}/dropping/", streaming=True)),  # type: ignore[arg-type]
             Mount(

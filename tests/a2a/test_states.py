@@ -99,12 +99,24 @@ async def test_auth_required_is_permission(remote: str, path: str) -> None:
     assert outcome.message == "sign in first"
 
 
-async def test_input_required_is_not_answered_yet(remote: str, path: str) -> None:
+async def test_input_required_is_a_question_for_a_person(remote: str, path: str) -> None:
     outcome = await agent(remote, path).run("input")
     assert isinstance(outcome, ErrorEnvelope)
-    assert outcome.error_category is ErrorCategory.OTHER
+    assert outcome.error_category is ErrorCategory.PERMISSION
     assert outcome.error_type == "input_required"
-    assert outcome.message == "which year?"
+    assert "which year?" in outcome.message
+    assert outcome.policy is not None
+    assert outcome.policy.action == "escalate"  # a coordinator escalates it, whatever its router
+    assert "sk-remote" not in outcome.model_dump_json()  # the question is masked
+
+
+async def test_artifacts_before_a_failure_are_its_partial_results(remote: str, path: str) -> None:
+    outcome = await agent(remote, path).run("partial-fail")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.error_type == "remote_failed"
+    assert outcome.message == "the second half failed"
+    assert outcome.partial_results is not None
+    assert outcome.partial_results.findings == ("first half",)
 
 
 async def test_artifacts_over_the_bound_fail_as_too_large(remote: str, path: str) -> None:
@@ -127,7 +139,9 @@ async def test_a_timeout_after_sending_is_transient_and_not_sent_twice(
     assert not outcome.is_retryable
     assert outcome.details is not None
     assert "not sent twice" in outcome.details
-    assert Remote.runs["slow"] == before + 1
+    assert outcome.attempts == 1
+    # At most once: on a loaded machine the server may not have started it yet.
+    assert Remote.runs["slow"] <= before + 1
 
 
 async def test_headers_reach_the_remote_and_never_the_envelope(remote: str, path: str) -> None:

@@ -29,6 +29,18 @@ async def test_a_card_pointing_to_another_host_is_not_followed(remote: str) -> N
     assert outcome.error_type == "card_host_not_allowed"
 
 
+def test_the_subagent_options_are_typed_keywords() -> None:
+    import inspect
+
+    from agentmesh.subagents import SubagentKwargs
+
+    parameters = inspect.signature(A2AAgent).parameters
+    assert set(SubagentKwargs.__annotations__) <= set(parameters)
+    assert not any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    with pytest.raises(UsageError, match="retri"):
+        A2AAgent("http://127.0.0.1:1", retri=3)  # type: ignore[call-arg]
+
+
 def test_the_url_must_be_http() -> None:
     with pytest.raises(UsageError, match="http"):
         A2AAgent("ftp://example.org")
@@ -52,6 +64,27 @@ async def test_a_dropped_stream_is_followed_by_task_id_not_resent(remote: str) -
     assert outcome.data == "after the drop"
     assert outcome.attempts == 1
     assert Remote.runs["drop"] == before + 1
+
+
+async def test_a_dropped_stream_that_ends_failed_keeps_what_it_handed_back(remote: str) -> None:
+    before = Remote.runs["partial-drop"]
+    retrying = RetryPolicy(max_attempts=3, initial_delay=0)
+    agent = A2AAgent(f"{remote}/dropping", retry=retrying, poll_interval=0.1)
+    outcome = await agent.run("partial-drop")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert outcome.message == "lost the rest"
+    assert outcome.partial_results is not None
+    assert outcome.partial_results.findings == ({"rows": 2},)
+    assert Remote.runs["partial-drop"] == before + 1
+
+
+async def test_a_429_s_retry_after_is_the_envelope_s(remote: str) -> None:
+    agent = A2AAgent(f"{remote}/status-429", retry=RetryPolicy(max_attempts=1))
+    outcome = await agent.run("text")
+    assert isinstance(outcome, ErrorEnvelope)
+    assert (outcome.error_category, outcome.error_type) == (ErrorCategory.TRANSIENT, "rate_limited")
+    assert outcome.retry_after == 7
+    assert outcome.is_retryable  # refused before acting
 
 
 async def test_a_500_to_the_message_may_have_acted_so_is_not_retried(remote: str) -> None:
@@ -87,3 +120,20 @@ def test_the_classifier_reads_the_sdk_errors_a_user_s_own_code_raises() -> None:
     missing = default_classifier.to_agent_error(TaskNotFoundError("task t-1"))
     assert (missing.category, missing.error_type) == (ErrorCategory.OTHER, "a2a_error")
     assert not default_classifier.may_have_taken_effect(TaskNotFoundError("task t-1"))
+
+
+def test_once_the_remote_told_its_task_no_failure_is_retried_locally() -> None:
+    """Polling a task whose stream dropped cannot connect: a retry would resend the task."""
+    import httpx
+
+    from agentmesh.a2a._errors import exchange_error
+    from agentmesh.classify import default_classifier
+
+    refused = httpx.ConnectError("connection refused")
+    before = exchange_error(refused, sent=True, delivered=False, classifier=default_classifier)
+    assert before.retryable  # never reached the remote agent: safe to send
+    after = exchange_error(refused, sent=True, delivered=True, classifier=default_classifier)
+    assert after.category is ErrorCategory.TRANSIENT
+    assert not after.retryable
+    assert after.details is not None
+    assert "not sent twice" in after.details

@@ -77,6 +77,12 @@ def live_runs() -> str:
     return run_in_process("live_runs")
 
 
+@pytest.fixture(scope="module")
+def a2a_remote() -> str:
+    pytest.importorskip("a2a")
+    return run_in_process("a2a_remote")
+
+
 class TestSupportHub:
     def test_rate_limited_shipping_is_retried_locally_and_covered(self, support_hub: str) -> None:
         """The carrier's two 429s are retried after its retry-after, and the topic is covered."""
@@ -198,3 +204,16 @@ class TestLiveRuns:
         resumed = live_runs.split("== a person approves")[1]
         assert "finished  production: covered" in resumed
         assert "deploys made: ['staging', 'production']" in live_runs
+
+
+class TestA2ARemote:
+    def test_the_remote_agent_s_outcomes_are_routed_as_in_process(self, a2a_remote: str) -> None:
+        """Over A2A: papers found are covered, none found is empty, a refusal is escalated."""
+        assert line_of(a2a_remote, "retry budgets        papers").endswith("covered")
+        assert "searched, nothing found" in line_of(a2a_remote, "quantum retries      papers")
+        refused = line_of(a2a_remote, "unpublished drafts   papers")
+        assert "escalated drafts are not shared outside the lab" in refused
+
+    def test_the_remote_envelope_arrives_whole(self, a2a_remote: str) -> None:
+        """The business envelope keeps its category, type and source across A2A."""
+        assert "over A2A: business/not_shared from papers" in a2a_remote

@@ -39,6 +39,7 @@ from agentmesh.events import (
     StreamState,
     TaskFinished,
     TaskStarted,
+    ToolCalled,
     parse_event,
 )
 from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
@@ -112,7 +113,21 @@ class TestEventOrder:
         mixed = Mixed()
         events = await collect(mixed.coordinator.stream(mixed.tasks, run_id="mixed"))
         assert kinds(events, "ok") == ["TaskStarted", "Routed", "TaskFinished"]
-        assert kinds(events, "flaky") == ["TaskStarted", "AttemptFailed", "Routed", "TaskFinished"]
+        assert kinds(events, "flaky") == [
+            "TaskStarted",
+            "AttemptFailed",
+            "ToolCalled",
+            "Routed",
+            "TaskFinished",
+        ]
+        (call,) = [e for e in events if isinstance(e, ToolCalled)]
+        assert (call.tool, call.arguments, call.result, call.envelope, call.attempts) == (
+            "search",
+            {"query": "q-flaky"},
+            ["found q-flaky"],
+            None,
+            2,
+        )
         assert kinds(events, "down") == [
             "TaskStarted",
             "AttemptFailed",

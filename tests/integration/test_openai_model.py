@@ -397,6 +397,13 @@ class TestConfiguration:
         assert "llama3.1" in repr(local)
         assert "localhost:11434" in repr(local)
 
+    def test_the_repr_masks_a_password_and_a_key_in_the_base_url(self) -> None:
+        gateway = OpenAIModel("gpt-5", base_url="https://bob:hunter2@gw.example/v1?api_key=abc123")
+        shown = repr(gateway)
+        assert "gw.example" in shown
+        assert "hunter2" not in shown
+        assert "abc123" not in shown
+
     async def test_a_client_passed_in_is_used_and_left_open(
         self, fake_chat_completions_api: FakeChatCompletionsAPI
     ) -> None:

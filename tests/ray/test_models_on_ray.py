@@ -3,7 +3,8 @@
 Eight tasks at once on a local Ray instance (each on a quarter of a CPU, so in eight
 worker processes), against the fake Messages API served by this process: the breaker
 of an overloaded model opens once for the run, a hard cost cap is never passed and a
-cap on model calls never overshot, however the calls are spread over the workers.
+cap on model calls never overshot, however the calls are spread over the workers; and
+a worker's claim whose answer comes too late gives its slot back.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import pytest
 
 from agentmesh import Coordinator, RetryPolicy, Task
 from agentmesh.coordinator import CoverageStatus
-from agentmesh.executors import RayExecutor
-from agentmesh.models import AnthropicModel, FallbackModel, UsageLimits
+from agentmesh.executors import RayExecutor, _ray_models
+from agentmesh.executors._ray_models import ClusterModelHealth, ModelTerms, Outbox
+from agentmesh.models import AnthropicModel, FallbackModel, ScriptedModel, UsageLimits
 from agentmesh.subagents import LLMSubagent
 from agentmesh.testing import FakeMessagesAPI, RecordedRequest, Reply
 from tests.ray.conftest import LocalRay
@@ -151,3 +153,29 @@ class TestUsageLimitsForTheCluster:
 
         assert fake.request_count == 10
         assert covered([entry.status for entry in report.coverage]) == 10
+
+
+# -- a claim whose answer comes too late -------------------------------------------------
+# The worker stops waiting after `_ACTOR_TIMEOUT`; the actor may still grant the claim. A
+# ticket granted to nobody would hold a slot of the model's window for the rest of the run.
+
+ONE_SLOT = (3, 30.0, 1, 1)  # one call in flight at a time: a leaked ticket blocks the next
+
+
+class TestAClaimThatTimesOut:
+    async def test_gives_its_ticket_back_and_the_next_claim_gets_the_slot(
+        self, ray_executor: RayExecutor, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The claim raises `TimeoutError` in the task (it waits no time at all); the actor,
+        which granted it the only slot after all, frees it, so the next claim is granted."""
+        actor = ray_executor.connect()._actor  # the executor's run-state actor
+        model = ScriptedModel([], name="m")
+        terms = ModelTerms(ONE_SLOT, None, None)
+        health = ClusterModelHealth(Outbox(actor, "claim-timeout"), "claim-timeout", "c", terms)
+        monkeypatch.setattr(_ray_models, "_ACTOR_TIMEOUT", 0)
+
+        with pytest.raises(TimeoutError):
+            health.claim(model)
+
+        monkeypatch.setattr(_ray_models, "_ACTOR_TIMEOUT", 30.0)
+        assert isinstance(health.claim(model), int)  # leaked, the window would be full

@@ -68,6 +68,19 @@ class TestModelClaims:
         models.release(KEY, ticket, overloaded())  # late: ignored, counts no overload
         assert models.view(KEY)[0] == "closed"
 
+    def test_an_abandoned_claim_frees_its_own_ticket_only(self) -> None:
+        """A worker that stopped waiting for its third claim names it: that ticket is
+        free again, the others (in use) still held."""
+        models = RunModels()
+        for number in range(1, 5):
+            models.claim(SETTINGS, KEY, CALL, number)
+        assert models.claim(SETTINGS, KEY, "other")[0] is None  # the window is full
+
+        models.abandon(CALL, 3)
+
+        assert sorted(number for _, _, number in models.held.values()) == [1, 2, 4]
+        assert isinstance(models.claim(SETTINGS, KEY, "other")[0], int)
+
     def test_a_model_without_rate_limit_headers_is_not_rate_limited(self) -> None:
         """The view says so: a worker then admits its calls without asking the actor."""
         _, view = RunModels().claim(SETTINGS, KEY, CALL)

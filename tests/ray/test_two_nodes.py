@@ -9,7 +9,9 @@ different nodes, so what a test asserts held across nodes, not within one.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,8 +30,20 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.coordinator import CoverageStatus
+from agentmesh._engine._answer_checks import MAY_HAVE_RUN
+from agentmesh._engine._human import DecisionBook
+from agentmesh.approvals import Approve
+from agentmesh.coordinator import (
+    CoverageStatus,
+    Report,
+    RetryWithFeedback,
+    Route,
+    RouteContext,
+    Router,
+)
 from agentmesh.executors import RayExecutor
+from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
+from agentmesh.subagents import Subagent
 from tests.ray.conftest import LocalRay
 
 GUARD = 30.0  # bounds every wait on the cluster: a regression fails instead of hanging
@@ -217,3 +231,167 @@ class TestTwoNodes:
         calls = [c for c in saved if not c.stage.startswith("agentmesh.")]
         recorded = {c.value["result"] for c in calls if isinstance(c.value, dict)}
         assert recorded == stamps
+
+
+# -- a person's approvals on the cluster, the store in PostgreSQL ---------------------------
+
+REFUND_LIMIT = 100
+BIG_REFUND = Task(id="B-2", query="refund B-2", metadata={"order": "B-2", "amount": 900})
+SMALL_REFUND = Task(id="A-1", query="refund A-1", metadata={"order": "A-1", "amount": 40})
+
+
+@pre_tool_use(tool="refund", asks=True)
+def refund_limit(event: ToolCallEvent) -> Ruling | None:
+    if event.arguments["amount"] > REFUND_LIMIT:
+        return Ruling.ask(f"a refund over {REFUND_LIMIT}")
+    return None
+
+
+class RetryLostWorker(Router):
+    """Runs a task whose worker was lost once more (the default records a gap)."""
+
+    async def on_transient(self, ctx: RouteContext) -> Route:
+        if ctx.envelope.error_type == "unavailable":
+            return RetryWithFeedback(ctx.task.with_query(ctx.task.query + " (again)"))
+        return await super().on_transient(ctx)
+
+
+def refund_desk(refunds: str, kill: str | None = None, in_tool: bool = False) -> Subagent:
+    """A desk whose refunds append to `refunds` (the side effect, seen by every node).
+
+    `kill`: the first worker to make a refund dies right after it (`in_tool`: inside the
+    tool, before the ledger records the result), noted in that file.
+    """
+
+    def die_once() -> None:
+        if kill is not None and not Path(kill).exists():
+            append(kill, "killed")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    @tool(impact="financial")
+    async def refund(order: str, amount: int) -> str:
+        append(refunds, f"{order} {amount}")
+        if in_tool:
+            die_once()
+        return f"refunded {amount} on {order}"
+
+    @subagent(name="desk", retry=RetryPolicy.never())
+    async def desk(task: Task, ctx: Context) -> str:
+        done = await ctx.call(refund, **task.metadata)
+        die_once()
+        return done
+
+    return desk
+
+
+class TestApprovalsOnTwoNodes:
+    async def run_and_resume(
+        self, executor: RayExecutor, dsn: str, schema: str, tmp_path: Path, *, in_tool: bool
+    ) -> tuple[Report, Report, Report]:
+        """A run on the cluster that asks, the same run locally, and the cluster's resume."""
+        from agentmesh.checkpoints import PostgresStore
+
+        refunds, kill = str(tmp_path / "refunds"), str(tmp_path / "killed")
+        async with PostgresStore(dsn, schema=schema) as store:
+            local = await Coordinator(
+                [refund_desk(str(tmp_path / "local"))], policies=[refund_limit], store=store
+            ).run([SMALL_REFUND, BIG_REFUND], run_id="desk, locally")
+            asked = await Coordinator(
+                [refund_desk(refunds)], policies=[refund_limit], store=store, executor=executor
+            ).run([SMALL_REFUND, BIG_REFUND], run_id="desk")
+        # Another process's store object, as a resume elsewhere would open it.
+        async with PostgresStore(dsn, schema=schema) as store:
+            again = Coordinator(
+                [refund_desk(refunds, kill, in_tool)],
+                policies=[refund_limit],
+                store=store,
+                executor=executor,
+                router=RetryLostWorker(),
+            )
+            resumed = await again.resume(
+                "desk", approvals={asked.pending_approvals[0].id: Approve()}
+            )
+        return local, asked, resumed
+
+    async def test_an_ask_on_a_worker_pends_and_the_approved_call_is_made_once(
+        self,
+        cluster: tuple[RayExecutor, set[str]],
+        tmp_path: Path,
+        postgres_dsn: str,
+        postgres_schema: str,
+    ) -> None:
+        """A policy's ask on a worker pends as locally; resumed on the cluster, the approved
+        refund is made once, though its worker is killed right after making it."""
+        executor, _ = cluster
+        local, asked, resumed = await self.run_and_resume(
+            executor, postgres_dsn, postgres_schema, tmp_path, in_tool=False
+        )
+
+        def question(report: Report) -> list[tuple[Any, ...]]:
+            # Not the id: it names the run, and the two runs have ids of their own.
+            return [(p.kind, p.task_id, p.tool, p.arguments) for p in report.pending_approvals]
+
+        assert question(asked) == question(local) != []
+        assert [e.status for e in asked.coverage] == [e.status for e in local.coverage]
+        assert node_lines(tmp_path / "killed") == ["killed"]  # the worker was killed
+        assert node_lines(tmp_path / "refunds") == ["A-1 40", "B-2 900"]  # B-2 once
+        assert [e.status for e in resumed.coverage] == [CoverageStatus.COVERED] * 2
+        assert resumed.pending_approvals == ()
+        assert "refunded 900 on B-2" in {f.content for f in resumed.findings}
+
+    async def test_a_worker_killed_inside_the_approved_call_leaves_it_to_a_person(
+        self,
+        cluster: tuple[RayExecutor, set[str]],
+        tmp_path: Path,
+        postgres_dsn: str,
+        postgres_schema: str,
+    ) -> None:
+        """Killed before the ledger has the call's result, the call may have run: the task
+        run anew asks a person again rather than making it a second time."""
+        executor, _ = cluster
+        _, _, resumed = await self.run_and_resume(
+            executor, postgres_dsn, postgres_schema, tmp_path, in_tool=True
+        )
+
+        assert node_lines(tmp_path / "refunds") == ["A-1 40", "B-2 900"]  # B-2 once
+        [waiting] = resumed.pending_approvals
+        assert waiting.policy == MAY_HAVE_RUN
+        assert waiting.tool == "refund"
+
+    async def test_two_resumes_at_once_on_both_nodes_make_the_approved_call_once(
+        self,
+        cluster: tuple[RayExecutor, set[str]],
+        tmp_path: Path,
+        postgres_dsn: str,
+        postgres_schema: str,
+    ) -> None:
+        """Two processes resume an answered run at once (here two coordinators); the task
+        runs on both nodes together, and the ledger's claim lets one make the refund."""
+        from agentmesh.checkpoints import PostgresStore
+
+        executor, ids = cluster
+        refunds, seen = str(tmp_path / "refunds"), str(tmp_path / "nodes")
+        desk = refund_desk(refunds)
+
+        @subagent(name="desk", retry=RetryPolicy.never())
+        async def desk_at_the_barrier(task: Task, ctx: Context) -> Any:
+            await on_both_nodes(seen)  # both resumes' tasks are running: on both nodes
+            return await desk.handle(task, ctx)
+
+        def coordinator(store: PostgresStore, spoke: Subagent) -> Coordinator:
+            return Coordinator([spoke], policies=[refund_limit], store=store, executor=executor)
+
+        async with PostgresStore(postgres_dsn, schema=postgres_schema) as store:
+            asked = await coordinator(store, desk).run([BIG_REFUND], run_id="desk")
+            book = await DecisionBook.load(store, "desk")  # as a person on the console
+            await book.give({asked.pending_approvals[0].id: Approve()})
+            reports = await asyncio.gather(
+                *(coordinator(store, desk_at_the_barrier).resume("desk") for _ in range(2))
+            )
+
+        assert set(node_lines(tmp_path / "nodes")) == ids
+        assert node_lines(tmp_path / "refunds") == ["B-2 900"]  # once, by one of them
+        for report in reports:  # the other replays it, or asks: it may be under way
+            [entry] = report.coverage
+            waiting = [p.policy for p in report.pending_approvals]
+            assert entry.status is CoverageStatus.COVERED or waiting == [MAY_HAVE_RUN]

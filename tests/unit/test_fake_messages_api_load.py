@@ -110,7 +110,9 @@ class TestRateLimits:
         self, fake_messages_api: FakeMessagesAPI
     ) -> None:
         """Input tokens are estimated from the prompt, four characters a token."""
-        fake_messages_api.rate_limit(input_tokens_per_minute=1_000)
+        # A "minute" of an hour: a loaded machine's seconds between the two requests
+        # refill almost nothing (at 60 s, half a second refilled 8 tokens: a flaky bound).
+        fake_messages_api.rate_limit(input_tokens_per_minute=1_000, minute=3600)
         fake_messages_api.handler = lambda request: F.text("ok")
         assert (await answer(fake_messages_api, text="x" * 3_000))[0] == 200
 
@@ -119,7 +121,8 @@ class TestRateLimits:
         assert status == 429
         # The prompt's JSON is about 3,050 characters: some 762 tokens of the 1,000.
         assert 230 < int(headers["anthropic-ratelimit-input-tokens-remaining"]) < 245
-        assert 30 < float(headers["retry-after"]) <= 32  # the ~524 missing, at 1,000 a minute
+        # the ~524 missing, at 1,000 an "hour-long minute": about 1,886 s
+        assert 1_860 < float(headers["retry-after"]) <= 1_890
 
     async def test_every_model_has_buckets_of_its_own(
         self, fake_messages_api: FakeMessagesAPI

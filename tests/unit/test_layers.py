@@ -41,6 +41,7 @@ ABOVE_THE_REPORT = (
     "agentmesh.policies",
     "agentmesh.mcp",
     "agentmesh.console",
+    "agentmesh.agui",
     "agentmesh.pipeline",
     "agentmesh._engine",
 )
@@ -183,6 +184,7 @@ ABOVE_THE_ENGINE = (
     "agentmesh.executors",
     "agentmesh.mcp",
     "agentmesh.console",
+    "agentmesh.agui",
     "agentmesh.pipeline",
 )
 
@@ -312,3 +314,25 @@ class TestHubRooms:
                 and node.end_lineno - node.lineno + 1 > house.MAX_FUNCTION_LINES
             ]
         assert long == []
+
+
+class TestBridges:
+    def test_nothing_of_the_library_imports_the_agui_bridge(self) -> None:
+        """`agentmesh.agui` (an optional extra) sits on the top floor: no other room imports
+        it, and it imports no other bridge (the console's answer path is the engine's)."""
+        rooms = sorted(
+            {
+                ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:2])
+                for path in PACKAGE.rglob("*.py")
+            }
+        )
+        importers = [
+            room
+            for room in rooms
+            if room != "agentmesh.agui" and offending(room, ("agentmesh.agui",))
+        ]
+        assert importers == []
+        assert (
+            offending("agentmesh.agui", ("agentmesh.console", "agentmesh.mcp", "agentmesh.a2a"))
+            == []
+        )

@@ -1,0 +1,128 @@
+"""`python -m agentmesh.a2a serve package.module:agents`: serve subagents or a coordinator
+as an A2A agent, with uvicorn.
+
+Binds 127.0.0.1:9999 unless told (`--host`, `--port`); the card names `--url`, else the
+address bound. With `--token` (or $AGENTMESH_A2A_TOKEN) every request but the card's
+needs it as a bearer token. Bad arguments end with one line naming what is wrong and
+exit code 2 (argparse's convention), before anything is served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Final
+
+from agentmesh.a2a._server import ASGIApp, serve
+from agentmesh.errors import UsageError
+
+__all__ = ["TOKEN_VARIABLE", "app_of", "main", "parser"]
+
+TOKEN_VARIABLE: Final = "AGENTMESH_A2A_TOKEN"
+"""The environment variable `serve` reads its bearer token from."""
+_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, build the app and serve it until stopped; 0 when it ends."""
+    import uvicorn
+
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    app = app_of(args)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        # One line per request only when asked for (`--log-level info` or `debug`).
+        access_log=args.log_level in ("debug", "info"),
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+def app_of(args: argparse.Namespace) -> ASGIApp:
+    """The app `args` describe (exit 2, saying why, for a target that cannot be served)."""
+    command = parser()
+    target = _load(command, args.target)
+    token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = args.url or f"http://{host}:{args.port}"
+    try:
+        return serve(target, name=args.name, url=url, token=token, timeout=args.timeout)
+    except UsageError as exc:
+        command.error(f"{args.target} cannot be served: {exc}")
+
+
+def parser() -> argparse.ArgumentParser:
+    found = argparse.ArgumentParser(
+        prog="python -m agentmesh.a2a", description="agentmesh over A2A (the Agent2Agent protocol)."
+    )
+    commands = found.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = commands.add_parser(
+        "serve",
+        help="serve subagents or a coordinator as an A2A agent",
+        description="Serve subagents (one skill each) or a coordinator (one skill) over A2A.",
+    )
+    command.add_argument(
+        "target",
+        metavar="package.module:agents",
+        help="the module and the name in it of a subagent, a list of them, or a Coordinator",
+    )
+    command.add_argument("--host", default="127.0.0.1", help="the address to bind (127.0.0.1)")
+    command.add_argument("--port", type=_port, default=9999, help="the port (9999)")
+    command.add_argument(
+        "--url", help="where clients reach the agent, as its card says (default: the address bound)"
+    )
+    command.add_argument(
+        "--token",
+        help="answer only requests with 'Authorization: Bearer TOKEN' (default: "
+        f"${TOKEN_VARIABLE}, when set; prefer it: a command line is visible to other users)",
+    )
+    command.add_argument("--name", default="agentmesh", help="the agent's name (agentmesh)")
+    command.add_argument("--timeout", type=_seconds, help="seconds for one subagent task")
+    command.add_argument(
+        "--log-level",
+        choices=_LEVELS,
+        default="warning",
+        type=str.lower,
+        help="what is logged to stderr (warning; info adds one line per request)",
+    )
+    return found
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return seconds
+
+
+def _load(command: argparse.ArgumentParser, target: str) -> Any:
+    """The object `target` names (`package.module:attribute`), or exit 2 saying why not."""
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        command.error(f"{target!r} is not package.module:agents (a module, a colon, a name)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        missing = exc.name == module_name or module_name.startswith(f"{exc.name}.")
+        command.error(f"cannot import {module_name!r}: {'no such module' if missing else exc}")
+    except Exception as exc:  # the user's module raised: said in one line, exit 2
+        command.error(f"cannot import {module_name!r}: importing it raised {exc!r}")
+    if not hasattr(module, attribute):
+        command.error(f"module {module_name!r} has no attribute {attribute!r}")
+    return getattr(module, attribute)

@@ -1,0 +1,85 @@
+"""`python -m agentmesh.a2a serve package.module:agents`: what it serves, where, and how
+it refuses what it cannot serve."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from agentmesh.a2a import A2AAgent
+from agentmesh.a2a._server_cli import TOKEN_VARIABLE, app_of, parser
+from agentmesh.envelope import Success
+from tests.a2a.conftest import free_port
+
+
+def app(*argv: str) -> httpx.AsyncClient:
+    """A client of the app the command line builds, in this process (no socket)."""
+    built = app_of(parser().parse_args(["serve", *argv]))
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=built), base_url="http://test")
+
+
+class TestCommandLine:
+    async def test_the_card_names_the_address_bound_and_the_skills(self) -> None:
+        """127.0.0.1 unless told; the card's URL is the address bound, or --url."""
+        async with app("tests.a2a.served:desk", "--port", "9123") as client:
+            card = (await client.get("/.well-known/agent-card.json")).json()
+        assert card["supportedInterfaces"][0]["url"] == "http://127.0.0.1:9123/"
+        assert [skill["id"] for skill in card["skills"]] == ["desk"]
+        async with app("tests.a2a.served:desk", "--url", "https://agents.example.org/desk") as c:
+            card = (await c.get("/.well-known/agent-card.json")).json()
+        assert card["supportedInterfaces"][0]["url"] == "https://agents.example.org/desk/"
+
+    async def test_the_token_comes_from_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """$AGENTMESH_A2A_TOKEN guards every request but the card's."""
+        monkeypatch.setenv(TOKEN_VARIABLE, "from-the-environment-0123456789")
+        async with app("tests.a2a.served:desk") as client:
+            assert (await client.get("/.well-known/agent-card.json")).status_code == 200
+            assert (await client.post("/", json={})).status_code == 401
+
+    @pytest.mark.parametrize(
+        ("target", "said"),
+        [
+            ("tests.a2a.served", "is not package.module:agents"),
+            ("tests.a2a.no_such_module:desk", "no such module"),
+            ("tests.a2a.served:nobody", "has no attribute 'nobody'"),
+            ("tests.a2a.served:LIMIT", "cannot be served"),
+        ],
+    )
+    def test_what_cannot_be_served_exits_2_saying_why(
+        self, target: str, said: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """One line on stderr, exit code 2, nothing served."""
+        with pytest.raises(SystemExit) as exited:
+            app_of(parser().parse_args(["serve", target]))
+        assert exited.value.code == 2
+        assert said in capsys.readouterr().err
+
+    def test_python_m_serves_until_stopped(self) -> None:
+        """The command serves on loopback; our own client is answered by it."""
+        port = free_port()
+        command = [sys.executable, "-m", "agentmesh.a2a", "serve", "tests.a2a.served:desk"]
+        server = subprocess.Popen([*command, "--port", str(port)], stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    httpx.get(f"{url}/.well-known/agent-card.json", timeout=1)
+                    break
+                except httpx.TransportError:
+                    assert server.poll() is None, "the server exited"
+                    assert time.monotonic() < deadline, "the server did not start"
+                    time.sleep(0.05)
+            outcome = asyncio.run(A2AAgent(url).run("text"))
+            assert isinstance(outcome, Success)
+            assert outcome.data == "hello"
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
