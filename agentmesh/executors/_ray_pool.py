@@ -210,9 +210,13 @@ class WorkerPool:
         idle = {worker for worker in self._workers if not worker.jobs}
         workers = self._workers
         while pending and workers:
-            worker = max(workers, key=_room)
+            # The least loaded worker with room: an even split of a burst of long tasks.
+            worker = min(workers, key=_load)
             if _room(worker) <= 0:
-                break
+                roomy = [w for w in workers if _room(w) > 0]
+                if not roomy:
+                    break
+                worker = min(roomy, key=_load)
             job = pending.popleft()
             job.worker = worker
             worker.jobs[job.spec.call] = job
@@ -394,6 +398,10 @@ def _outgoing(worker: _Worker) -> tuple[bytes | None, dict[str, Any]]:
     packed, refs = pack(list(worker.out.values())), worker.out_refs
     worker.out, worker.out_refs = {}, {}
     return packed, refs
+
+
+def _load(worker: _Worker) -> int:
+    return len(worker.jobs)
 
 
 def _room(worker: _Worker) -> int:
