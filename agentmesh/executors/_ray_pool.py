@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import pickle
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -137,11 +137,7 @@ class WorkerPool:
         are up (a few seconds, each imports agentmesh), so that a run does not pay for it."""
         import ray
 
-        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
-        for node in nodes:
-            if node.get("Alive"):
-                for _ in range(int(node.get("Resources", {}).get("CPU", 0))):
-                    self._workers.append(self._spawn(node["NodeID"]))
+        self._grow()
         if not self._workers:
             self._workers.append(self._spawn(None))
         # Not waited for past this: a worker still starting then takes its batches later.
@@ -151,6 +147,19 @@ class WorkerPool:
             timeout=_START_WAIT,
         )
         return self
+
+    def _grow(self) -> None:
+        """Start workers for the CPUs of live nodes that have none yet: a node that joined
+        later, or whose resources the cluster did not know yet when the pool started."""
+        import ray
+
+        have = Counter(worker.node for worker in self._workers)
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
+        for node in nodes:
+            if node.get("Alive"):
+                cpus = int(node.get("Resources", {}).get("CPU", 0))
+                for _ in range(cpus - have[node["NodeID"]]):
+                    self._workers.append(self._spawn(node["NodeID"]))
 
     def _spawn(self, node: str | None) -> _Worker:
         import ray
@@ -192,8 +201,11 @@ class WorkerPool:
             self._pollers.clear()  # an old loop's: gone with it
             for worker in self._workers:
                 worker.jobs.clear()
+                worker.has -= set(worker.out_refs)  # never sent: the old loop's batch
+                worker.out, worker.out_refs = {}, {}
                 worker.dead = None
                 self._watch(worker)
+            self._grow()
         return loop
 
     def _watch(self, worker: _Worker) -> None:
