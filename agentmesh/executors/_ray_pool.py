@@ -161,7 +161,7 @@ class WorkerPool:
                 for _ in range(cpus - have[node["NodeID"]]):
                     self._workers.append(self._spawn(node["NodeID"]))
 
-    def _spawn(self, node: str | None) -> _Worker:
+    def _spawn(self, node: str | None, *, soft: bool = False) -> _Worker:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -171,7 +171,9 @@ class WorkerPool:
         if node is not None:
             # Its CPU is the node's: placed there, reserving nothing (a Ray task of
             # another executor on this cluster still finds the CPU free).
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+            # Hard at first: a node that just joined may not take actors yet, and a soft
+            # affinity would put its worker on another node. A replacement may go elsewhere.
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         actor = ray.remote(TaskWorker).options(**options).remote(self.slots)
         worker = _Worker(actor, node, self.slots)
         if self._loop is not None and not self._loop.is_closed():
@@ -313,7 +315,7 @@ class WorkerPool:
             job.worker = None
             self._pending.appendleft(job)
         if not self._closed:
-            self._workers.append(self._spawn(worker.node))
+            self._workers.append(self._spawn(worker.node, soft=True))
             self._flush()
         if jobs:
             assert self._loop is not None
