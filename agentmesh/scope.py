@@ -24,7 +24,10 @@ memory out of the user's `state` dict:
 * pending decisions: the questions for a person and their answers, kept in the run's
   checkpoint store (None without a store: nobody could answer them).
 * the event sink: where the run's events go when someone streams them (None when
-  nobody does: then no event is built).
+  nobody does: then no event is built);
+* saved progress (`saved_progress`): which tasks hold progress saved in the run's store,
+  listed once when the run starts, so that a task with none reads nothing (None:
+  unknown, each checkpointing task reads its own).
 
 An executor that runs tasks elsewhere (the Ray executor) hands its workers a subclass
 whose parts reach its shared state; the interface stays the same.
@@ -42,6 +45,7 @@ from agentmesh.usage import UsageMeter
 
 if TYPE_CHECKING:
     from agentmesh._engine._human import DecisionBook
+    from agentmesh._engine._saved_progress import SavedProgress
     from agentmesh.envelope import Ruling
     from agentmesh.events import EventSink
     from agentmesh.models import ModelHealth
@@ -96,6 +100,7 @@ class RunScope:
         "policy_memory",
         "rates",
         "run_id",
+        "saved_progress",
         "state",
         "store",
         "usage",
@@ -146,6 +151,9 @@ class RunScope:
         self.state: dict[str, Any] = {} if state is None else state
         self.store = store
         self.decisions = decisions
+        # Which tasks hold progress saved in `store`: the coordinator's listing at the
+        # run's start (None: unknown, each task with `checkpoint=True` reads its own).
+        self.saved_progress: SavedProgress | None = None
 
     @property
     def ledger_store(self) -> CheckpointStore:

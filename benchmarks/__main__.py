@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks import (
     cost_cap,
     dispatch,
+    event_log,
     lean,
     logging_cost,
     memory,
@@ -47,6 +48,7 @@ SECTIONS = (
     "ratelimits",
     "stores",
     "ray",
+    "eventlog",
 )
 # name -> (share of first attempts that fail, whether every attempt suspends once)
 SCENARIOS = {
@@ -470,6 +472,17 @@ def main(argv: list[str] | None = None) -> None:
         store_rows = stores.run(3 if quick else 5, store_n)
         results["stores"] = {"n": store_n, **{row.name: row.to_json() for row in store_rows}}
         stores.print_table(store_rows, store_n)
+        if not quick:
+            print("stores growth ", end="", flush=True)
+            results["stores"]["growth"] = stores.growth(3, 10_000, 100_000)
+            stores.print_growth(results["stores"]["growth"])
+
+    if "eventlog" in sections:
+        print("eventlog ", end="", flush=True)
+        log_n = 2_000 if quick else 10_000
+        log_rows = event_log.run(3 if quick else 5, log_n)
+        results["event_log"] = {"n": log_n, **{row.name: row.to_json() for row in log_rows}}
+        event_log.print_table(log_rows, log_n)
 
     if "ray" in sections:
         print("ray, two nodes ", end="", flush=True)

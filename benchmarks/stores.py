@@ -16,6 +16,10 @@ one-line result, run by one `Coordinator` (64 in flight, the default):
   given in `AGENTMESH_BENCH_POSTGRES_DSN` (or the tests' `AGENTMESH_TEST_POSTGRES_DSN`).
   The server's CPU is not this process's: for PostgreSQL, wall time is the figure.
 
+Growth: the same runs (no store, `SQLiteStore`, `SQLiteStore` with `checkpoint=True`)
+at 10,000 and 100,000 tasks, alternating, each a per-task CPU time; the ratio of the
+two sizes' medians says whether a task costs more as the run grows (issue 28: ≤ 1.3×).
+
 Times are this process's CPU time (`time.process_time`, the store's thread included) per
 task, and wall time; medians of alternating rounds, each ratio to the plain run of the
 same round. Size: the SQLite file (after `close`, WAL folded in) per task, and the same
@@ -104,7 +108,9 @@ async def _one(key: str, n: int, folder: Path, dsn: str | None, schema: str) -> 
     store = _store(key, folder, dsn, schema)
     if store is not None and hasattr(store, "open"):
         await store.open()  # opening the file or the pool is not the run's cost
-    coordinator = Coordinator([_worker(key.endswith("checkpoint"))], store=store)
+    # The checkpoints alone: the run's event log is measured by `benchmarks.event_log`.
+    worker = _worker(key.endswith("checkpoint"))
+    coordinator = Coordinator([worker], store=store, event_log=None)
     tasks = [Task(query=f"question {index}") for index in range(n)]
     cpu, wall = time.process_time(), time.perf_counter()
     report = await coordinator.run(tasks, run_id=f"bench-{key}")
@@ -153,6 +159,54 @@ def run(rounds: int, n: int = 10_000) -> list[StoreRow]:
     return list(rows.values())
 
 
+GROWTH_KEYS = ("plain", "sqlite", "sqlite_checkpoint")
+
+
+def growth(rounds: int, small: int, big: int) -> dict[str, dict[str, Any]]:
+    """Per-task CPU µs of each growth contender at `small` and `big` tasks, alternating."""
+    samples = {(key, n): Samples() for key in GROWTH_KEYS for n in (small, big)}
+    for number in range(rounds):
+        for key in rotated(list(GROWTH_KEYS), number):
+            for n in (small, big) if number % 2 == 0 else (big, small):
+                with tempfile.TemporaryDirectory() as folder:
+                    cpu, _wall = asyncio.run(_one(key, n, Path(folder), None, ""))
+                samples[key, n].add(cpu / n * 1e6)
+                print(".", end="", flush=True)
+    print()
+    return {
+        NAMES[key]: {
+            "small": small,
+            "big": big,
+            "cpu_us_small": samples[key, small].to_json(),
+            "cpu_us_big": samples[key, big].to_json(),
+            "x_growth": samples[key, big].median / samples[key, small].median,
+        }
+        for key in GROWTH_KEYS
+    }
+
+
+def print_growth(rows: dict[str, dict[str, Any]]) -> None:
+    first = next(iter(rows.values()))
+    small, big = first["small"], first["big"]
+    lines = [
+        [
+            name,
+            f"{row['cpu_us_small']['median']:.0f}",
+            f"{row['cpu_us_big']['median']:.0f}",
+            f"{row['x_growth']:.2f}",
+        ]
+        for name, row in rows.items()
+    ]
+    print(
+        table(
+            ["run", f"CPU µs/task at {small:,}", f"at {big:,}", "× growth"],
+            lines,
+            f"Checkpoint stores, growth: {small:,} and {big:,} tasks",
+        )
+    )
+    print()
+
+
 def print_table(rows: Sequence[StoreRow], n: int) -> None:
     lines = [
         [
@@ -190,6 +244,11 @@ def targets(rows: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "sqlite_checkpoint" in x:
         ratio = x["sqlite_checkpoint"]
         checks.append(("checkpoint + partial ≤ 2× plain", f"{ratio:.2f}×", ratio <= 2))
+    for name, row in rows.get("growth", {}).items():
+        ratio = row["x_growth"]
+        checks.append(
+            (f"{name}: {row['big']:,} tasks ≤ 1.3× {row['small']:,}", f"{ratio:.2f}×", ratio <= 1.3)
+        )
     if "postgres" in x:
         wall = {
             key: rows[NAMES[key]]["wall_us_per_task"]["median"] for key in ("sqlite", "postgres")

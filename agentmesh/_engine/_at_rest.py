@@ -15,11 +15,13 @@ like `{"steps":[{"outcome":{"data":...}}]}`: its own data and a few dozen bytes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import pydantic_core
 
-from agentmesh.report import TaskRecord
+from agentmesh.envelope import Outcome, Success
+from agentmesh.report import Step, TaskRecord
 
 __all__ = ["compact_plan", "compact_record", "expanded_plan", "expanded_record"]
 
@@ -85,21 +87,19 @@ def compact_task(task: dict[str, Any]) -> dict[str, Any]:
     return task
 
 
-def compact_plan(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The plan's jobs, changed in place: a task id `task-<index>`, the subagent of the
-    job before and `masked` when false are left out. Tasks come without their defaults
-    (`exclude_defaults`): `expanded_plan` puts those back too."""
-    previous: Any = None
-    for index, item in enumerate(items):
-        subagent = item["subagent"]
-        if item["taskId"] == f"task-{index}":
-            del item["taskId"]
-        if subagent == previous:
-            del item["subagent"]
-        if item.get("masked") is False:
-            del item["masked"]
-        previous = subagent
-    return items
+def compact_plan(jobs: Iterable[tuple[str, dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """The plan's jobs, `(task id, task, subagent)` each, as JSON data: a task id
+    `task-<index>` and the subagent of the job before are left out. Tasks come without
+    their defaults (`exclude_defaults`): `expanded_plan` puts those back too."""
+    plan: list[dict[str, Any]] = []
+    previous: str | None = None
+    for index, (task_id, task, subagent) in enumerate(jobs):
+        entry: dict[str, Any] = {} if task_id == f"task-{index}" else {"taskId": task_id}
+        entry["task"] = task
+        if subagent != previous:
+            entry["subagent"] = previous = subagent
+        plan.append(entry)
+    return plan
 
 
 def expanded_plan(value: Any) -> Any:
@@ -137,26 +137,58 @@ def compact_record(record: TaskRecord, subagent: str, planned: bool) -> dict[str
     if record.subagent != subagent:
         data["subagent"] = record.subagent
     query = record.task.query
-    steps = []
-    for step in record.steps:
-        outcome = _json(step.outcome)
-        derived = {"source": step.subagent, "attemptedQuery": step.query}
-        _without(outcome, _outcome_usual(outcome), derived)
-        entry = {
-            "subagent": step.subagent,
-            "query": step.query,
-            "outcome": outcome,
-            "decision": step.decision,
-            "reason": step.reason,
-            "alternative": step.alternative,
-        }
-        _without(entry, _STEP, {"subagent": record.subagent, "query": query})
-        steps.append(entry)
-    data["steps"] = steps
-    data["status"] = record.status.value
-    data["reason"] = record.reason
-    data["answers"] = _json(record.answers) if record.answers else []
-    _without(data, _RECORD, {})
+    data["steps"] = [_step(step, record.subagent, query) for step in record.steps]
+    # Each key only when it differs from its usual value (`_RECORD`), as `_without` does.
+    if record.status.value != "covered":
+        data["status"] = record.status.value
+    if record.reason is not None:
+        data["reason"] = record.reason
+    if record.answers:
+        data["answers"] = _json(record.answers)
+    return data
+
+
+def _step(step: Step, subagent: str, query: str) -> dict[str, Any]:
+    """A step's JSON without its usual (`_STEP`) and derived keys."""
+    entry: dict[str, Any] = {}
+    if step.subagent != subagent:
+        entry["subagent"] = step.subagent
+    if step.query != query:
+        entry["query"] = step.query
+    entry["outcome"] = _outcome(step.outcome, step.subagent, step.query)
+    if step.decision != "Accept":
+        entry["decision"] = step.decision
+    if step.reason is not None:
+        entry["reason"] = step.reason
+    if step.alternative is not None:
+        entry["alternative"] = step.alternative
+    return entry
+
+
+def _outcome(outcome: Outcome, source: str, query: str) -> dict[str, Any]:
+    """An outcome's JSON without its usual and derived (`source`, `attemptedQuery`)
+    keys: a plain success, nothing unusual about it (most are), built from its fields;
+    any other dumped whole, then the keys left out."""
+    if (
+        type(outcome) is Success
+        and type(outcome.attempts) is int
+        and outcome.attempts == 1
+        and outcome.policy is None
+        and outcome.rulings is None
+        and outcome.retries is None
+        and outcome.usage is None
+        and outcome.tools_left_out is None
+        and not outcome.is_empty
+    ):
+        data: dict[str, Any] = {"data": _json(outcome.data)}
+        if outcome.source != source:
+            data["source"] = outcome.source
+        attempted = outcome.attempted_query
+        if type(attempted) is not str or attempted != query:
+            data["attemptedQuery"] = _json(attempted)
+        return data
+    data = _json(outcome)
+    _without(data, _outcome_usual(data), {"source": source, "attemptedQuery": query})
     return data
 
 

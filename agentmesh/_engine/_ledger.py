@@ -30,6 +30,8 @@ from pydantic import StrictBool
 
 from agentmesh._codec import read_as
 from agentmesh._engine._partials import PartialRecorder
+from agentmesh._engine._saved_progress import PARTIALS_KEY, SavedProgress
+from agentmesh._engine._writes import writes_behind
 from agentmesh._redaction import redact, redact_data
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.envelope import PartialResults
@@ -45,8 +47,6 @@ __all__ = [
     "digest",
     "task_key",
 ]
-
-PARTIALS_KEY = "partials"
 
 
 def task_key(task: Task) -> str:
@@ -225,16 +225,30 @@ class ProgressSaver:
     at once (no task of our own to drain them).
     """
 
-    __slots__ = ("_latest", "_queued", "_task", "log", "run_id", "stage", "store")
+    __slots__ = ("_known", "_latest", "_queued", "_task", "log", "run_id", "stage", "store")
 
-    def __init__(self, store: CheckpointStore, run_id: str, stage: str, log: Any) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        run_id: str,
+        stage: str,
+        log: Any,
+        known: SavedProgress | None = None,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.stage = stage
         self.log = log
+        # The run's `SavedProgress` in this store (None: unknown): whether to read at all.
+        self._known = known
         self._latest: dict[str, Any] | None = None  # JSON data, secrets masked
         self._task: asyncio.Task[None] | None = None
         self._queued: asyncio.Future[None] | None = None
+
+    def may_hold(self) -> bool:
+        """Whether the store may hold this task's progress (False: known not to)."""
+        known = self._known
+        return known is None or self.stage in known
 
     async def load(self) -> PartialResults | None:
         return await self.store.get(self.run_id, self.stage, PARTIALS_KEY, model=PartialResults)
@@ -249,6 +263,8 @@ class ProgressSaver:
         if snapshot is None:
             return
         snapshot = redact_data(snapshot)
+        if self._known is not None:
+            self._known.note_stage(self.stage)
         if self._task is None and self._queue(snapshot):
             return
         self._latest = snapshot
@@ -257,11 +273,11 @@ class ProgressSaver:
 
     def _queue(self, snapshot: dict[str, Any]) -> bool:
         """Hand `snapshot` to the store's next batch; False when the store has none."""
-        queue_put = getattr(self.store, "_queue_put", None)
-        if queue_put is None:
+        behind = writes_behind(self.store)
+        if behind is None:
             return False
         try:
-            queued = queue_put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
+            queued = behind.put_queued(self.run_id, self.stage, PARTIALS_KEY, snapshot)
         except Exception as exc:
             self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
             return True

@@ -131,7 +131,7 @@ class TaskEngine:
         # task in flight would be two objects more for the garbage collector to walk.
         self._ledger: ToolLedger | None = None
         self._progress = progress = (
-            open_progress(store, scope.run_id, subagent, task_id, log) if checkpoint else None
+            open_progress(store, scope, subagent, task_id, log) if checkpoint else None
         )
         self.checkpointing = progress is not None
 

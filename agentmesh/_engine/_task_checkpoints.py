@@ -2,34 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentmesh._engine._ledger import ProgressSaver, ToolLedger
 from agentmesh._engine._partials import PartialRecorder
+from agentmesh._engine._saved_progress import namespace
 from agentmesh.checkpoints import CheckpointStore
 
+if TYPE_CHECKING:
+    from agentmesh.scope import RunScope
+
 __all__ = ["open_ledger", "open_progress", "restore_partials"]
-
-
-def _namespace(subagent: str, task_id: str) -> str:
-    # Checkpoints of this task live under "<subagent>/<task id>" in the run.
-    return f"{subagent}/{task_id}"
 
 
 def open_ledger(
     store: CheckpointStore, run_id: str, subagent: str, task_id: str, log: Any
 ) -> ToolLedger:
     """The task's side-effect ledger in `store`."""
-    return ToolLedger(store, run_id, _namespace(subagent, task_id), log)
+    return ToolLedger(store, run_id, namespace(subagent, task_id), log)
 
 
 def open_progress(
-    store: CheckpointStore | None, run_id: str, subagent: str, task_id: str, log: Any
+    store: CheckpointStore | None, scope: RunScope, subagent: str, task_id: str, log: Any
 ) -> ProgressSaver | None:
     """The task's progress saver in `store` (None without a store)."""
     if store is None:
         return None
-    return ProgressSaver(store, run_id, _namespace(subagent, task_id), log)
+    # What the run knows of its saved progress holds for the run's own store only.
+    known = scope.saved_progress if store is scope.store else None
+    return ProgressSaver(store, scope.run_id, namespace(subagent, task_id), log, known)
 
 
 async def restore_partials(saver: ProgressSaver, partials: PartialRecorder, log: Any) -> bool:
@@ -38,6 +39,8 @@ async def restore_partials(saver: ProgressSaver, partials: PartialRecorder, log:
     A store that cannot be read is logged and the task starts over: redoing work is
     safe, the ledger still refuses to repeat a side effect it cannot rule out.
     """
+    if not saver.may_hold():
+        return False  # the run listed its saved progress: this task has none
     try:
         saved = await saver.load()
     except Exception as exc:

@@ -8,6 +8,8 @@
 * `MemoryStore`: the same behaviour in memory, for tests.
 * `store.runs()`: the runs a built-in store holds, newest first (`RunStamp`s): what
   the run console (`agentmesh.console`) lists.
+* `WritesBehind`: what a store may add to take writes without each writer waiting for
+  its commit (the built-in stores do; a store of one's own needs nothing of it).
 
 `Pipeline` (in `agentmesh.coordinator`) checkpoints each stage's output; a subagent run
 with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`, its
@@ -20,7 +22,7 @@ from agentmesh.checkpoints import _sqlite
 from agentmesh.checkpoints._memory import MemoryStore
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import SQLiteStore
-from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, RunStamp
+from agentmesh.checkpoints._store import Checkpoint, CheckpointStore, RunStamp, WritesBehind
 from agentmesh.errors import CheckpointError
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "PostgresStore",
     "RunStamp",
     "SQLiteStore",
+    "WritesBehind",
 ]
 
 __getattr__ = kept_for_one_release(

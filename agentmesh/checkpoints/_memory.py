@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentmesh.checkpoints._events_memory import MemoryEvents, MemoryEventTable
 from agentmesh.checkpoints._store import Row, RunSpan, StoreBase
 
 __all__ = ["MemoryStore"]
@@ -19,12 +20,18 @@ class MemoryStore(StoreBase):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[tuple[str, str, str], Row] = {}
+        self._events = MemoryEvents()
+
+    def _event_table(self) -> MemoryEventTable:
+        """The runs' event logs (`agentmesh.events.read_events`)."""
+        return MemoryEventTable(self._events)
 
     async def _open(self) -> None:
         pass
 
     async def _close(self) -> None:
         self._rows.clear()
+        self._events.logs.clear()
 
     async def _put(self, row: Row) -> None:
         self._rows[row[:3]] = row

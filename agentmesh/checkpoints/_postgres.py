@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
+from agentmesh.checkpoints._events_postgres import PostgresEventTable
 from agentmesh.checkpoints._postgres_driver import describe, require_driver
 from agentmesh.checkpoints._store import Address, Row, RunSpan, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
@@ -415,6 +416,10 @@ class PostgresStore(StoreBase):
             return [(str(r[0]), float(r[1]), float(r[2])) for r in await cursor.fetchall()]
 
         return await self._run(select)
+
+    def _event_table(self) -> PostgresEventTable:
+        """The runs' event logs (`agentmesh.events.read_events`), notified with NOTIFY."""
+        return PostgresEventTable(self._run, self.schema, self._conninfo, self)
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self._server} schema={self.schema}>"

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentmesh._codec import SCHEMA_VERSION, damaged, decode, encode, read_as, revive
 from agentmesh.checkpoints._batch import Batcher
+from agentmesh.checkpoints._event_rows import Appended
 from agentmesh.errors import UsageError
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Row",
     "RunStamp",
     "StoreBase",
+    "WritesBehind",
 ]
 
 T = TypeVar("T")
@@ -119,6 +121,38 @@ class CheckpointStore(Protocol):
         ...
 
 
+@runtime_checkable
+class WritesBehind(Protocol):
+    """What a `CheckpointStore` may add to take writes its writer does not wait for.
+
+    A coordinator writes each finished task's record with `put_behind` and calls
+    `flush` before it reports the run; a task with `checkpoint=True` hands each snapshot
+    of its progress to `put_queued` and waits for it at its end. The built-in stores
+    implement it with group commit (the writes queued meanwhile share one transaction).
+    A store without these methods gets an awaited `put` for each write instead: a
+    store of one's own needs none of them.
+    """
+
+    def put_behind(self, run_id: str, stage: str, key: str, value: object) -> bool:
+        """Queue a put without waiting for it; False when the store cannot now (then the
+        caller `put`s it). The value is checked now; the write is durable once `flush`
+        returns, which raises its failure."""
+        ...
+
+    def put_queued(
+        self, run_id: str, stage: str, key: str, value: object
+    ) -> asyncio.Future[None] | None:
+        """Queue a put: a future done (or failed) once it is committed, which goes ahead
+        whether or not anyone awaits it; None when the store cannot now (then the caller
+        `put`s it)."""
+        ...
+
+    async def flush(self, run_id: str) -> None:
+        """Wait until every put queued so far is committed; raise the first failure of a
+        put `run_id` wrote behind (`put_behind`) since its last flush."""
+        ...
+
+
 class _State(enum.Enum):
     UNOPENED = "unopened"
     OPEN = "open"
@@ -141,6 +175,8 @@ class StoreBase(abc.ABC):
         self._opening = asyncio.Lock()
         self._writes: Batcher[Row, None] = Batcher()
         self._reads: Batcher[Address, Row | None] = Batcher()
+        # The runs' events, appended in batches of their own (`agentmesh.events.EventLog`).
+        self._event_writes: Batcher[Appended, None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -162,6 +198,7 @@ class StoreBase(abc.ABC):
             if self._state is _State.OPEN:
                 await self._writes.drained()
                 await self._reads.drained()
+                await self._event_writes.drained()
                 await self._close()
             self._state = _State.CLOSED
 
@@ -194,13 +231,13 @@ class StoreBase(abc.ABC):
         else:
             await self._put(row)
 
-    # -- written behind (the coordinator's task records) ---------------------------------
+    # -- written behind (`WritesBehind`: the coordinator's task records, saved progress) --
 
-    def _put_soon(self, run_id: str, stage: str, key: str, value: object) -> bool:
+    def put_behind(self, run_id: str, stage: str, key: str, value: object) -> bool:
         """Queue a put for the next batch without waiting for it; False when this store
         cannot (no group commit, or not open yet): then `put` it.
 
-        The value is checked and encoded now. The put is durable once `_flush()` returns,
+        The value is checked and encoded now. The put is durable once `flush()` returns,
         which raises its failure: a caller must flush before it reports anything saved.
         """
         row = self._row_now(run_id, stage, key, value)
@@ -209,7 +246,7 @@ class StoreBase(abc.ABC):
         self._writes.behind(row, run_id, self._put_many, self._put)
         return True
 
-    def _queue_put(
+    def put_queued(
         self, run_id: str, stage: str, key: str, value: object
     ) -> asyncio.Future[None] | None:
         """Queue a put for the next batch: done (or failed) once that batch is; None when
@@ -224,9 +261,9 @@ class StoreBase(abc.ABC):
         text = encode(value, what=f"checkpoint {run_id}/{stage}/{key}")
         return (run_id, stage, key, SCHEMA_VERSION, text, time.time())
 
-    async def _flush(self, run_id: str) -> None:
+    async def flush(self, run_id: str) -> None:
         """Wait until every queued put is committed; raise the first failure of a put
-        `run_id` wrote behind (`_put_soon`) since its last flush."""
+        `run_id` wrote behind (`put_behind`) since its last flush."""
         await self._writes.drained()
         failed = self._writes.failed.pop(run_id, None)
         if failed is not None:

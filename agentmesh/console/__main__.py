@@ -86,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  or send Authorization: Bearer {access.token}",
             flush=True,
         )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # A live page's event stream stays open: at Ctrl+C it is closed after a few seconds.
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=3
+    )
     return 0
 
 

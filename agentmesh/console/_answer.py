@@ -56,6 +56,10 @@ async def answer_approval(
         won = exc.entry
         assert won.answer is not None
         return AnswerTaken(describe(won.answer), won.answered_by, won.answered_at)
+    table = getattr(store, "_event_table", None)
+    if table is not None:
+        # An application waiting in `resume_when_answered` is woken (PostgreSQL: NOTIFY).
+        await table().nudge(run_id)
     return None
 
 

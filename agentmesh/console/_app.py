@@ -21,6 +21,7 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._access import COOKIE, Access
 from agentmesh.console._answer import answer_approval, answer_from_form
 from agentmesh.console._html import approval_html, e, page, run_url, runs_html
+from agentmesh.console._live import recent_events, stream_events
 from agentmesh.console._resumer import Resumer
 from agentmesh.console._run_page import report_html, run_html
 from agentmesh.console._runs import STALE_AFTER, list_runs, load_run, run_stamps
@@ -76,6 +77,7 @@ def create_app(
         # A run id may hold "/": the longer routes are tried first.
         Route("/runs/{run_id:path}/report.{kind}", console.report),
         Route("/runs/{run_id:path}/approvals/{approval_id}", console.answer, methods=["POST"]),
+        Route("/runs/{run_id:path}/events", console.events),
         Route("/runs/{run_id:path}", console.run),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
@@ -104,7 +106,11 @@ class _Console:
         view = await load_run(self.store, run_id, stale_after=self.stale_after)
         if view is None:
             return _missing(run_id)
-        return HTMLResponse(run_html(view, can_answer=self.answering(request)))
+        live = await recent_events(self.store, view)
+        return HTMLResponse(run_html(view, can_answer=self.answering(request), live=live))
+
+    async def events(self, request: Request) -> Response:
+        return await stream_events(self.store, request.path_params["run_id"], request)
 
     async def report(self, request: Request) -> Response:
         run_id, kind = request.path_params["run_id"], request.path_params["kind"]

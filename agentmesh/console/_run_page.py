@@ -9,7 +9,8 @@ forms, as a file to download.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 from agentmesh.console._html import approval_html, e, money, page, run_url, table, when
 from agentmesh.console._runs import RunView
@@ -19,10 +20,17 @@ from agentmesh.usage import ModelUsage, UsageSummary
 
 __all__ = ["report_html", "run_html"]
 
+_GRID_END: Final = "<!-- coverage -->"
 
-def run_html(view: RunView, *, can_answer: bool, notice: str | None = None) -> str:
-    """The run page, with forms to answer its open questions when `can_answer`."""
-    return page(f"Run {view.summary.run_id}", _body(view, can_answer), notice=notice)
+
+def run_html(
+    view: RunView, *, can_answer: bool, notice: str | None = None, live: Sequence[str] = ()
+) -> str:
+    """The run page, with forms to answer its open questions when `can_answer`, and the
+    event log's panel `live` (`_live.recent_events`) after the grid."""
+    body = _body(view, can_answer)
+    at = body.index(_GRID_END) + 1
+    return page(f"Run {view.summary.run_id}", [*body[:at], *live, *body[at:]], notice=notice)
 
 
 def report_html(view: RunView) -> str:
@@ -66,7 +74,21 @@ def _grid(view: RunView) -> list[str]:
     for task in view.unfinished:
         cells[task.task.label, task.subagent] = '<span class="unfinished">not finished</span>'
     topics = list(dict.fromkeys(task.task.label for task in view.plan))
-    rows = [[e(topic), *(cells.get((topic, s), "") for s in sources)] for topic in topics]
+    # Each cell names its topic and source, for the live page to find it by (as text).
+    rows = "".join(
+        f"<tr><td>{e(topic)}</td>"
+        + "".join(
+            f'<td data-topic="{e(topic)}" data-source="{e(s)}">{cells.get((topic, s), "")}</td>'
+            for s in sources
+        )
+        + "</tr>"
+        for topic in topics
+    )
+    grid = (
+        '<table id="grid"><thead><tr>'
+        + "".join(f"<th>{e(cell)}</th>" for cell in ("topic", *sources))
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
     entries = [
         (
             e(entry.topic),
@@ -79,8 +101,9 @@ def _grid(view: RunView) -> list[str]:
     ]
     return [
         "<h2>Coverage</h2>",
-        table(("topic", *sources), rows, id="grid"),
+        grid,
         table(("topic", "source", "status", "reason", "retry could help"), entries, id="coverage"),
+        _GRID_END,
     ]
 
 

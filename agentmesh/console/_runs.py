@@ -7,8 +7,9 @@ finished task's record (`agentmesh.coordinator`), and its questions for a person
 
 A run's status is read from those: a question unanswered is `waiting for a person`; an
 answer not yet used, `answered, waiting to resume`; every task finished, `finished`;
-otherwise `running`, or `stopped` when nothing was saved for `stale_after` seconds (the
-store keeps no event log yet, so a crash and a long pause look alike until then).
+otherwise `running`, or `stopped`: a run whose event log (`agentmesh.events.EventLog`)
+has no `RunFinished` after its last start and no event for `stale_after` seconds. A run
+written without an event log is `stopped` when nothing was saved for that long.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agentmesh.approvals import Approval, PendingApproval
 from agentmesh.checkpoints import CheckpointStore, RunStamp
 from agentmesh.coordinator import DeterministicSynthesizer
 from agentmesh.errors import UsageError
+from agentmesh.events import EventLogPage, read_events
 from agentmesh.report import CoverageStatus, Report, TaskRecord
 from agentmesh.task import Task
 
@@ -182,6 +184,7 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
         )
         found[task_id] = read_as(store, c, TaskRecord, part=value, expected="a task's record")
     records = [found[task.task_id] for task in plan if task.task_id in found]
+    head = await _log_head(store, stamp.run_id)
     book = await DecisionBook.load(store, stamp.run_id)
     approvals = tuple(
         ApprovalState(e.pending, e.answer, e.answered_by, e.answered_at, e.applied)
@@ -192,11 +195,15 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
     )
     report = report.model_copy(update={"pending_approvals": book.unanswered()})
     usage = report.usage
+    updated = stamp.last_saved
+    if head is not None:
+        assert head.last_event_at is not None
+        updated = max(updated, head.last_event_at)
     summary = RunSummary(
         run_id=stamp.run_id,
         started=stamp.first_saved,
-        updated=stamp.last_saved,
-        status=_status(len(plan), len(records), approvals, stamp.last_saved, stale_after),
+        updated=updated,
+        status=_status(len(plan), len(records), approvals, updated, stale_after, head),
         tasks=len(plan),
         finished=len(records),
         covered=sum(
@@ -208,18 +215,30 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
     return RunView(summary, tuple(plan), report, approvals)
 
 
+async def _log_head(store: CheckpointStore, run_id: str) -> EventLogPage | None:
+    """Where the run's event log stands, or None: no log, or a store of the user's own
+    that keeps none."""
+    if getattr(store, "_event_table", None) is None:
+        return None
+    head = await read_events(store, run_id, limit=0)
+    return None if head.last_event_at is None else head
+
+
 def _status(
     tasks: int,
     finished: int,
     approvals: Sequence[ApprovalState],
     updated: datetime,
     stale_after: float,
+    head: EventLogPage | None,
 ) -> RunStatus:
     if any(state.answer is None for state in approvals):
         return RunStatus.WAITING
     if any(not state.applied for state in approvals):
         return RunStatus.ANSWERED
-    if finished >= tasks:
-        return RunStatus.FINISHED
+    if head is not None and head.finished:
+        return RunStatus.FINISHED  # its log ends with RunFinished
+    if head is None and finished >= tasks:
+        return RunStatus.FINISHED  # written without an event log: its records say
     idle = (datetime.now(UTC) - updated).total_seconds()
     return RunStatus.RUNNING if idle < stale_after else RunStatus.STOPPED

@@ -8,6 +8,7 @@ the rules no router may change are the router's guard (`_guard.py`); planning is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import uuid
@@ -27,7 +28,7 @@ from agentmesh.coordinator._run import Run
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer, Synthesizer
 from agentmesh.envelope import ErrorEnvelope, Outcome
 from agentmesh.errors import UsageError
-from agentmesh.events import DEFAULT_BUFFER, RunStream
+from agentmesh.events import DEFAULT_BUFFER, EventLog, RunStream
 from agentmesh.executors import Executor, LocalExecutor
 from agentmesh.models import FallbackModel, ModelHealth
 from agentmesh.policies import ToolPolicy
@@ -83,6 +84,10 @@ class Coordinator:
         model_health: what the tasks learn of each model's health (breakers, quotas,
             calls in flight), shared by every run given the same object; by default
             each run has a fresh `ModelHealth()` of its own.
+        event_log: with a store, write each run's events there, bounded as this
+            `EventLog` says, for a console in another process to follow the run live
+            (`EventLog()` keeps 16 MiB a run). None (the default) writes none: the log
+            costs a run of trivial tasks about 200 µs of CPU a task (docs/performance.md).
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class Coordinator:
         usage_limits: UsageLimits | None = None,
         prices: PriceTable | Mapping[str, ModelPrice] | None = None,
         model_health: ModelHealth | None = None,
+        event_log: EventLog | None = None,
     ) -> None:
         self.limits = RunLimits.of(
             limits,
@@ -137,11 +143,9 @@ class Coordinator:
         self.store = store
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
         _check_hard_cap(self.limits.usage, self.prices, [*spokes, *(alternatives or {}).values()])
-        if model_health is not None and not isinstance(model_health, ModelHealth):
-            raise UsageError(
-                f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}"
-            )
+        _check_kinds(model_health, event_log)
         self.model_health = model_health
+        self.event_log = event_log
         self._alternative_subagents: dict[str, Subagent] = dict(alternatives or {})
         self._alternative_handlers: dict[str, AlternativeHandler] = {}
         self._alternative_names = frozenset(self._alternative_subagents)
@@ -239,7 +243,8 @@ class Coordinator:
         buffer = whole("Coordinator.stream(buffer=)", buffer, at_least=1)
         self._check_store()
         run = Run(self, run_id or uuid.uuid4().hex[:12])
-        return RunStream(run, plan(tasks, self.subagents), buffer)
+        jobs = plan(tasks, self.subagents)
+        return RunStream(run, jobs, buffer, store=self.store, event_log=self.event_log)
 
     async def resume(
         self,
@@ -278,16 +283,26 @@ class Coordinator:
     ) -> Report:
         """Wait until a person has answered every pending approval of run `run_id` (on
         the run console, or by another process's `resume`), then `resume(run_id)` with
-        the answers the store holds. Checks the store every `poll` seconds; bound the
-        wait with `asyncio.timeout(...)` around the call. `tasks` as for `resume()`."""
+        the answers the store holds. A `PostgresStore` (or a `MemoryStore`) wakes the
+        wait as soon as the console records an answer; a SQLite store is checked every
+        `poll` seconds (which is also the longest a notified wait goes unchecked).
+        Bound the wait with `asyncio.timeout(...)` around the call. `tasks` as for
+        `resume()`."""
         poll = number("resume_when_answered(poll=)", poll, above=True, unit="seconds")
-        if self.store is None:
+        store = self.store
+        if store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
         self._check_store()  # before the wait, not after it
-        # The answers come from other processes through the store: nothing here to wait
-        # on but the store itself (it has no notifications yet), so it is polled.
-        while (await DecisionBook.load(self.store, run_id)).unanswered():  # noqa: ASYNC110
-            await asyncio.sleep(poll)
+        table = getattr(store, "_event_table", None)
+        # Watching before the first look: an answer given after it wakes the wait.
+        async with contextlib.AsyncExitStack() as stack:
+            watching = None if table is None else table().watch(run_id)
+            watch = None if watching is None else await stack.enter_async_context(watching)
+            while (await DecisionBook.load(store, run_id)).unanswered():
+                if watch is not None and watch.notifies:
+                    await watch.changed(poll)
+                else:
+                    await asyncio.sleep(poll)
         return await self.resume(run_id, tasks=tasks)
 
     def resume_stream(
@@ -320,7 +335,8 @@ class Coordinator:
         start = functools.partial(
             opening, self.store, self.subagents, run_id, dict(approvals or {}), given
         )
-        return RunStream(Run(self, run_id), start, buffer)
+        run = Run(self, run_id)
+        return RunStream(run, start, buffer, store=self.store, event_log=self.event_log)
 
 
 def _checked_subagents(
@@ -366,6 +382,13 @@ def _check_hard_cap(
                     "must reserve what each call may cost; give its price in "
                     "Coordinator(prices=...)"
                 )
+
+
+def _check_kinds(model_health: object, event_log: object) -> None:
+    if model_health is not None and not isinstance(model_health, ModelHealth):
+        raise UsageError(f"Coordinator(model_health=) takes a ModelHealth, got {model_health!r}")
+    if event_log is not None and not isinstance(event_log, EventLog):
+        raise UsageError(f"Coordinator(event_log=) takes an EventLog or None, got {event_log!r}")
 
 
 def _check_router(router: object) -> None:

@@ -28,6 +28,7 @@ from agentmesh._engine._at_rest import (
 )
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
+from agentmesh._engine._writes import writes_behind
 from agentmesh._redaction import redact, redact_data
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.checkpoints import CheckpointStore
@@ -56,6 +57,9 @@ __all__ = [
 STAGE: Final = "agentmesh.run"
 _PLAN: Final = "plan"
 _TASK: Final[TypeAdapter[Task]] = TypeAdapter(Task)
+_TASKS: Final[TypeAdapter[list[Task]]] = TypeAdapter(
+    list[Task], config=ConfigDict(defer_build=True)
+)
 
 Job = tuple[str, Task, Subagent]
 
@@ -83,23 +87,24 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
     await store.delete(run_id, STAGE)
     await store.delete(run_id, DECISIONS)
     await store.delete(run_id, ANSWERS)
-    await store.put(run_id, STAGE, _PLAN, compact_plan(_planned(jobs)))
+    await store.put(run_id, STAGE, _PLAN, _planned(jobs))
 
 
 def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """The plan's jobs as JSON data, each task with secrets masked (and saying so)."""
-    # Each task without the fields at their defaults (the reader fills them in again).
-    plan: list[dict[str, Any]] = [
-        {"taskId": task_id, "task": _TASK.dump_python(task, mode="json", exclude_defaults=True)}
-        | {"subagent": sub.name, "masked": False}
-        for task_id, task, sub in jobs
-    ]
+    # Every task in one dump, without the fields at their defaults (the reader fills
+    # them in again): one call for the plan, not one per task.
+    given = [job[1] for job in jobs]
+    tasks: list[dict[str, Any]] = _TASKS.dump_python(given, mode="json", exclude_defaults=True)
+    ids, names = [job[0] for job in jobs], [job[2].name for job in jobs]
+    plan = compact_plan(zip(ids, tasks, names, strict=True))
     clean = redact_data(plan) is plan  # one screening of the whole plan: most hold no secret
     if clean:
         return plan
-    for job in plan:
-        kept = redact_data(job["task"])
-        job["masked"], job["task"] = kept != job["task"], kept
+    for entry in plan:
+        kept = redact_data(entry["task"])
+        if kept != entry["task"]:
+            entry["task"], entry["masked"] = kept, True
     return plan
 
 
@@ -245,9 +250,9 @@ async def stored(
         record = TaskRecord(
             record.task_id, record.task, record.subagent, record.steps, record.status, reason
         )
-    fresh = {pending.id for pending, _answer in book.answered(record.task_id)}
     given = book.given(record.task_id)
-    if given:
+    if given:  # most tasks had no answer: nothing to spend
+        fresh = {pending.id for pending, _answer in book.answered(record.task_id)}
         # Every answer the task used, those of earlier resumes too: the record is replaced.
         answers = tuple(answered(pending, answer) for pending, answer in given)
         record = replace(record, answers=answers)
@@ -257,7 +262,7 @@ async def stored(
                     events.emit(
                         ApprovalApplied, record.task_id, subagent=answer.subagent, approval=answer
                     )
-    await book.applied(record.task_id)
+        await book.applied(record.task_id)
     # A record a person's answer or question touched is saved at once, in step with the
     # decisions; any other is written behind (`_keep`).
     asked = isinstance(decision, Escalate) or (outcome is not None and _asked(outcome))
@@ -275,17 +280,17 @@ async def _keep(
     # The plan's subagent for the task is the record's: a task keeps its subagent.
     data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
     key, data = f"record/{record.task_id}", redact_data(data)
-    put_soon = None if at_once else getattr(store, "_put_soon", None)
-    if put_soon is None or not put_soon(run_id, STAGE, key, data):
+    behind = None if at_once else writes_behind(store)
+    if behind is None or not behind.put_behind(run_id, STAGE, key, data):
         await store.put(run_id, STAGE, key, data)
 
 
 async def flush(store: CheckpointStore, run_id: str) -> None:
     """Wait until every record written behind is committed (raising a failure of one
     `run_id` wrote)."""
-    flushed = getattr(store, "_flush", None)
-    if flushed is not None:
-        await flushed(run_id)
+    behind = writes_behind(store)
+    if behind is not None:
+        await behind.flush(run_id)
 
 
 def _asked(outcome: Outcome) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from agentmesh._engine._attempts import propagates
 from agentmesh._engine._human import DecisionBook
 from agentmesh._engine._model_calls import is_usage_refusal
+from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger, logs_info
 from agentmesh._tracing import span, tracing
 from agentmesh.classify import default_classifier
@@ -87,6 +88,9 @@ class Run:
         """Run every job to a final route and return the report (in a span of its own)."""
         run, store = self.state, self.hub.store
         with span("run", run_id=self.run_id) as current:
+            if store is not None and self._checkpoints():
+                # One listing of the run's saved progress instead of one read per task.
+                run.scope.saved_progress = await SavedProgress.listed(store, self.run_id)
             if store is not None and run.book is None:
                 # What a resume in another process needs: the plan, then the decisions.
                 await save_plan(store, self.run_id, jobs)
@@ -101,6 +105,12 @@ class Run:
                     }
                 )
             return report
+
+    def _checkpoints(self) -> bool:
+        """Whether a subagent of the run saves its progress (`checkpoint=True`)."""
+        hub = self.hub
+        subagents = chain(hub.subagents.values(), hub.alternative_subagents.values())
+        return any(subagent.checkpoint for subagent in subagents)
 
     async def _execute(self, jobs: Sequence[Job], saved: dict[str, TaskRecord] | None) -> Report:
         run = self.state

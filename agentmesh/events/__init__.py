@@ -17,12 +17,19 @@ the order they happened) and `timestamp`; `to_dict()` / `to_json()` give its JSO
 (secrets masked) and `parse_event` reads it back. `RunStream` is the stream itself;
 `EventSink` is where a run's events go (`RunScope.events`).
 
+With a checkpoint store, a run's events are also written to it as they happen (its
+event log, bounded by `EventLog`), so that another process can follow the run:
+`read_events(store, run_id, after=position, wait=seconds)` gives an `EventLogPage` of
+`LoggedEvent`s, and `follow_events` iterates them until `RunFinished`.
+
 `ApprovalApplied` was called `DecisionApplied` until 0.2; the old name still imports,
 with a `DeprecationWarning`, for one release, and `parse_event` reads its old JSON.
 """
 
 from agentmesh._signatures import kept_for_one_release
 from agentmesh.events._channel import DEFAULT_BUFFER, EventSink
+from agentmesh.events._log import DEFAULT_EVENT_LOG_BYTES, EventLog
+from agentmesh.events._reading import EventLogPage, LoggedEvent, follow_events, read_events
 from agentmesh.events._stream import RunStream, StreamState
 from agentmesh.events._types import (
     ApprovalApplied,
@@ -44,11 +51,15 @@ from agentmesh.events._types import (
 
 __all__ = [
     "DEFAULT_BUFFER",
+    "DEFAULT_EVENT_LOG_BYTES",
     "ApprovalApplied",
     "AttemptFailed",
     "EscalationPending",
     "Event",
+    "EventLog",
+    "EventLogPage",
     "EventSink",
+    "LoggedEvent",
     "PartialRecorded",
     "PolicyRuling",
     "Routed",
@@ -61,7 +72,9 @@ __all__ = [
     "TaskStarted",
     "ToolCalled",
     "UsageUpdated",
+    "follow_events",
     "parse_event",
+    "read_events",
 ]
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Final, Protocol, Self
 
 from agentmesh._logging import get_logger
 from agentmesh.errors import UsageError
-from agentmesh.events._channel import EventChannel
+from agentmesh.events._channel import EventChannel, EventSink
+from agentmesh.events._log import EventLog, LoggedSink, log_target
 from agentmesh.events._types import Event
 from agentmesh.report import Report, TaskRecord
 from agentmesh.task import Task
@@ -55,7 +56,7 @@ class Runnable(Protocol):
 
     run_id: str
 
-    def begin(self, events: EventChannel | None, book: DecisionBook | None = None) -> None:
+    def begin(self, events: EventSink | None, book: DecisionBook | None = None) -> None:
         """Make the run's shared parts, its deadline counted from now."""
 
     async def execute(self, jobs: Jobs, saved: dict[str, TaskRecord] | None) -> Report:
@@ -99,7 +100,15 @@ class RunStream:
     that, it has resumed nothing and has no report.
     """
 
-    def __init__(self, run: Runnable, start: Jobs | Opening, buffer: int) -> None:
+    def __init__(
+        self,
+        run: Runnable,
+        start: Jobs | Opening,
+        buffer: int,
+        *,
+        store: object = None,
+        event_log: EventLog | None = None,
+    ) -> None:
         self.run_id = run.run_id
         self.buffer = buffer
         self.report: Report | None = None
@@ -109,6 +118,9 @@ class RunStream:
         self._jobs: Jobs | None = None
         self._channel: EventChannel | None = None
         self._task: asyncio.Task[Report] | None = None
+        # Where the run's events are written as they happen: its store (`EventLog`).
+        self._log = log_target(store, event_log)
+        self._logged: LoggedSink | None = None
 
     @property
     def unread(self) -> int:
@@ -118,12 +130,15 @@ class RunStream:
     async def drain(self) -> Report:
         """Run to the end in the caller's task, reading no event; the report."""
         start = await self._open()
-        self._run.begin(None, start.book)
+        self._run.begin(await self._sink(None), start.book)
         try:
             self.report = await self._run.execute(start.jobs, start.saved)
         except BaseException:
             self.state = StreamState.FAILED
             raise
+        finally:
+            if self._logged is not None:
+                await self._logged.flush()
         self.state = StreamState.FINISHED
         return self.report
 
@@ -132,7 +147,8 @@ class RunStream:
 
     async def __anext__(self) -> Event:
         if self._task is None:
-            self._begin(await self._open())
+            start = await self._open()
+            self._begin(start, await self._sink(EventChannel(self.run_id, self.buffer)))
         task, channel = self._task, self._channel
         assert task is not None
         assert channel is not None
@@ -143,13 +159,24 @@ class RunStream:
             self._settle(task)
         raise StopAsyncIteration
 
-    def _begin(self, start: _Start) -> None:
+    def _begin(self, start: _Start, sink: EventSink | None) -> None:
         self._jobs = start.jobs  # kept for the partial report
-        self._channel = EventChannel(self.run_id, self.buffer)
-        self._run.begin(self._channel, start.book)
+        channel = self._channel
+        assert channel is not None
+        self._run.begin(sink, start.book)
         # The task holds the run, never this stream: a stream dropped after a `break` is
         # collected at once, and cancels its run (see `__del__`).
-        self._task = asyncio.create_task(_produce(self._run, start, self._channel))
+        self._task = asyncio.create_task(_produce(self._run, start, channel, self._logged))
+
+    async def _sink(self, channel: EventChannel | None) -> EventSink | None:
+        """Where the run's events go: `channel` (a stream's), and its store's event log."""
+        self._channel = channel
+        if self._log is None:
+            return channel
+        store, log = self._log
+        await store.open()  # the log's appends are queued from plain functions
+        self._logged = LoggedSink(self.run_id, store, log, channel)
+        return self._logged
 
     async def _open(self) -> _Start:
         """What the run starts from, taken once: the stream is running from here on."""
@@ -200,6 +227,8 @@ class RunStream:
                 assert self._jobs is not None
                 self.state = StreamState.STOPPED
                 self.report = await self._run.stopped_report(self._jobs, STOPPED)
+                if self._logged is not None:
+                    await self._logged.flush()  # what it did before it stopped, kept
                 get_logger(run_id=self.run_id).info(
                     "run_stopped", reason="event stream closed", entries=len(self.report.coverage)
                 )
@@ -240,9 +269,14 @@ class RunStream:
         return f"<RunStream {self.run_id} {self.state.value}>"
 
 
-async def _produce(run: Runnable, start: _Start, channel: EventChannel) -> Report:
+async def _produce(
+    run: Runnable, start: _Start, channel: EventChannel, logged: LoggedSink | None
+) -> Report:
     try:
-        return await run.execute(start.jobs, start.saved)
+        report = await run.execute(start.jobs, start.saved)
+        if logged is not None:
+            await logged.flush()  # the run's log complete before its stream ends
+        return report
     finally:
         channel.close()  # the consumer reads what is left, then the stream ends
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Final, TypeAlias
 from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from agentmesh._redaction import redact
+from agentmesh._redaction import redact_data
 from agentmesh.approvals import AnsweredApproval
 from agentmesh.envelope import CarriedRuling, ErrorEnvelope
 from agentmesh.errors import UsageError
@@ -136,7 +136,10 @@ class RunEvent:
         data: dict[str, Any] = _adapter(type(self)).dump_python(
             self, mode="json", by_alias=True, fallback=str
         )
-        return redact({"event": type(self).__name__, **data})  # type: ignore[no-any-return]
+        # Screened as one JSON text first: an event seldom holds a secret, and one that
+        # holds no secret word needs no walk through its parts (a run with a store
+        # writes every event: this is most of its cost).
+        return redact_data({"event": type(self).__name__, **data})  # type: ignore[no-any-return]
 
     def to_json(self) -> str:
         """One line of JSON (as `--events FILE` writes them)."""
@@ -158,10 +161,15 @@ class RunFinished(RunEvent):
     report: Report
 
     def to_dict(self) -> dict[str, Any]:
-        # The report's own JSON form (with coverageRatio and sufficient), as to_json writes it.
-        data = RunEvent.to_dict(self)
-        data["report"] = self.report.to_dict()
-        return data
+        # The report's own JSON form (with coverageRatio and sufficient), as to_json
+        # writes it; the rest by hand, so that the report is not dumped twice.
+        head = {"runId": self.run_id, "taskId": self.task_id, "seq": self.seq}
+        return {
+            "event": "RunFinished",
+            **redact_data(head),
+            "timestamp": self.timestamp,
+            "report": self.report.to_dict(),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,7 +59,7 @@ from agentmesh.executors._ray_failures import (
 )
 from agentmesh.executors._ray_models import model_terms
 from agentmesh.executors._ray_pool import Job, WorkerPool, pool_slots
-from agentmesh.executors._ray_shared import apply_ops, merge_scope, scope_wire
+from agentmesh.executors._ray_shared import apply_ops, merge_scope, progress_known, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
     _check_shared,
@@ -163,8 +163,7 @@ class RayExecutor:
         self._log = get_logger()
 
     def check_store(self, store: object) -> None:
-        """Refuse a store the workers cannot share (a UsageError); a Coordinator asks
-        before a run starts."""
+        """Refuse a store the workers cannot share (UsageError): asked before a run."""
         refuse_unshared(self, store)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -336,6 +335,7 @@ class RayExecutor:
             events=scope.events is not None,
             models=model_terms(scope, self._ship),
             answers=answers_for(scope, dispatch.task_id),
+            saved_progress=progress_known(scope, subagent, dispatch.task_id),
         )
 
     async def _lost_outcome(

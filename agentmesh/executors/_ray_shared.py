@@ -14,8 +14,9 @@ from typing import Any, Final, Protocol
 from agentmesh.envelope import Ruling
 from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.scope import RunScope
+from agentmesh.subagents import Subagent
 
-__all__ = ["SharedState", "apply_ops", "merge_scope", "scope_wire"]
+__all__ = ["SharedState", "apply_ops", "merge_scope", "progress_known", "scope_wire"]
 
 
 class _Writer(Protocol):
@@ -141,6 +142,18 @@ def scope_wire(scope: RunScope) -> dict[str, Any]:
     if scope.forbidden_calls:
         shared[_FORBIDDEN] = dict(scope.forbidden_calls)
     return shared
+
+
+def progress_known(scope: RunScope, subagent: Subagent, task_id: str) -> bool | None:
+    """Whether the run's store may hold the task's saved progress, as the run knows it
+    (None: unknown, the worker reads it). Noted as saved from now on when the subagent
+    checkpoints: the worker may save some, and a later dispatch of the task reads it."""
+    known = scope.saved_progress
+    if known is None or not subagent.checkpoint:
+        return None
+    holds = known.holds(subagent.name, task_id)
+    known.note(subagent.name, task_id)
+    return holds
 
 
 def merge_scope(scope: RunScope, ops: Iterable[Op]) -> None:

@@ -27,6 +27,7 @@ import ray
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
+from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger
 from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
@@ -75,10 +76,8 @@ class Shipment:
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """Everything about one dispatch; the big, shared parts travel as shipments.
-
-    One argument, so Ray serializes one object per task rather than five.
-    """
+    """Everything about one dispatch, one argument (Ray serializes one object per task,
+    not five); the big, shared parts travel as shipments."""
 
     subagent: Shipment
     policies: Shipment | None
@@ -97,6 +96,7 @@ class Spec:
     events: bool = False  # whether the driver streams the run: collect the task's events
     models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
     answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
+    saved_progress: bool | None = None  # the store may hold the task's progress (None: ask it)
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -110,8 +110,7 @@ def wire(outcome: Outcome) -> dict[str, Any]:
 
 
 def run_task(spec: Spec) -> dict[str, Any]:
-    """The remote function: run the subagent, return the wire form and what to merge."""
-    # The task's events go back with its outcome, and the driver's stream delivers them.
+    """The remote function (a Ray task each): the task's events come with its outcome."""
     return asyncio.run(run_spec(spec, EventCollector(spec.run_id) if spec.events else None))
 
 
@@ -137,6 +136,7 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
         decisions=worker_book(store, spec.run_id, spec.answers),
         **_models(spec, link),
     )
+    scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
     refresher = None
     if spec.state_refresh > 0:

@@ -61,7 +61,7 @@ def search_agent(
     faults: FaultInjector,
     *,
     analyse: Analyse,
-    documents: int = 4,
+    documents: int = 6,
     passages: int = 3,
 ) -> Subagent:
     """The subagent that searches `corpus`, named after it."""

@@ -31,15 +31,24 @@ from pathlib import Path
 
 import bm25s
 
+from .associations import Associations
 from .ranking import BM25Index
 from .sources import CORPORA, Corpus, Document, Indexes
 
 __all__ = ["FORMAT", "IndexCache", "Loaded", "Origin"]
 
 # The layout of a saved index; a change of layout changes it.
-FORMAT = 1
+FORMAT = 2
 # The modules whose code decides what an index holds.
-_CODE = ("sources.py", "ranking.py", "text.py", "compounds.py", "index_cache.py")
+_CODE = (
+    "sources.py",
+    "manual.py",
+    "associations.py",
+    "ranking.py",
+    "text.py",
+    "compounds.py",
+    "index_cache.py",
+)
 _META = "corpus.json"
 
 # What a corrupt file can raise while it is read: NumPy's EOFError and ValueError,
@@ -134,6 +143,7 @@ def _write(corpus: Corpus, directory: Path, key: str) -> None:
     indexes = corpus.indexes
     indexes.documents.save(directory / "documents")
     indexes.entries.save(directory / "entries")
+    indexes.associations.save(directory / "associations")
     meta = {
         "format": FORMAT,
         "key": key,
@@ -159,6 +169,7 @@ def _read(kind: type[Corpus], directory: Path, key: str) -> Corpus:
         documents=BM25Index.load(directory / "documents"),
         entries=BM25Index.load(directory / "entries"),
         entry_of=tuple(str(i) for i in meta["entry_of"]),
+        associations=Associations.load(directory / "associations"),
     )
     if len(indexes.documents) != len(documents) or len(indexes.entries) != len(indexes.entry_of):
         raise ValueError("the indexes and the documents disagree")

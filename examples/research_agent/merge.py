@@ -12,7 +12,14 @@ the findings of all tasks are merged:
   the second and later passages of one document count a little less (`REPEAT`), so
   the first findings name several documents;
 * a `covered` entry with no relevant finding left becomes `empty`, with the reason
-  "nothing relevant found" (and so does an entry the analysis already left empty).
+  "nothing relevant found" (and so does an entry the analysis already left empty);
+* an entry stays `covered` only when one of its passages *answers*: its own section
+  (name, heading, text) has the words that carry `ANSWERS` of the subtopic's weight
+  and of the whole question's, and its name or heading has one of the question's
+  words (a passage is about what its heading says). A relevant passage that does not
+  is not enough to say so: the entry becomes `partial`, its reason naming the
+  question's key words the passages do not have ("unsure: the passages found do not
+  answer the question (they do not mention delimiter)").
 
 Findings of failed attempts (preliminary) are ranked too, never dropped: they are what
 the report keeps of a failure.
@@ -30,10 +37,15 @@ from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 from .relevance import QUESTION_FLOOR, Scorer
 from .sources import Passage
 
-__all__ = ["NOTHING_RELEVANT", "REPEAT", "merge"]
+__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "UNSURE", "merge"]
 
 NOTHING_RELEVANT = "nothing relevant found"
+# How the reason of an entry whose passages may not answer opens (status partial).
+UNSURE = "unsure:"
 REPEAT = 0.9
+# The share of the subtopic's and of the question's weight a passage must carry to
+# answer (tuned on the development set only: `python -m examples.research_agent.eval`).
+ANSWERS = 0.5
 
 
 def merge(report: Report, scorer: Scorer, question: str) -> Report:
@@ -55,9 +67,50 @@ def merge(report: Report, scorer: Scorer, question: str) -> Report:
     findings = _diversified(_collapsed([finding for _, _, finding in ranked]))
     # Counted before duplicates collapse: a passage that two subtopics found answers
     # both, though the report lists it once (under the first, `also_topics` the others).
-    answered = {(f.topic, f.source) for _, _, f in ranked if not f.preliminary}
-    coverage = tuple(_honest(entry, answered) for entry in report.coverage)
+    relevant = {(f.topic, f.source) for _, _, f in ranked if not f.preliminary}
+    answered = {
+        (f.topic, f.source)
+        for _, _, f in ranked
+        if not f.preliminary and _answers(scorer, f, question)
+    }
+    coverage = tuple(
+        _judged(_honest(entry, relevant), answered, scorer, question, ranked)
+        for entry in report.coverage
+    )
     return report.model_copy(update={"findings": tuple(findings), "coverage": coverage})
+
+
+def _answers(scorer: Scorer, finding: Finding, question: str) -> bool:
+    """Whether the passage's own section carries `ANSWERS` of its subtopic's key words
+    and of the question's."""
+    passage = _passage(finding)
+    if passage is None:
+        return False
+    if passage["source"] == "web":
+        return True  # a search result's page arrives encrypted: nothing here to judge
+    query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
+    own = scorer.share(query, passage) >= ANSWERS if query else True
+    return own and scorer.share(question, passage) >= ANSWERS and scorer.named(question, passage)
+
+
+def _judged(
+    entry: CoverageEntry,
+    answered: set[tuple[str, str]],
+    scorer: Scorer,
+    question: str,
+    ranked: list[tuple[float, int, Finding]],
+) -> CoverageEntry:
+    """A covered entry none of whose passages answers becomes `partial`, saying why."""
+    key = (entry.topic, entry.source)
+    if entry.status is not CoverageStatus.COVERED or key in answered:
+        return entry
+    found = [p for _, _, f in ranked if (f.topic, f.source) == key and (p := _passage(f))]
+    missing = scorer.missing(question, found)
+    unsure = f"{UNSURE} the passages found do not answer the question"
+    if missing:
+        unsure += f" (they do not mention {', '.join(missing)})"
+    reason = f"{unsure}; {entry.reason}" if entry.reason else unsure
+    return dataclasses.replace(entry, status=CoverageStatus.PARTIAL, reason=reason)
 
 
 def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bool:
@@ -134,4 +187,6 @@ def _key(finding: Finding) -> tuple[str, str]:
         # One module is one document: its functions' passages are its passages.
         module = str(content.get("document", document))
         document = f"stdlib:{module}"
+    elif document.startswith("docs:"):
+        document = document.partition("#")[0]  # one page is one document
     return document, str(content.get("text", finding.content))

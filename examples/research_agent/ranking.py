@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,11 +102,20 @@ class BM25Index:
     def __len__(self) -> int:
         return self._size
 
-    def rank(self, query: Query, limit: int) -> list[tuple[int, float]]:
-        """The best `limit` (position, score) pairs: a positive score, every required term."""
+    def rank(
+        self, query: Query, limit: int, extra: Mapping[str, float] | None = None
+    ) -> list[tuple[int, float]]:
+        """The best `limit` (position, score) pairs: a positive score, every required term.
+
+        `extra` adds terms the query does not say, each at its weight (a term's BM25
+        score times the weight): the expansion `associations` learns.
+        """
         if not self._size:
             return []
-        scores = np.asarray(self._bm25.get_scores(list(query.terms)))
+        scores = np.asarray(self._bm25.get_scores(list(query.terms)), dtype=float)
+        for term, weight in (extra or {}).items():
+            if term in self._frequencies:
+                scores = scores + weight * np.asarray(self._bm25.get_scores([term]))
         # A document has a term exactly when its BM25 score for that term alone is
         # positive (Lucene's idf is always positive).
         for term in query.required:

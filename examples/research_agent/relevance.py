@@ -14,8 +14,13 @@ and a word no source knows weighs the most. A term found in the passage's name (
 document id and the function or class it documents) counts for the passage with a
 bonus: the passage is *about* it. The score is in 0..1.
 
+A query word the passage does not have, but a word that goes with it (`associations`:
+"hash" and "digest"), counts for the passage at that association's strength (0.2 to 1),
+so a passage that says the same thing in other words is not dropped as irrelevant.
+
 A passage is relevant when it has the words that carry at least half (`FLOOR`) of the
 weight of the query that found it, and a quarter (`QUESTION_FLOOR`) of the question's.
+Whether it *answers* (`merge`) counts only the words it has.
 A coverage entry is `covered` only when one of its passages is relevant (see `merge`).
 
 Its figures on the evaluation set: `python -m examples.research_agent.eval`.
@@ -25,22 +30,24 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .associations import Associations
 from .ranking import parse_query
 from .sources import Corpus, Passage
-from .text import split_identifier, terms
+from .text import split_identifier, stem, terms, words
 
 __all__ = ["FLOOR", "NAME_BONUS", "QUESTION_FLOOR", "SOURCE_WEIGHTS", "Scorer"]
 
 FLOOR = 0.5
 # A subtopic's passage must also be about the question: "won" in "Who won the World
 # Cup?" is a subtopic of its own, and Pdb's "display won't realize" is not an answer.
-QUESTION_FLOOR = 0.25
+QUESTION_FLOOR = 0.1
 NAME_BONUS = 0.3
 # Package descriptions are other people's READMEs: they answer a question about the
-# standard library less often, so they rank below it at equal relevance.
+# standard library less often, so they rank below it at equal relevance (unless the
+# question names the package).
 SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 0.6, "web": 1.0}
 
 
@@ -54,19 +61,28 @@ class _Weighted:
 class Scorer:
     """Scores passages against a query with the document frequencies of all sources."""
 
-    def __init__(self, frequencies: Counter[str], documents: int) -> None:
+    def __init__(
+        self,
+        frequencies: Counter[str],
+        documents: int,
+        associations: Sequence[Associations] = (),
+    ) -> None:
         self._frequencies = frequencies
         self._documents = max(documents, 1)
+        self._associations = tuple(associations)
         self._queries: dict[str, _Weighted] = {}
+        self._associates: dict[str, dict[str, float]] = {}
 
     @classmethod
     def of(cls, corpora: Iterable[Corpus]) -> Scorer:
         frequencies: Counter[str] = Counter()
         documents = 0
+        associations = []
         for corpus in corpora:
             frequencies += corpus.document_frequencies()
             documents += len(corpus)
-        return cls(frequencies, documents)
+            associations.append(corpus.indexes.associations)
+        return cls(frequencies, documents, associations)
 
     def idf(self, term: str) -> float:
         # A word no document has weighs as much as one that only one document has.
@@ -80,23 +96,69 @@ class Scorer:
             return 0.0
         name = set(terms(_name_words(passage)))
         body = set(terms(f"{passage['section']} {passage['text']}")) | name
-        found = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in body)
+        found = sum(
+            w * self._found(t, body) for t, w in zip(weighted.terms, weighted.weights, strict=True)
+        )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
+        # A package the question names is what it asks about: no discount for it.
+        if named and passage["source"] == "packages":
+            return share
         return share * SOURCE_WEIGHTS.get(passage["source"], 1.0)
 
     def relevant(self, query: str, passage: Passage, *, floor: float = FLOOR) -> bool:
-        """Whether the passage has the words that carry `floor` of the query's weight."""
-        return self.share(query, passage) >= floor
+        """Whether the passage has the words (or words that go with them) that carry
+        `floor` of the query's weight."""
+        return self.share(query, passage, associated=True) >= floor
 
-    def share(self, query: str, passage: Passage) -> float:
-        """The share of the query's weight that the passage's words carry (0..1)."""
+    def share(self, query: str, passage: Passage, *, associated: bool = False) -> float:
+        """The share of the query's weight that the passage's words carry (0..1); with
+        `associated`, a word that goes with a missing one counts at its strength."""
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
         body = set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
-        found = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in body)
+        found = sum(
+            w * (self._found(t, body) if associated else float(t in body))
+            for t, w in zip(weighted.terms, weighted.weights, strict=True)
+        )
         return found / weighted.total
+
+    def _found(self, term: str, body: set[str]) -> float:
+        """1 when the body has `term`, else the strongest association of one it has."""
+        if term in body:
+            return 1.0
+        if term not in self._associates:
+            merged: dict[str, float] = {}
+            for associations in self._associations:
+                for associate, weight in associations.associates(term):
+                    merged[associate] = max(merged.get(associate, 0.0), weight)
+            self._associates[term] = merged
+        return max((w for u, w in self._associates[term].items() if u in body), default=0.0)
+
+    def named(self, query: str, passage: Passage) -> bool:
+        """Whether the passage's name or section heading has one of the query's words
+        (inside a name too: "context" in `contextlib`)."""
+        heading = set(terms(f"{_name_words(passage)} {passage['section']}"))
+        return any(
+            t in heading or (len(t) >= 4 and any(t in h for h in heading))
+            for t in self._weighted(query).terms
+        )
+
+    def missing(self, query: str, passages: Iterable[Passage], most: int = 3) -> list[str]:
+        """The query's weightiest words that none of `passages` has (at most `most`)."""
+        weighted = self._weighted(query)
+        found: set[str] = set()
+        for passage in passages:
+            found |= set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
+        absent = sorted(
+            (
+                (-w, t)
+                for t, w in zip(weighted.terms, weighted.weights, strict=True)
+                if t not in found
+            ),
+        )
+        return [_plain(query, t) for _, t in absent[:most]]
 
     def _weighted(self, query: str) -> _Weighted:
         if query not in self._queries:
@@ -109,7 +171,15 @@ class Scorer:
         return self._queries[query]
 
 
+def _plain(query: str, term: str) -> str:
+    """The query's own word for an index term ("cancel" -> "cancellation")."""
+    return next((w for w in words(query.replace('"', " ")) if stem(w) == term), term)
+
+
 def _name_words(passage: Passage) -> str:
-    """The words of a passage's id: "stdlib:contextlib.suppress" -> "contextlib suppress"."""
+    """The words of a passage's id: "stdlib:contextlib.suppress" -> "contextlib suppress",
+    "docs:library/asyncio-task#asyncio.gather" -> "asyncio task asyncio gather"."""
     name = passage.get("id", "").partition(":")[2]
+    # A documentation page's part ("library/", "tutorial/") is not what it is about.
+    name = name.rpartition("/")[2].replace("#", ".")
     return " ".join(split_identifier(part) for part in name.replace("-", ".").split("."))

@@ -19,6 +19,7 @@ from agentmesh.models import UsageSummary
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
 from . import passages
+from .merge import UNSURE
 from .planner import Plan
 
 __all__ = [
@@ -199,13 +200,19 @@ def _cost(cost: float | None) -> str:
 
 
 def coverage_line(report: Report) -> str:
-    """How many entries relevant passages answered, found nothing relevant, or failed."""
+    """How many entries relevant passages answered, found passages that may not answer
+    (partial, "unsure"), found nothing relevant, or failed."""
     count = Counter(entry.status for entry in report.coverage)
     covered, empty = count[CoverageStatus.COVERED], count[CoverageStatus.EMPTY]
-    failed = len(report.coverage) - covered - empty
+    unsure = sum(
+        entry.status is CoverageStatus.PARTIAL and (entry.reason or "").startswith(UNSURE)
+        for entry in report.coverage
+    )
+    failed = len(report.coverage) - covered - empty - unsure
+    found = f"{unsure} with passages that may not answer; " if unsure else ""
     return (
         f"{covered} of {len(report.coverage)} entries answered with relevant passages; "
-        f"{empty} searched with nothing relevant found; {failed} not answered."
+        f"{found}{empty} searched with nothing relevant found; {failed} not answered."
     )
 
 

@@ -47,6 +47,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from . import manual
+from .associations import Associations
 from .compounds import Compounds
 from .ranking import BM25Index, Query
 from .shapes import chunk
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORPORA",
+    "EXPANSION",
     "FUSION_K",
     "SOURCES",
     "Corpus",
@@ -68,6 +71,8 @@ __all__ = [
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009): 60 is the usual choice.
 FUSION_K = 60
+# How much a term the query brings with it (`associations`) weighs against one it says.
+EXPANSION = 0.5
 
 
 class Passage(TypedDict):
@@ -79,6 +84,7 @@ class Passage(TypedDict):
     section: str
     text: str  # its blocks (prose, code, tables) as `shapes.chunk` writes them
     score: float  # BM25 within its document: comparable inside one document only
+    module: NotRequired[str]  # the module a documentation page's passage documents
     relevance: NotRequired[float]  # the comparable score (`relevance.Scorer`)
     also_topics: NotRequired[list[str]]  # other subtopics that found it (`merge`)
 
@@ -101,6 +107,7 @@ class Indexes:
     documents: BM25Index
     entries: BM25Index
     entry_of: tuple[str, ...]  # the id of each entry's document
+    associations: Associations  # which terms share a unit (the query expansion)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,7 @@ class _Piece:
     section: str
     text: str
     name: str = ""  # the qualified name it documents, "" for the document itself
+    module: str = ""  # the module it documents, when the source says (`docs`)
 
 
 class Corpus(abc.ABC):
@@ -127,7 +135,11 @@ class Corpus(abc.ABC):
         self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
 
     @classmethod
-    def _build(cls, documents: list[Document]) -> Indexes:
+    def _build(
+        cls, documents: list[Document], units: Sequence[Sequence[str]] | None = None
+    ) -> Indexes:
+        """`units`: the term lists the expansion counts co-occurrences in (default: the
+        entries, a name and its first line each; the documents if there are none)."""
         # A document's terms are its text's and its entries'; an entry is ranked with
         # its document's name: "os walk Directory tree generator". Each text is split
         # into terms once.
@@ -154,7 +166,13 @@ class Corpus(abc.ABC):
             documents=BM25Index(document_terms, b=cls.length_normalisation),
             entries=BM25Index(entry_terms),
             entry_of=tuple(entry_of),
+            associations=Associations.of(units or entry_terms or document_terms),
         )
+
+    def expansion(self, query: Query) -> dict[str, float]:
+        """The terms `query` brings with it, and their weights (`associations`)."""
+        found = self.indexes.associations.expand(query.terms)
+        return {term: EXPANSION * weight for term, weight in found.items()}
 
     @classmethod
     @abc.abstractmethod
@@ -196,11 +214,14 @@ class Corpus(abc.ABC):
         generator") is found even when the module as a whole is about much else.
         """
         indexes = self.indexes
-        by_document = [self._ids[p] for p, _ in indexes.documents.rank(query, limit * 3)]
+        extra = self.expansion(query)
+        by_document = [self._ids[p] for p, _ in indexes.documents.rank(query, limit * 3, extra)]
         if not len(indexes.entries):
             return by_document[:limit]
         by_entry = list(
-            dict.fromkeys(indexes.entry_of[p] for p, _ in indexes.entries.rank(query, limit * 10))
+            dict.fromkeys(
+                indexes.entry_of[p] for p, _ in indexes.entries.rank(query, limit * 10, extra)
+            )
         )
         fused: dict[str, float] = {}
         for ranking in (by_document, by_entry):
@@ -221,17 +242,21 @@ class Corpus(abc.ABC):
             )
             self._pieces[document] = (pieces, index)
         pieces, index = self._pieces[document]
-        return [
-            Passage(
+        found = []
+        for position, score in index.rank(query, limit, self.expansion(query)):
+            piece = pieces[position]
+            passage = Passage(
                 source=self.name,
-                id=self.document_id(document, pieces[position].name),
+                id=self.document_id(document, piece.name),
                 document=doc.title,
-                section=pieces[position].section,
-                text=pieces[position].text,
+                section=piece.section,
+                text=piece.text,
                 score=round(score, 3),
             )
-            for position, score in index.rank(query, limit)
-        ]
+            if piece.module:
+                passage["module"] = piece.module
+            found.append(passage)
+        return found
 
     def document_id(self, document: str, name: str) -> str:
         """The stable id of a passage of `document` about `name` ("" for the document)."""
@@ -545,8 +570,99 @@ class PackagesCorpus(Corpus):
                 yield _Piece(section="", text=text)
 
 
-SOURCES = ("pydoc", "stdlib", "packages")
+class DocsCorpus(Corpus):
+    """Python's documentation pages (`manual`): one document per page, cited by section."""
+
+    name = "docs"
+    description = "Python's documentation: library reference, language reference, tutorial"
+
+    def __init__(
+        self, documents: list[Document], root: Path, indexes: Indexes | None = None
+    ) -> None:
+        super().__init__(documents, indexes)
+        self.root = root
+
+    @classmethod
+    def load(cls) -> DocsCorpus:
+        root = manual.documentation_root()
+        if root is None:
+            raise FileNotFoundError("no Python documentation sources on this machine")
+        documents = []
+        # The expansion learns from each section: a unit of meaning, unlike a page.
+        units: list[list[str]] = []
+        for page, path in manual.pages(root):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            sections = manual.page_sections(text)
+            if not sections:
+                continue
+            units += [
+                terms(f"{s.heading.rsplit(' > ', 1)[-1]} {s.anchor.replace('.', ' ')} {s.text}")
+                for s in sections
+            ]
+            title = manual.page_title(text) or page
+            module = next((s.module for s in sections if s.module), "")
+            name = split_identifier(module.replace(".", "_")) if module else ""
+            body = "\n\n".join(f"{s.heading}\n{s.text}" for s in sections)
+            entries = tuple(
+                f"{split_identifier(s.anchor.rsplit('.', 1)[-1].replace('-', '_'))} "
+                f"{s.heading.rsplit(' > ', 1)[-1]} {s.first_line}"
+                for s in sections
+            )
+            documents.append(
+                Document(
+                    id=page,
+                    title=f"{title} ({page})",
+                    text=_weighted(f"{name} {title}", sections[0].text, body),
+                    entries=entries,
+                )
+            )
+        documents.sort(key=lambda doc: doc.id)
+        return cls(documents, root, cls._build(documents, units))
+
+    @classmethod
+    def fingerprint(cls) -> str:
+        root = manual.documentation_root()
+        if root is None:
+            return ""
+        return "\n".join(f"{page} {_stat(path)}" for page, path in manual.pages(root))
+
+    def state(self) -> dict[str, object]:
+        return {"root": str(self.root)}
+
+    @classmethod
+    def restore(
+        cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
+    ) -> DocsCorpus:
+        root = state["root"]
+        if not isinstance(root, str):
+            raise ValueError("not a saved docs state")
+        return cls(documents, Path(root), indexes)
+
+    def document_id(self, document: str, name: str) -> str:
+        return f"docs:{document}#{name}" if name else f"docs:{document}"
+
+    def pieces(self, doc: Document) -> Iterator[_Piece]:
+        path = self.root / f"{doc.id}.rst.txt"
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        for section in manual.page_sections(text):
+            where = section.heading
+            if "." in section.anchor:  # a name it documents (a heading's anchor has none)
+                where = f"{section.heading} > {section.anchor}"
+            for passage in chunk(section.text):
+                yield _Piece(where, passage, name=section.anchor, module=section.module)
+
+
+# The documentation pages where the machine has them; the other sources everywhere.
+SOURCES = (
+    ("docs", "pydoc", "stdlib", "packages")
+    if manual.documentation_root() is not None
+    else ("pydoc", "stdlib", "packages")
+)
 CORPORA: Mapping[str, type[Corpus]] = {
+    "docs": DocsCorpus,
     "pydoc": PydocCorpus,
     "stdlib": StdlibCorpus,
     "packages": PackagesCorpus,

@@ -14,9 +14,12 @@ from a2a.helpers.proto_helpers import get_data_parts
 from a2a.types.a2a_pb2 import CancelTaskRequest, SendMessageRequest, TaskState
 
 from agentmesh.a2a import A2AAgent, serve
+from agentmesh.approvals import Edit
+from agentmesh.checkpoints import MemoryStore
 from agentmesh.coordinator import Coordinator
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Success
 from agentmesh.errors import UsageError
+from agentmesh.report import CoverageStatus
 from agentmesh.retry import RetryPolicy
 from agentmesh.task import Task
 from tests.a2a import served
@@ -303,6 +306,30 @@ class TestAgentmeshToAgentmesh:
         assert remote.model_dump(exclude={"details"}) == direct.model_dump(exclude={"details"})
         assert remote.details is not None
         assert remote.details.startswith("from desk over A2A")
+
+    async def test_a_person_answers_a_remote_agentmesh_question_through_our_coordinator(
+        self, base: str, streaming: bool
+    ) -> None:
+        """Both halves at once: the remote run's approval is our pending approval; the
+        person's answer goes back to the same remote task, which makes its call once."""
+        order = f"M-{streaming}"
+        remote = self.remote(base, streaming)
+        coordinator = Coordinator([remote], store=MemoryStore())
+        task = Task(query="refund", metadata={"skill": "refunds", "order": order, "amount": 500})
+        first = await coordinator.run([task], run_id=f"mesh-{streaming}")
+        [pending] = first.pending_approvals
+        assert "refund" in pending.reason
+        assert served.REFUNDS[order] == 0
+        done = await coordinator.resume(
+            f"mesh-{streaming}", approvals={pending.id: Edit(query="approve")}
+        )
+        [entry] = done.coverage
+        assert entry.status is CoverageStatus.COVERED
+        assert [finding.content for finding in done.findings] == [f"refunded 500 on {order}"]
+        assert served.REFUNDS[order] == 1
+        again = await coordinator.resume(f"mesh-{streaming}")
+        assert not again.pending_approvals
+        assert served.REFUNDS[order] == 1
 
     @staticmethod
     def remote(base: str, streaming: bool) -> A2AAgent:

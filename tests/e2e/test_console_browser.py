@@ -3,7 +3,8 @@
 `python -m agentmesh.console STORE` runs as a process of its own, as a user starts it;
 the person logs in with the link it prints, lists the runs, opens the one that waits,
 approves one refund and rejects the other; the application then resumes the run, and
-the page shows the refund made once. Chromium is a system package (CI installs it);
+the page shows the refund made once. Then a run in progress: its page's grid changes
+as its events arrive, without a reload. Chromium is a system package (CI installs it);
 Playwright drives it (`executable_path`), never a browser of its own. Outside CI the
 test skips without either.
 
@@ -20,12 +21,17 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentmesh import Context, Coordinator, Task, subagent
 from agentmesh.checkpoints import SQLiteStore
+from agentmesh.events import EventLog
 from tests.console.desk import TICKETS, Desk
 from tests.e2e.test_html_report import chromium
 
@@ -42,6 +48,17 @@ def playwright_api():  # type: ignore[no-untyped-def]
     return sync_playwright
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module's tests: launching it is most of their time."""
+    executable = chromium()
+    sync_playwright = playwright_api()
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
 @pytest.fixture
 def waiting(tmp_path: Path) -> tuple[Path, Desk]:
     path = tmp_path / "checkpoints.sqlite"
@@ -52,7 +69,9 @@ def waiting(tmp_path: Path) -> tuple[Path, Desk]:
             await desk.coordinator(store).run(TICKETS[:1], run_id="quiet-run")
             await desk.coordinator(store).run(TICKETS, run_id="refunds")
 
-    asyncio.run(start())
+    # In a thread of its own: the module's browser (Playwright's sync API) runs a loop here.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, start()).result(60)
     return path, desk
 
 
@@ -83,59 +102,104 @@ def console(waiting: tuple[Path, Desk]) -> Iterator[tuple[str, str]]:
 
 
 def test_a_person_approves_one_refund_and_rejects_another_and_it_is_made_once(
-    waiting: tuple[Path, Desk], console: tuple[str, str], tmp_path: Path
+    waiting: tuple[Path, Desk], console: tuple[str, str], tmp_path: Path, browser: Any
 ) -> None:
-    executable = chromium()
-    sync_playwright = playwright_api()
     path, desk = waiting
     url, login = console
     shots = Path(os.environ.get("AGENTMESH_CONSOLE_SCREENSHOTS") or tmp_path)
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.goto(login)  # the one-time link: a session cookie, then the runs page
-        page.wait_for_selector("#runs")
-        rows = page.locator("#runs tbody tr")
-        assert rows.count() == 2
-        assert "refunds" in rows.nth(0).inner_text()
-        assert "waiting for a person" in rows.nth(0).inner_text()
-        page.screenshot(path=str(shots / "console-runs.png"))
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(login)  # the one-time link: a session cookie, then the runs page
+    page.wait_for_selector("#runs")
+    rows = page.locator("#runs tbody tr")
+    assert rows.count() == 2
+    assert "refunds" in rows.nth(0).inner_text()
+    assert "waiting for a person" in rows.nth(0).inner_text()
+    page.screenshot(path=str(shots / "console-runs.png"))
 
-        page.click("text=refunds")
-        page.wait_for_selector("#grid")
-        assert page.inner_text("#status") == "waiting for a person"
-        page.screenshot(path=str(shots / "console-run.png"), full_page=True)
+    page.click("text=refunds")
+    page.wait_for_selector("#grid")
+    assert page.inner_text("#status") == "waiting for a person"
+    page.screenshot(path=str(shots / "console-run.png"), full_page=True)
 
-        page.click("nav >> text=Approvals")
-        questions = page.locator(".approval")
-        assert questions.count() == 2
-        page.screenshot(path=str(shots / "console-approvals.png"), full_page=True)
-        big = page.locator(".approval", has_text="refund of 900")
-        big.locator("input[name=by]").fill("ann")
-        big.locator("button[value=approve]").click()
-        page.wait_for_selector(".answered")
-        assert "Answered Approve() by ann" in page.inner_text(".approval:has-text('900')")
+    page.click("nav >> text=Approvals")
+    questions = page.locator(".approval")
+    assert questions.count() == 2
+    page.screenshot(path=str(shots / "console-approvals.png"), full_page=True)
+    big = page.locator(".approval", has_text="refund of 900")
+    big.locator("input[name=by]").fill("ann")
+    big.locator("button[value=approve]").click()
+    page.wait_for_selector(".answered")
+    assert "Answered Approve() by ann" in page.inner_text(".approval:has-text('900')")
 
-        page.goto(url + "/approvals")
-        other = page.locator(".approval", has_text="refund of 600")
-        other.locator("input[name=by]").fill("bob")
-        other.locator("input[name=reason]").fill("a duplicate ticket")
-        other.locator("button[value=reject]").click()
-        page.wait_for_selector(".answered:has-text('bob')")
-        assert page.inner_text("#status") == "answered, waiting to resume"
+    page.goto(url + "/approvals")
+    other = page.locator(".approval", has_text="refund of 600")
+    other.locator("input[name=by]").fill("bob")
+    other.locator("input[name=reason]").fill("a duplicate ticket")
+    other.locator("button[value=reject]").click()
+    page.wait_for_selector(".answered:has-text('bob')")
+    assert page.inner_text("#status") == "answered, waiting to resume"
 
-        async def go_on() -> None:  # the application that owns the coordinator
-            async with SQLiteStore(path) as store:
-                await desk.coordinator(store).resume("refunds")
+    async def go_on() -> None:  # the application that owns the coordinator
+        async with SQLiteStore(path) as store:
+            await desk.coordinator(store).resume("refunds")
 
-        # In a thread of its own: Playwright's sync API runs a loop in this one.
-        with concurrent.futures.ThreadPoolExecutor(1) as application:
-            application.submit(asyncio.run, go_on()).result(60)
-        page.reload()
-        assert page.inner_text("#status") == "finished"
-        findings = page.inner_text("#findings")
-        assert findings.count("refunded 900 on B-2") == 1
-        assert "refunded 600" not in findings
-        assert "rejected by a person: a duplicate ticket" in page.inner_text("#coverage")
-        browser.close()
+    # In a thread of its own: Playwright's sync API runs a loop in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as application:
+        application.submit(asyncio.run, go_on()).result(60)
+    page.reload()
+    assert page.inner_text("#status") == "finished"
+    findings = page.inner_text("#findings")
+    assert findings.count("refunded 900 on B-2") == 1
+    assert "refunded 600" not in findings
+    assert "rejected by a person: a duplicate ticket" in page.inner_text("#coverage")
     assert desk.refunds == [("A-1", 40), ("A-1", 40), ("B-2", 900)]
+
+
+def test_a_person_watches_a_live_runs_grid_change_without_reloading(
+    waiting: tuple[Path, Desk], console: tuple[str, str], browser: Any
+) -> None:
+    """A run goes on in another process's place (a thread with its own store); its page,
+    opened while one task waits, shows that task's cell turn `covered` when it ends, and
+    the run `finished`, from the event log alone: the page is never reloaded."""
+    path, _desk = waiting
+    url, _login = console
+    gate = threading.Event()
+
+    @subagent(name="live")
+    async def live(task: Task, ctx: Context) -> str:
+        if task.topic == "slow":
+            await asyncio.to_thread(gate.wait, 60)
+        return f"answer to {task.query}"
+
+    async def run() -> None:
+        async with SQLiteStore(path) as store:
+            tasks = [Task(query="quick", topic="quick"), Task(query="slow", topic="slow")]
+            await Coordinator([live], store=store, event_log=EventLog()).run(
+                tasks, run_id="live-run"
+            )
+
+    cell = 'td[data-topic="slow"][data-source="live"]'
+    with concurrent.futures.ThreadPoolExecutor(1) as application:
+        running = application.submit(asyncio.run, run())
+        try:
+            page = browser.new_page()
+            for _ in range(600):  # until the run's plan is in the store (30 s when loaded)
+                if page.goto(url + "/runs/live-run").ok:
+                    break
+                time.sleep(0.05)
+            page.wait_for_selector(cell)
+            assert page.inner_text("#status") == "running"
+            assert page.inner_text(cell) != "covered"
+            page.evaluate("window.notReloaded = true")
+            gate.set()
+            page.wait_for_function(
+                f"document.querySelector('{cell}').innerText === 'covered'", timeout=15_000
+            )
+            page.wait_for_function(
+                "document.getElementById('status').innerText === 'finished'", timeout=15_000
+            )
+            assert page.evaluate("window.notReloaded") is True
+            assert "run finished" in page.inner_text("#events")
+        finally:
+            gate.set()
+            running.result(60)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import QUESTION, Run, run_agent
+from tests.e2e.conftest import QUESTION, Run, answered, run_agent
 
 SOURCES = ("pydoc", "stdlib", "packages")
 
@@ -72,7 +72,14 @@ class TestAnswer:
                 "isRetryable",
             } <= set(entry)
         assert report["question"] == QUESTION
-        assert report["coverageRatio"] == 1.0
+        # Nothing failed: each entry is answered (covered), unsure of its passages
+        # (partial, saying why, with nothing left over from a failure) or empty.
+        for entry in report["coverage"]:
+            assert entry["status"] in ("covered", "partial", "empty"), entry
+            if entry["status"] == "partial":
+                assert entry["reason"].startswith("unsure:"), entry
+                assert not entry.get("partial"), entry
+        assert any(entry["status"] == "covered" for entry in report["coverage"])
 
     def test_json_findings_carry_provenance(self, as_json: Run) -> None:
         """Each finding says which source, document and query it came from."""
@@ -157,15 +164,15 @@ class TestInvalidQuery:
 
 class TestFlaky:
     def test_timeouts_recovered_locally(self, flaky: Run) -> None:
-        """Half the calls time out; local retries recover most: covered entries after retries."""
+        """Half the calls time out; local retries recover most: answered entries after retries
+        (covered, or partial and unsure of what they found, which is not a failure)."""
         assert flaky.returncode == 0, flaky.stderr
-        statuses = [e["status"] for e in flaky.coverage("stdlib")]
-        assert statuses.count("covered") == 3
+        done = [e for e in flaky.coverage("stdlib") if answered(e)]
+        assert len(done) == 3
         recovered = [
             entry["topic"]
-            for entry in flaky.coverage("stdlib")
-            if entry["status"] == "covered"
-            and any(
+            for entry in done
+            if any(
                 f"{entry['topic']} × stdlib: {tool} #1 failed (timeout)" in flaky.stderr
                 for tool in ("find_stdlib", "read_stdlib")
             )
@@ -174,7 +181,9 @@ class TestFlaky:
 
     def test_partial_keeps_what_was_read(self, flaky: Run) -> None:
         """A task that failed after reading some documents is partial, its passages kept."""
-        (partial,) = [e for e in flaky.coverage("stdlib") if e["status"] == "partial"]
+        (partial,) = [
+            e for e in flaky.coverage("stdlib") if e["status"] == "partial" and e.get("partial")
+        ]
         assert partial["partial"]["completed"]
         assert partial["partial"]["pending"]
         preliminary = flaky.findings("stdlib", preliminary=True)

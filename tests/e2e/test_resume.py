@@ -1,7 +1,7 @@
 """Resume: a run that went partly wrong, then `--resume RUN_ID` with nothing injected.
 
 The first run checkpoints into a temporary file while stdlib times out on half its
-calls (seed 3: three subtopics recovered, one `partial` with two documents read and one
+calls (seed 3: three subtopics recovered, one `partial` with some documents read and some
 not) and packages refuses every connection (all `gap`); pydoc works. The resume, given
 only the run id, reruns the same plan: what was read is read back from the checkpoints,
 and only what is missing is searched.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from examples.research_agent.options import DEFAULT_CHECKPOINTS
-from tests.e2e.conftest import QUESTION, Run, run_agent
+from tests.e2e.conftest import QUESTION, Run, answered, run_agent
 
 SOURCES = ("pydoc", "stdlib", "packages")
 FAULTS = ("--inject", "stdlib=timeout@0.5", "--inject", "packages=unavailable")
@@ -63,16 +63,13 @@ class TestFirstRun:
         assert first.report["resumed"] is False
 
     def test_leaves_partial_and_gap_entries(self, first: Run) -> None:
-        """stdlib: covered and partial; packages: every subtopic a gap; pydoc intact."""
-        assert {e["status"] for e in first.coverage("pydoc")} == {"covered"}
+        """stdlib: answered and partial; packages: every subtopic a gap; pydoc intact.
+        (Answered: covered, or partial and unsure its passages answer, which no rerun
+        changes.)"""
+        assert all(answered(e) for e in first.coverage("pydoc"))
         assert {e["status"] for e in first.coverage("packages")} == {"gap"}
-        assert sorted(e["status"] for e in first.coverage("stdlib")) == [
-            "covered",
-            "covered",
-            "covered",
-            "partial",
-        ]
-        (partial,) = [e for e in first.coverage("stdlib") if e["status"] == "partial"]
+        assert sorted(answered(e) for e in first.coverage("stdlib")) == [False, True, True, True]
+        (partial,) = [e for e in first.coverage("stdlib") if e.get("partial")]
         assert partial["partial"]["completed"]
         assert partial["partial"]["pending"]
 
@@ -91,9 +88,9 @@ class TestResume:
         assert report["question"] == QUESTION
         assert report["plan"] == first.report["plan"]
         assert report["faults"] == []
-        statuses = {(e["source"], e["status"]) for e in report["coverage"]}
-        assert {status for _, status in statuses} <= {"covered", "empty"}
-        assert {status for source, status in statuses if source != "packages"} == {"covered"}
+        for entry in report["coverage"]:
+            assert answered(entry) or entry["status"] == "empty", entry
+            assert answered(entry) or entry["source"] == "packages", entry
         assert {e["source"] for e in report["coverage"]} == set(SOURCES)
 
     def test_searches_only_what_the_first_run_did_not_finish(
@@ -104,13 +101,15 @@ class TestResume:
         calls = resumed.report["toolCalls"]
         assert calls["pydoc"] == 0
         unread = sum(len(e["partial"]["pending"]) for e in first.coverage("stdlib") if e["partial"])
-        assert calls["stdlib"] == unread == 1
+        assert calls["stdlib"] == unread >= 1
         assert (
             calls["packages"]
             == as_json.report["toolCalls"]["packages"]
             >= len(first.report["plan"])
         )
-        assert f"tool calls: pydoc 0, stdlib 1, packages {calls['packages']}" in resumed.stderr
+        assert (
+            f"tool calls: pydoc 0, stdlib {unread}, packages {calls['packages']}" in resumed.stderr
+        )
 
     def test_progress_shows_what_each_search_restored(self, first: Run, resumed: Run) -> None:
         """Each entry that had progress says so; a gap had none and starts over."""
@@ -123,7 +122,7 @@ class TestResume:
             )
             if entry["status"] == "gap":
                 assert restored is None
-            elif entry["status"] == "partial":
+            elif entry.get("partial"):
                 assert restored, (topic, source)
                 assert restored.groups() == (
                     str(len(entry["partial"]["completed"])),

@@ -33,7 +33,7 @@ from agentmesh import (
     subagent,
     tool,
 )
-from agentmesh.checkpoints import MemoryStore
+from agentmesh.checkpoints import MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus
 from agentmesh.executors import Dispatch, LocalExecutor, RayExecutor
 from agentmesh.executors._ray_pool import pool_slots
@@ -568,6 +568,36 @@ class TestClusterWideState:
 
         assert [f.content for f in report.findings] == ["receipt for 5"]
         assert lines(tmp_path / "charges") == ["5"]
+
+    async def test_a_second_round_continues_from_the_progress_the_first_saved(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """The run lists its saved progress once; a task sent back still reads its own."""
+        fetched = str(tmp_path / "fetched")
+
+        @subagent(name="reader", retry=RetryPolicy.never(), checkpoint=True)
+        async def reader(task: Task, ctx: Context) -> list[str]:
+            for source in ("s1", "s2", "s3"):
+                if source in ctx.partials.completed:
+                    continue
+                append(fetched, source)
+                if task.query == "first try" and source == "s3":
+                    raise InvalidInput("s3 does not parse the query")
+                ctx.record_partial([f"{source} says {task.query}"], completed=source)
+            return list(ctx.partials.findings)
+
+        async with SQLiteStore(tmp_path / "checkpoints.sqlite") as store:
+            coordinator = Coordinator(
+                [reader],
+                executor=ray_executor,
+                store=store,
+                rewriter=lambda task, envelope: "second try",
+            )
+            report = await coordinator.run(["first try"], run_id="rounds")
+
+        assert lines(tmp_path / "fetched") == ["s1", "s2", "s3", "s3"]
+        found = [f.content for f in report.findings if not f.preliminary]
+        assert found == ["s1 says first try", "s2 says first try", "s3 says second try"]
 
 
 class TestLimiterShipping:

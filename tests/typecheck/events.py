@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agentmesh import Coordinator, Report, Task, subagent
+from agentmesh.checkpoints import SQLiteStore
 from agentmesh.context import Context
 from agentmesh.coordinator import CoverageEntry
 from agentmesh.events import (
     AttemptFailed,
     Event,
+    EventLog,
+    EventLogPage,
+    LoggedEvent,
     Routed,
     RunFinished,
     RunStream,
     TaskFinished,
     UsageUpdated,
+    follow_events,
     parse_event,
+    read_events,
 )
 
 
@@ -43,3 +51,17 @@ async def follow(tasks: list[Task]) -> Report | None:
     again: Event = parse_event(lines[0])
     assert again.seq == 1
     return events.report
+
+
+async def watch_from_another_process(store: SQLiteStore, run_id: str) -> Report | None:
+    """A run's events read back from its store's event log, as a console does."""
+    Coordinator([docs], store=store, event_log=EventLog(max_bytes=4 * 2**20))
+    page: EventLogPage = await read_events(store, run_id, after=0, limit=100, wait=1.5)
+    seen: int = page.position + page.dropped + page.last_position
+    when: datetime | None = page.last_event_at
+    assert seen >= 0 or when is None
+    async for logged in follow_events(store, run_id, after=page.position):
+        found: LoggedEvent = logged
+        if isinstance(found.event, RunFinished):
+            return found.event.report
+    return None

@@ -1,11 +1,13 @@
 """The research agent's evaluation: does a report cite what a correct answer must?
 
-    python -m examples.research_agent.eval            # the summary
-    python -m examples.research_agent.eval --each     # and one line per question
+    python -m examples.research_agent.eval            # both sets' figures
+    python -m examples.research_agent.eval --each     # and one line per development question
 
-Every question of `questions.toml` (written for this project; none from the Python
-FAQ) is researched offline, as `python -m examples.research_agent` would, and its
-report's findings are compared with the documents a correct answer must cite:
+Every question of the development set `questions.toml` (written for this project; none
+from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
+issue 32 before any tuning, never tuned on) is researched offline, as
+`python -m examples.research_agent` would, and its report's findings are compared with
+the documents a correct answer must cite:
 
 * hit@k: one of them is among the report's first k findings;
 * false "covered" claims: a report with a `covered` entry although none of its
@@ -13,6 +15,6 @@ report's findings are compared with the documents a correct answer must cite:
   `covered` entry).
 """
 
-from .scoring import Expected, Score, load_questions, score_report
+from .scoring import TEST_QUESTIONS, Expected, Score, load_questions, score_report
 
-__all__ = ["Expected", "Score", "load_questions", "score_report"]
+__all__ = ["TEST_QUESTIONS", "Expected", "Score", "load_questions", "score_report"]

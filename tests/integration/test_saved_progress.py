@@ -1,0 +1,102 @@
+"""A coordinator's run lists its saved progress once, not one read per task.
+
+A task with `checkpoint=True` continues from the progress its run saved. A run knows
+which of its tasks hold some (one listing of the run at its start, then what its tasks
+save), so a fresh run of many tasks makes no read per task, and a task that saved
+progress earlier in the run, or in an earlier run of the same id, still continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentmesh import Context, Coordinator, InvalidInput, RetryPolicy, Subagent, Task
+from agentmesh.checkpoints import Checkpoint, MemoryStore
+from agentmesh.coordinator import Accept, RetryWithFeedback, Route, RouteContext
+from agentmesh.envelope import ErrorEnvelope
+
+
+class CountingStore(MemoryStore):
+    """A `MemoryStore` that counts the reads of saved progress and the listings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.progress_reads = 0
+        self.listings = 0
+
+    async def get(self, run_id: str, stage: str, key: str, **kwargs: Any) -> Any:
+        if key == "partials":
+            self.progress_reads += 1
+        return await super().get(run_id, stage, key, **kwargs)
+
+    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
+        if stage is None:
+            self.listings += 1
+        return await super().list(run_id, stage)
+
+
+class Sources(Subagent):
+    """Reads three sources in turn, recording each as it completes."""
+
+    def __init__(self, failing: set[str]) -> None:
+        super().__init__("sources", retry=RetryPolicy.never(), checkpoint=True)
+        self.failing = failing
+        self.fetched: list[str] = []
+
+    async def handle(self, task: Task, ctx: Context) -> Sequence[Any]:
+        for source in ("s1", "s2", "s3"):
+            if source in ctx.partials.completed:
+                continue
+            self.fetched.append(source)
+            if source in self.failing:
+                self.failing.discard(source)  # it answers the next time
+                raise InvalidInput(f"{source} refused the query")
+            ctx.record_partial([f"{task.query} from {source}"], completed=source)
+        return ctx.partials.findings
+
+
+class RetryOnce:
+    """Sends a failed task back once, then accepts what comes."""
+
+    async def route(self, ctx: RouteContext) -> Route:
+        if isinstance(ctx.outcome, ErrorEnvelope) and ctx.rewrites == 0:
+            return RetryWithFeedback(ctx.task.with_query("q2"))
+        return Accept()
+
+
+class TestSavedProgressListedOnce:
+    async def test_a_fresh_run_reads_no_tasks_progress(self) -> None:
+        """50 checkpointing tasks of a new run: one listing, no read of saved progress."""
+        store = CountingStore()
+        agent = Sources(failing=set())
+        report = await Coordinator([agent], store=store).run(
+            [f"q{index}" for index in range(50)], run_id="fresh"
+        )
+        assert report.coverage_ratio == 1.0
+        assert store.listings == 1
+        assert store.progress_reads == 0
+        assert len([c for c in await store.list("fresh") if c.key == "partials"]) == 50
+
+    async def test_a_task_sent_back_in_the_run_continues_from_its_progress(self) -> None:
+        """Progress saved by a task's first dispatch is restored by its second."""
+        store = CountingStore()
+        agent = Sources(failing={"s3"})
+        report = await Coordinator([agent], router=RetryOnce(), store=store).run(
+            ["q"], run_id="sent-back"
+        )
+        assert agent.fetched == ["s1", "s2", "s3", "s3"]
+        found = [f.content for f in report.findings if not f.preliminary]
+        assert found == ["q from s1", "q from s2", "q2 from s3"]
+        assert store.progress_reads == 1  # the second dispatch only
+
+    async def test_a_rerun_of_the_same_id_continues_from_the_saved_progress(self) -> None:
+        """A new run under the id of one that failed reads what that one saved."""
+        store = CountingStore()
+        agent = Sources(failing={"s3"})  # q's s3 fails once
+        await Coordinator([agent], store=store).run(["q", "r"], run_id="again")
+        assert agent.fetched == ["s1", "s2", "s3", "s1", "s2", "s3"]
+        agent.fetched.clear()
+        report = await Coordinator([agent], store=store).run(["q", "r"], run_id="again")
+        assert agent.fetched == ["s3"]  # q goes on from s3; r had every source already
+        assert report.coverage_ratio == 1.0
