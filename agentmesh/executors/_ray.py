@@ -1,14 +1,13 @@
 """`RayExecutor`: the same coordinator, its subagents running on a Ray cluster.
 
-Each (subagent, task) is one Ray task that runs `Subagent.run` in a worker and returns
-the outcome's wire form; routing, synthesis and the report stay on the driver,
-unchanged. What the executor adds is what a cluster can do that an event loop cannot:
+Each (subagent, task) runs `Subagent.run` in a worker, one of a pool of long-lived
+workers that take dispatches in batches (`_ray_pool`; with Ray `task_options` other than
+`num_cpus`, a Ray task each), and returns the outcome's wire form; routing, synthesis
+and the report stay on the driver. What it adds to what an event loop can do:
 
-* **A worker dies mid-task** (killed, out of memory, node lost): Ray's own retries are
-  off (agentmesh owns every retry once), and the task becomes a transient `unavailable`
-  envelope carrying the partial results it had recorded. Every `ctx.record_partial`
-  in a worker is acknowledged by the run-state actor before it returns, so recorded
-  progress is never lost with the worker.
+* **A worker dies mid-task** (killed, out of memory, node lost): no Ray retries
+  (agentmesh owns every retry once); the task is a transient `unavailable` envelope
+  with the partial results it recorded (each acknowledged by the run-state actor).
 * **Deadline and cancellation**: the worker gets the run's deadline (as a wall-clock
   instant, so time spent queued counts); a worker that does not hand back its outcome
   in time is cancelled and its task cut with its partials. A cancelled run cancels its
@@ -22,19 +21,14 @@ unchanged. What the executor adds is what a cluster can do that an event loop ca
   shared storage only for workers on this machine; a store the workers cannot share is
   refused before a run starts (`check_store`). A person's approvals: see
   `_ray_approvals`.
-* **Events**: when the run is streamed, a remote task's events (attempts failed,
-  policy rulings, partial results) come back with its outcome and are delivered in
-  their order, numbered in the run, with the worker's timestamps. A task whose worker
-  is lost takes its events with it (its `unavailable` envelope and the coordinator's
-  events say what happened).
-* **Run-wide state** lives in one small actor per executor (see `_ray_state`): the
-  worker's `RunScope` reaches it for the retry budget, leased in batches, the forbidden
-  calls and policy memory, the in-run ledger, the rate-limit starts, and the models'
-  health and usage limits (`_ray_models`); the user's state is shared there too.
+* **Events** of a streamed run reach the driver while a task runs, in batches, in
+  their order, numbered in the run, with the worker's timestamps; a consumer that is
+  behind holds the workers (`_ray_pool`). A Ray task's come with its outcome.
+* **Run-wide state** lives in one small actor per executor (`_ray_state`): the retry
+  budget, forbidden calls, policy memory, the in-run ledger, rate-limit starts, the
+  models' health and usage limits (`_ray_models`), and the user's state.
 
-This module is the executor's face: its options, its lifecycle and one dispatch. What
-may be shipped is decided in `_ray_shipping`, what a lost or cut task becomes in
-`_ray_failures`, the shared dicts in `_ray_shared`; `_ray_worker` is the worker's side.
+This module is the executor's face: its options, its lifecycle and one dispatch.
 """
 
 from __future__ import annotations
@@ -64,6 +58,7 @@ from agentmesh.executors._ray_failures import (
     _unavailable,
 )
 from agentmesh.executors._ray_models import model_terms
+from agentmesh.executors._ray_pool import Job, WorkerPool, pool_slots
 from agentmesh.executors._ray_shared import apply_ops, merge_scope, progress_known, scope_wire
 from agentmesh.executors._ray_shipping import (
     _by_value,
@@ -100,8 +95,9 @@ class RayExecutor:
             started with `ray.init`); `"auto"` joins the cluster this machine belongs to;
             `"ray://host:10001"` joins one through Ray Client.
         num_cpus: CPUs of the local instance (only with `address=None`).
-        task_options: Ray options for every task, e.g. `{"num_cpus": 0.25}` to run four
-            I/O-bound subagents per core, or `{"resources": {"gpu_box": 1}}`.
+        task_options: Ray options for every task: `{"num_cpus": 0.25}` runs four
+            I/O-bound subagents per worker (per CPU); any other (such as
+            `{"resources": {"gpu_box": 1}}`) makes each dispatch a Ray task of its own.
         ship_modules: more modules (or their names) to pickle by value, for the helpers
             of a subagent that the workers cannot import.
         cancel_grace: seconds a cancelled task gets to unwind (its `finally` blocks run)
@@ -156,6 +152,7 @@ class RayExecutor:
         self._actor_name = f"agentmesh-state-{uuid.uuid4().hex[:12]}"
         self._actor: Any = None
         self._remote: Any = None
+        self._pool: WorkerPool | None = None
         self._owns_ray = False
         self._closed = False
         # id(obj) -> (obj, shipment or the UsageError it raised); obj is kept so that
@@ -166,8 +163,7 @@ class RayExecutor:
         self._log = get_logger()
 
     def check_store(self, store: object) -> None:
-        """Refuse a store the workers cannot share (a UsageError); a Coordinator asks
-        before a run starts."""
+        """Refuse a store the workers cannot share (UsageError): asked before a run."""
         refuse_unshared(self, store)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -204,6 +200,8 @@ class RayExecutor:
             .options(name=self._actor_name, namespace=_NAMESPACE, num_cpus=0, max_restarts=0)
             .remote()
         )
+        slots = pool_slots(self.task_options)
+        self._pool = None if slots is None else WorkerPool(slots, self._actor).start()
         return self
 
     def close(self) -> None:
@@ -216,10 +214,12 @@ class RayExecutor:
         import ray
 
         if ray.is_initialized():
+            if self._pool is not None:
+                self._pool.close()
             ray.kill(self._actor)
             if self._owns_ray:
                 ray.shutdown()
-        self._actor = self._remote = None
+        self._actor = self._remote = self._pool = None
         self._shipped.clear()
 
     async def __aenter__(self) -> Self:
@@ -256,8 +256,10 @@ class RayExecutor:
         self.connect()
         scope = dispatch.scope
         spec = self._spec(subagent, task, dispatch, deadline_at)
-        remote = self._remote.options(**self.task_options) if self.task_options else self._remote
-        ref = remote.remote(spec)
+        if self._pool is not None:
+            ref: Any = self._pool.submit(spec, scope.events)
+        else:
+            ref = self._remote.options(**self.task_options).remote(spec)
         wait = None if dispatch.timeout is None else dispatch.timeout + _DEADLINE_GRACE
         try:
             async with asyncio.timeout(wait) as timeout:
@@ -394,11 +396,8 @@ class RayExecutor:
     def _settle(
         self, run_id: str, terms: tuple[float, float], deposits: int, unused: int, denied: int
     ) -> None:
-        """Hand back finished tasks' deposits and unused tokens, many tasks per call.
-
-        Until then they are missing from the run's budget, which errs on the safe side
-        (fewer retries); one call per task would cost each task a message.
-        """
+        """Hand back finished tasks' deposits and unused tokens, many tasks per call (until
+        then the run's budget errs on the safe side: fewer retries)."""
         pending = self._unsettled.setdefault(run_id, [*terms, 0, 0, 0])
         pending[2] += deposits
         pending[3] += unused
@@ -412,13 +411,15 @@ class RayExecutor:
         self._unsettled.clear()
 
     async def _stop(self, ref: Any, *, force: bool = False) -> None:
-        """Cancel a remote task and return once it is no longer running.
-
-        Graceful first (the task's `finally` blocks run), by force after
-        `cancel_grace`; cancelled again meanwhile, by force at once.
-        """
+        """Cancel a remote task (a pool's job or a Ray task) and return once it no longer
+        runs: graceful first (its `finally` blocks run), by force after `cancel_grace`;
+        cancelled again meanwhile, by force at once."""
         import ray
 
+        if isinstance(ref, Job):
+            assert self._pool is not None
+            await self._pool.stop(ref, force=force, grace=self.cancel_grace)
+            return
         try:
             ray.cancel(ref, force=force)
             if await _settled(ref, self.cancel_grace if not force else _KILL_WAIT):

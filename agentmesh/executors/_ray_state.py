@@ -125,6 +125,10 @@ class StateActor:
         if lost:
             run.models.drop(call)
 
+    def recorded(self, calls: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (run, dispatch) has recorded progress that it still holds."""
+        return [call in self._run(run_id).partials for run_id, call in calls]
+
     def take(
         self, run_id: str, call: str
     ) -> tuple[PartialResults | None, dict[str, Any], dict[str, Any]]:

@@ -48,7 +48,7 @@ from agentmesh.retry import RetryBudget
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["Shipment", "Spec", "run_task", "wire"]
+__all__ = ["REFS", "Shipment", "Spec", "run_spec", "run_task", "wire"]
 
 T = TypeVar("T")
 
@@ -61,6 +61,8 @@ _ACTOR_TIMEOUT: Final = 30.0
 # Shipped objects a worker keeps deserialized, most recently used last.
 _SHIPPED: OrderedDict[str, Any] = OrderedDict()
 _MAX_SHIPPED: Final = 256
+# Refs of shipments sent to a pool worker once, apart from the specs (which name them).
+REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
 
 
@@ -108,17 +110,19 @@ def wire(outcome: Outcome) -> dict[str, Any]:
 
 
 def run_task(spec: Spec) -> dict[str, Any]:
-    """The remote function: run the subagent, return the wire form and what to merge."""
+    """The remote function (a Ray task each): the task's events come with its outcome."""
+    return asyncio.run(run_spec(spec, EventCollector(spec.run_id) if spec.events else None))
+
+
+async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
+    """Run one dispatch on this event loop; its events go to `events` (None: none built)."""
     subagent: Subagent = _unship(spec.subagent)
     policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
     store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
-    task = spec.task
     link = _Link(_actor(spec.actor), spec)
     state = SharedState(spec.state, link)
     shared = SharedState(spec.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
-    # The task's events go back with its outcome, and the driver's stream delivers them.
-    events = EventCollector(spec.run_id) if spec.events else None
     scope = _WorkerScope(
         shared,
         spec.run_id,
@@ -134,22 +138,18 @@ def run_task(spec: Spec) -> dict[str, Any]:
     )
     scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
-
-    async def main() -> Outcome:
-        refresher = None
-        if spec.state_refresh > 0:
-            refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
-        try:
-            return await _tapped(subagent, link).run(
-                task, scope=scope, task_id=spec.task_id, timeout=timeout
-            )
-        finally:
-            if refresher is not None:
-                refresher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await refresher
-
-    outcome = asyncio.run(main())
+    refresher = None
+    if spec.state_refresh > 0:
+        refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
+    try:
+        outcome = await _tapped(subagent, link).run(
+            spec.task, scope=scope, task_id=spec.task_id, timeout=timeout
+        )
+    finally:
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
     link.done()
     counts = None
     if budget is not None:
@@ -163,7 +163,8 @@ def run_task(spec: Spec) -> dict[str, Any]:
         "budget": counts,
         "state": state.ops,
         "shared": shared.ops,
-        "events": () if events is None else events.events,
+        # Empty when the events went to the driver as they came (the worker pool's).
+        "events": events.events if isinstance(events, EventCollector) else (),
         "usage_stop": scope.usage.stop,
         "asked": asked_by(scope.decisions),
     }
@@ -189,7 +190,7 @@ def _unsettled(budget: RetryBudget) -> tuple[int, int]:
 def _unship(box: Shipment) -> Any:
     obj = _SHIPPED.get(box.key)
     if obj is None:
-        obj = ray.get(box.ref)
+        obj = ray.get(box.ref if box.ref is not None else REFS[box.key])
         _SHIPPED[box.key] = obj
         while len(_SHIPPED) > _MAX_SHIPPED:
             _SHIPPED.popitem(last=False)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+from pathlib import Path
 
 from agentmesh import (
     Context,
@@ -23,9 +26,12 @@ from agentmesh.events import (
     TaskFinished,
 )
 from agentmesh.executors import Executor, LocalExecutor, RayExecutor
+from agentmesh.executors._ray_actor import Mailbox
 from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
 
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0, jitter="none")
+# Bounds a remote task's wait for the driver: a regression fails instead of hanging.
+GUARD = 20.0
 
 
 @tool
@@ -88,3 +94,60 @@ class TestRayEvents:
         final = remote_events[-1]
         assert isinstance(final, RunFinished)
         assert final.report.coverage_ratio == 1.0
+
+
+@subagent(name="long", retry=RetryPolicy.never())
+async def long_task(task: Task, ctx: Context) -> list[str]:
+    """Records progress, then runs on until the driver has seen it (a file says so)."""
+    ctx.record_partial(["early"], completed="first half")
+    seen = task.query
+    async with asyncio.timeout(GUARD):
+        # The driver writes the file: there is no event to wait on across processes.
+        while not os.path.exists(seen):  # noqa: ASYNC110, ASYNC240  # see above; a stat is instant
+            await asyncio.sleep(0.02)
+    return ["late"]
+
+
+class TestLiveEvents:
+    async def test_a_running_task_s_events_reach_the_stream_before_it_returns(
+        self, ray_executor: RayExecutor, tmp_path: Path
+    ) -> None:
+        """The task ends only once the driver has read its partial result: events are live."""
+        seen = tmp_path / "seen"
+        coordinator = Coordinator([long_task], executor=ray_executor)
+        events: list[Event] = []
+        async with coordinator.stream([Task(id="t", query=str(seen))]) as stream:
+            async for event in stream:
+                events.append(event)
+                if isinstance(event, PartialRecorded):
+                    seen.write_text("read")
+        assert story(events, "t") == ["TaskStarted", "PartialRecorded", "Routed", "TaskFinished"]
+        final = events[-1]
+        assert isinstance(final, RunFinished)
+        assert final.report.coverage_ratio == 1.0
+        assert [f.content for f in final.report.findings] == ["late"]
+
+
+class TestWorkerMailbox:
+    async def test_a_full_mailbox_holds_the_tasks_until_the_driver_takes_it(self) -> None:
+        """Past `bound` events untaken, a task waits at `room()`; a take lets it go on."""
+        mailbox = Mailbox(bound=2)
+        event = PartialRecorded(
+            run_id="r",
+            task_id="t",
+            seq=1,
+            timestamp=0.0,
+            subagent="s",
+            findings=("x",),
+            completed=(),
+            pending=(),
+        )
+        mailbox.event("call", event)
+        await asyncio.wait_for(mailbox.room(), 1)  # below the bound: room at once
+        mailbox.event("call", event)
+        waiting = asyncio.create_task(mailbox.room())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await mailbox.news()
+        assert [item[0] for item in mailbox.take()] == ["event", "event"]
+        await asyncio.wait_for(waiting, 1)

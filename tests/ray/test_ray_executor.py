@@ -36,6 +36,7 @@ from agentmesh import (
 from agentmesh.checkpoints import MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus
 from agentmesh.executors import Dispatch, LocalExecutor, RayExecutor
+from agentmesh.executors._ray_pool import pool_slots
 from agentmesh.policies import deny_after_permission_error
 from agentmesh.scope import RunScope
 
@@ -127,6 +128,32 @@ class TestMixedOutcomes:
         assert entry.partial is not None
         assert entry.partial.findings == ("half of down-3",)
         assert entry.partial.pending == ("second",)
+
+
+class TestPlacement:
+    async def test_with_other_ray_options_each_dispatch_is_a_ray_task_of_its_own(
+        self, ray_executor: RayExecutor
+    ) -> None:
+        """Options only Ray can apply per task skip the workers; the report is the same."""
+        kinds = list(KINDS)
+        tasks = [Task(query=f"{kind}-{i}", topic=f"topic-{i}") for i, kind in enumerate(kinds)]
+        per_task = RayExecutor(task_options={"memory": 1}).connect()  # joins the session's
+        try:
+            reports = [
+                await Coordinator([mixed], executor=executor).run(tasks, run_id="options")
+                for executor in (LocalExecutor(), per_task)
+            ]
+        finally:
+            per_task.close()
+        assert reports[1] == reports[0]
+
+    def test_num_cpus_alone_sets_the_tasks_each_worker_runs_at_once(self) -> None:
+        """A share of a CPU per task is tasks per worker; other options mean Ray tasks."""
+        assert pool_slots({}) == 1
+        assert pool_slots({"num_cpus": 0.25}) == 4
+        assert pool_slots({"num_cpus": 1}) == 1
+        assert pool_slots({"num_cpus": 2}) is None
+        assert pool_slots({"num_cpus": 0.5, "resources": {"gpu_box": 1}}) is None
 
 
 class TestWorkerDeath:
