@@ -86,7 +86,8 @@ def _may_hold_secret(text: str) -> bool:
     # text in about 1 us. Every branch of _SECRET_TEXT contains one of these words.
     lowered = text.lower()
     return (
-        "sk-ant-" in lowered
+        "sk-" in lowered  # Anthropic's and OpenAI's keys
+        or "aiza" in lowered  # Google's
         or "bearer" in lowered
         or "authorization" in lowered
         or ("api" in lowered and "key" in lowered)

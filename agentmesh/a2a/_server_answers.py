@@ -68,6 +68,9 @@ async def take_answer(store: CheckpointStore, run_id: str, message: Message | No
         note = f"The answer was not taken: {exc}"
         waiting = book.unanswered()
         return Given(Answered.WAITING if waiting else Answered.ELSEWHERE, note, waiting)
+    # Read again: another person may have answered the run's other questions meanwhile,
+    # and whoever answers last must see them, or nobody claims the resume.
+    book = await DecisionBook.load(store, run_id)
     waiting = book.unanswered()
     if waiting:
         return Given(Answered.WAITING, note, waiting)

@@ -24,6 +24,7 @@ __all__ = ["TOKEN_VARIABLE", "app_of", "main", "parser"]
 TOKEN_VARIABLE: Final = "AGENTMESH_A2A_TOKEN"
 """The environment variable `serve` reads its bearer token from."""
 _LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+_LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +51,12 @@ def app_of(args: argparse.Namespace) -> ASGIApp:
     command = parser()
     target = _load(command, args.target)
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+    if token is None and not args.no_auth and args.host not in _LOOPBACK:
+        # Anyone who reaches the address could answer the approvals the runs ask for.
+        command.error(
+            f"--host {args.host} without a token: give --token (or ${TOKEN_VARIABLE}), "
+            "or --no-auth if something in front of this server checks who calls"
+        )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = args.url or f"http://{host}:{args.port}"
     try:
@@ -75,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--host", default="127.0.0.1", help="the address to bind (127.0.0.1)")
     command.add_argument("--port", type=_port, default=9999, help="the port (9999)")
+    command.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve another address than loopback without a token (your own auth in front)",
+    )
     command.add_argument(
         "--url", help="where clients reach the agent, as its card says (default: the address bound)"
     )

@@ -39,6 +39,7 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.classify import default_classifier
 from agentmesh.coordinator import Coordinator
 from agentmesh.envelope import ErrorCategory, ErrorEnvelope, Outcome
+from agentmesh.errors import UsageError
 from agentmesh.events import EventSink, RunEvent, RunFinished, RunStream
 from agentmesh.policies import ToolPolicy
 from agentmesh.report import Report
@@ -313,6 +314,11 @@ class Executor(AgentExecutor):
                 attempted_query="" if task is None else task.query,
                 attempts=0,
             )
+            if not isinstance(exc, UsageError):
+                # The text of an unexpected failure (paths, hosts) stays in our log: the
+                # remote client learns its kind, as from AG-UI.
+                hidden = f"the run failed: {type(exc).__name__}"
+                envelope = envelope.model_copy(update={"message": hidden, "details": None})
             await out.outcome(envelope)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -96,13 +96,14 @@ class Claimed:
 
 
 async def claim_answers(store: CheckpointStore, entries: Sequence[ResumeEntry]) -> Claimed:
-    """Read the answers `entries` give and claim them in the store, all or none standing.
+    """Read the answers `entries` give and claim them in the store.
 
     The protocol's rule holds: one resume answers every interrupt the run left open,
     each once, and nothing else. The answers are claimed in the order of their ids, so
     of two resumes answering the same questions at once the one that wins the first
     claim wins them all; the other gets `ResumeRefused` ("already_answered") naming the
-    answer that stood and who gave it.
+    answer that stood and who gave it, and which of its own answers it claimed first
+    (those stand: a claim is never taken back).
     """
     run_ids, answers, by = set(), {}, DEFAULT_BY
     for entry in entries:
@@ -125,8 +126,10 @@ async def claim_answers(store: CheckpointStore, entries: Sequence[ResumeEntry]) 
         won = exc.entry
         assert won.answer is not None
         who = "" if won.answered_by is None else f" by {won.answered_by}"
+        _, stand, kept = str(exc).partition(" This call claimed ")
         raise ResumeRefused(
-            f"approval {won.pending.id} was already answered{who}: {describe(won.answer)}",
+            f"approval {won.pending.id} was already answered{who}: {describe(won.answer)}"
+            + (f"; this resume claimed {kept}" if stand else ""),
             "already_answered",
         ) from None
     except UsageError as exc:  # an answer that does not fit its question

@@ -301,6 +301,11 @@ class _Listener:
             # Watchers fall back to looking at the store every POLL seconds.
             get_logger(component="event_log").warning("event_log_listener_lost", error=str(exc))
             self.broken = True
+            # Forgotten, so that the next watcher to come listens on a new connection.
+            if self._connection is connection:
+                self._connection, self._task = None, None
+            with contextlib.suppress(Error):
+                await connection.close()
             for wakers in self.watchers.values():
                 for waker in wakers:
                     waker.set()

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.console._html import e, run_url
@@ -98,8 +98,13 @@ async def recent_events(store: CheckpointStore, view: RunView) -> list[str]:
     return out
 
 
-async def stream_events(store: CheckpointStore, run_id: str, request: Request) -> StreamingResponse:
-    """The run's events from `after=` (or `Last-Event-ID`) on, as server-sent events."""
+async def stream_events(store: CheckpointStore, run_id: str, request: Request) -> Response:
+    """The run's events from `after=` (or `Last-Event-ID`) on, as server-sent events; 404
+    for a store that keeps no event log or a run with none (a stream open for ever)."""
+    if getattr(store, "_event_table", None) is None:
+        return PlainTextResponse("this store keeps no event log", status_code=404)
+    if (await read_events(store, run_id, limit=0)).last_event_at is None:
+        return PlainTextResponse(f"no events for run {run_id!r}", status_code=404)
     try:
         after = int(request.headers.get("last-event-id") or request.query_params.get("after", "0"))
     except ValueError:

@@ -171,8 +171,8 @@ class WorkerPool:
         if node is not None:
             # Its CPU is the node's: placed there, reserving nothing (a Ray task of
             # another executor on this cluster still finds the CPU free).
-            # Hard at first: a node that just joined may not take actors yet, and a soft
-            # affinity would put its worker on another node. A replacement may go elsewhere.
+            # Hard: a node that just joined may not take actors yet, and a soft affinity
+            # would put its worker on another node. Soft only when the node is gone.
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         actor = ray.remote(TaskWorker).options(**options).remote(self.slots)
         worker = _Worker(actor, node, self.slots)
@@ -315,7 +315,9 @@ class WorkerPool:
             job.worker = None
             self._pending.appendleft(job)
         if not self._closed:
-            self._workers.append(self._spawn(worker.node, soft=True))
+            # On its node while that node lives (a soft affinity could put two workers on
+            # one node and leave the other's CPU idle); anywhere once the node is gone.
+            self._workers.append(self._spawn(worker.node, soft=not _alive(worker.node)))
             self._flush()
         if jobs:
             assert self._loop is not None
@@ -412,6 +414,13 @@ def _outgoing(worker: _Worker) -> tuple[bytes | None, dict[str, Any]]:
     packed, refs = pack(list(worker.out.values())), worker.out_refs
     worker.out, worker.out_refs = {}, {}
     return packed, refs
+
+
+def _alive(node: str | None) -> bool:
+    import ray
+
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
+    return any(n["NodeID"] == node and n.get("Alive") for n in nodes)
 
 
 def _load(worker: _Worker) -> int:

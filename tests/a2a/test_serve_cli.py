@@ -61,6 +61,20 @@ class TestCommandLine:
         assert exited.value.code == 2
         assert said in capsys.readouterr().err
 
+    def test_another_address_than_loopback_needs_a_token_or_no_auth(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Anyone reaching 0.0.0.0 could answer approvals: refused without a token, unless
+        the user says something in front checks who calls."""
+        monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
+        with pytest.raises(SystemExit) as exited:
+            app_of(parser().parse_args(["serve", "tests.a2a.served:desk", "--host", "0.0.0.0"]))
+        assert exited.value.code == 2
+        assert "without a token" in capsys.readouterr().err
+        args = ["serve", "tests.a2a.served:desk", "--host", "0.0.0.0"]
+        assert app_of(parser().parse_args([*args, "--no-auth"])) is not None
+        assert app_of(parser().parse_args([*args, "--token", "t" * 24])) is not None
+
     def test_python_m_serves_until_stopped(self) -> None:
         """The command serves on loopback; our own client is answered by it."""
         port = free_port()

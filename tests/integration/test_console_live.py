@@ -91,6 +91,16 @@ class TestTheLiveStream:
         assert 'id="events"' in page
         assert "EventSource" not in page
 
+    async def test_a_run_without_events_is_404_not_a_stream_open_for_ever(self) -> None:
+        """No log for the run (unknown, or run without `event_log=`): a plain 404."""
+        async with MemoryStore() as store:
+            await Coordinator([docs], store=store).run([Task(query="q")], run_id="quiet")
+            async with client(store) as http:
+                quiet = await http.get("/runs/quiet/events")
+                unknown = await http.get("/runs/nope/events")
+        assert (quiet.status_code, unknown.status_code) == (404, 404)
+        assert "no events" in unknown.text
+
     async def test_a_running_runs_page_carries_the_script_and_its_stream_waits(self) -> None:
         release = asyncio.Event()
 
