@@ -283,7 +283,12 @@ class Executor(AgentExecutor):
             await out.working(given.note)  # the caller whose answer stands goes on
         else:
             await out.working(given.note)
-            await self._guarded(self.served.resume(run_id, _first(current), out), out, None, log)
+            await self._guarded(self._resume(run_id, current, out), out, None, log)
+
+    async def _resume(self, run_id: str, current: A2ATask, out: Out) -> None:
+        # Inside the guard: a task store that kept no first message ends the task as an
+        # envelope, not as a resume claimed and never run.
+        await self.served.resume(run_id, _first(current), out)
 
     async def _start(self, run_id: str, message: Message, out: Out, log: Any) -> None:
         task, skill = task_of(message)

@@ -95,9 +95,14 @@ class _Endpoint:
     async def run(self, request: Request) -> Response:
         if not self.allows(request):
             return JSONResponse({"error": "send the bearer token"}, status_code=401)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return JSONResponse({"error": "the input is too large"}, status_code=413)
+        # JSON only: a form another site posts (text/plain, no preflight) is not an input.
+        if request.headers.get("content-type", "").partition(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the input as application/json"}, 415)
+        body = bytearray()
+        async for chunk in request.stream():  # the cap holds before the body is all read
+            body += chunk
+            if len(body) > MAX_BODY:
+                return JSONResponse({"error": "the input is too large"}, status_code=413)
         try:
             given = RunAgentInput.model_validate_json(body)
         except pydantic.ValidationError as exc:

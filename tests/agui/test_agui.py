@@ -198,6 +198,13 @@ class TestARun:
         assert post(url, run_input("run-1"), token=None)[0] == 401
         assert post(url, run_input("run-1"), token="x" * 30)[0] == 401
         assert post(url, {"runId": "r"})[0] == 422
+        auth = {"authorization": f"Bearer {TOKEN}"}
+        # A form another site could post (no preflight), and a body over the cap.
+        form = httpx.post(url, content=b"{}", headers={**auth, "content-type": "text/plain"})
+        assert form.status_code == 415
+        huge = b'{"x": "' + b"a" * 1_100_000 + b'"}'
+        big = httpx.post(url, content=huge, headers={**auth, "content-type": "application/json"})
+        assert big.status_code == 413
         assert desk.refunds == []
 
 
