@@ -86,8 +86,8 @@ def _may_hold_secret(text: str) -> bool:
     # text in about 1 us. Every branch of _SECRET_TEXT contains one of these words.
     lowered = text.lower()
     return (
-        "sk-" in lowered  # Anthropic's and OpenAI's keys
-        or "aiza" in lowered  # Google's
+        "sk-ant-" in lowered
+        or _key_prefix(lowered)
         or "bearer" in lowered
         or "authorization" in lowered
         or ("api" in lowered and "key" in lowered)
@@ -96,6 +96,17 @@ def _may_hold_secret(text: str) -> bool:
         or "secret" in lowered
         or ("://" in lowered and "@" in lowered)
     )
+
+
+def _key_prefix(lowered: str) -> bool:
+    # OpenAI's `sk-...` starts a word ("task-0", an id in every event, does not count:
+    # a match there would send every event through the slow walk); Google's `AIza...`.
+    at = lowered.find("sk-")
+    while at != -1:
+        if at == 0 or not lowered[at - 1].isalnum():
+            return True
+        at = lowered.find("sk-", at + 1)
+    return "aiza" in lowered
 
 
 def redact_text(text: str) -> str:
