@@ -10,12 +10,12 @@ coordinator, as one skill). With a `token`, every request but the card's needs
 from __future__ import annotations
 
 import contextlib
-import hmac
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Final
 from urllib.parse import urlsplit
 
+from agentmesh._engine._serving import ASGIApp, BearerToken, Scope
 from agentmesh._numbers import number
 from agentmesh.a2a._server_run import Executor, Served, ServedCoordinator, ServedSubagents
 from agentmesh.checkpoints import CheckpointStore, MemoryStore
@@ -51,11 +51,6 @@ DEFAULT_URL: Final = "http://127.0.0.1:9999"
 """Where `serve` says the agent is, unless told (what `python -m agentmesh.a2a serve` binds)."""
 _SKILL_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _BEARER: Final = "bearer"
-
-_Scope = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 
 def serve(
@@ -104,7 +99,12 @@ def serve(
     served = _served(agents, name, timeout, retry_budget, policies, store)
     card = _card(name, description, url, served, token is not None)
     app = _app(served, card, task_store if task_store is not None else InMemoryTaskStore())
-    return app if token is None else BearerToken(app, token)
+    if token is None:
+        return app
+    # The card stays readable without the token: it is how a client learns it needs one.
+    return BearerToken(
+        app, token, message="this A2A agent needs a bearer token", open_path=_asks_for_card
+    )
 
 
 def _app(served: Served, card: AgentCard, task_store: TaskStore) -> ASGIApp:
@@ -227,42 +227,8 @@ def _version() -> str:
         return "0"
 
 
-class BearerToken:
-    """ASGI middleware: a request without `Authorization: Bearer <token>` gets 401.
-
-    The agent card stays readable without it: it is how a client learns the agent needs
-    a token (its `securitySchemes`).
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self._app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] != "http" or self._open(scope) or self._carries_token(scope):
-            await self._app(scope, receive, send)
-            return
-        body = b'{"error":"unauthorized","message":"this A2A agent needs a bearer token"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"www-authenticate", b'Bearer realm="agentmesh"'),
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    @staticmethod
-    def _open(scope: _Scope) -> bool:
-        # Mounted under a prefix, the path still holds it (`root_path` names it).
-        path = str(scope["path"]).removeprefix(str(scope.get("root_path", "")))
-        return scope.get("method") == "GET" and path == AGENT_CARD_WELL_KNOWN_PATH
-
-    def _carries_token(self, scope: _Scope) -> bool:
-        given = [value for key, value in scope.get("headers", ()) if key == b"authorization"]
-        # Compared in constant time: the answer must not tell how much of a guess was right.
-        return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
+def _asks_for_card(scope: Scope) -> bool:
+    """Whether `scope` asks for the agent card (mounted under a prefix, the path still
+    holds it: `root_path` names it)."""
+    path = str(scope["path"]).removeprefix(str(scope.get("root_path", "")))
+    return scope.get("method") == "GET" and path == AGENT_CARD_WELL_KNOWN_PATH

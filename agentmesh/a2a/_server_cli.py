@@ -10,13 +10,13 @@ exit code 2 (argparse's convention), before anything is served.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from agentmesh.a2a._server import ASGIApp, serve
+from agentmesh._engine._serving import ASGIApp, load_target, seconds
+from agentmesh.a2a._server import serve
 from agentmesh.errors import UsageError
 
 __all__ = ["TOKEN_VARIABLE", "app_of", "main", "parser"]
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def app_of(args: argparse.Namespace) -> ASGIApp:
     """The app `args` describe (exit 2, saying why, for a target that cannot be served)."""
     command = parser()
-    target = _load(command, args.target)
+    target = load_target(command, args.target, "agents")
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     if token is None and not args.no_auth and args.host not in _LOOPBACK:
         # Anyone who reaches the address could answer the approvals the runs ask for.
@@ -96,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
         f"${TOKEN_VARIABLE}, when set; prefer it: a command line is visible to other users)",
     )
     command.add_argument("--name", default="agentmesh", help="the agent's name (agentmesh)")
-    command.add_argument("--timeout", type=_seconds, help="seconds for one subagent task")
+    command.add_argument("--timeout", type=seconds, help="seconds for one subagent task")
     command.add_argument(
         "--log-level",
         choices=_LEVELS,
@@ -111,30 +111,3 @@ def _port(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
     return int(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
-    return seconds
-
-
-def _load(command: argparse.ArgumentParser, target: str) -> Any:
-    """The object `target` names (`package.module:attribute`), or exit 2 saying why not."""
-    module_name, colon, attribute = target.partition(":")
-    if not colon or not module_name or not attribute:
-        command.error(f"{target!r} is not package.module:agents (a module, a colon, a name)")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        missing = exc.name == module_name or module_name.startswith(f"{exc.name}.")
-        command.error(f"cannot import {module_name!r}: {'no such module' if missing else exc}")
-    except Exception as exc:  # the user's module raised: said in one line, exit 2
-        command.error(f"cannot import {module_name!r}: importing it raised {exc!r}")
-    if not hasattr(module, attribute):
-        command.error(f"module {module_name!r} has no attribute {attribute!r}")
-    return getattr(module, attribute)
