@@ -7,15 +7,23 @@ the same way before it offers to send it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
-from agentmesh._redaction import redact
+from agentmesh._redaction import REDACTED, redact
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
 from agentmesh.errors import UsageError
 
-__all__ = ["MAY_HAVE_RUN", "AlreadyAnswered", "BookEntry", "check_edit", "describe"]
+__all__ = [
+    "MAY_HAVE_RUN",
+    "AlreadyAnswered",
+    "BookEntry",
+    "answer_of_form",
+    "check_edit",
+    "describe",
+]
 
 # The "policy" that asks a person before a call that may have run is made again.
 MAY_HAVE_RUN: Final = "agentmesh.ledger"
@@ -74,3 +82,26 @@ def check_edit(pending: PendingApproval, answer: Approval) -> None:
             f"Edit(arguments=) for {pending.id!r} holds a secret; it cannot be stored "
             "masked and sent in clear later"
         )
+
+
+def answer_of_form(pending: PendingApproval, form: Mapping[str, Any], arguments: Any) -> Approval:
+    """The answer a person's form gives (the console's page, an A2A follow-up message):
+    `action` approve, reject (`reason`) or edit (`query` for an escalated task, else the
+    call's changed `arguments`, already read as JSON). A `UsageError` says what is wrong.
+    """
+    action = str(form.get("action", ""))
+    if action == "approve":
+        return Approve()
+    if action == "reject":
+        return Reject(str(form.get("reason", "")).strip())
+    if action != "edit":
+        raise UsageError(f"the answer must be approve, reject or edit, not {action[:40]!r}")
+    if pending.kind is ApprovalKind.ESCALATION:
+        return Edit(query=str(form.get("query", "")).strip())
+    if not isinstance(arguments, dict):
+        raise UsageError('the edited arguments must be a JSON object: {"name": value, ...}')
+    # A masked value sent back as shown must not replace the secret the call was asked with.
+    kept = {key: value for key, value in arguments.items() if value != REDACTED}
+    if not kept:
+        raise UsageError("the edit changes no argument: answer approve instead")
+    return Edit(arguments=kept)

@@ -21,12 +21,11 @@ from typing import Any, Final
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.types.a2a_pb2 import Message
 
-from agentmesh._engine._answer_checks import AlreadyAnswered, BookEntry, describe
+from agentmesh._engine._answer_checks import AlreadyAnswered, BookEntry, answer_of_form, describe
 from agentmesh._engine._human import DecisionBook
 from agentmesh._engine._ledger import digest
-from agentmesh._redaction import REDACTED
 from agentmesh.a2a._server_parts import plain
-from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
+from agentmesh.approvals import Approval, PendingApproval
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.errors import UsageError
 
@@ -114,7 +113,7 @@ def _answers(message: Message | None, book: DecisionBook) -> dict[str, Approval]
     answers: dict[str, Approval] = {}
     for form in forms:
         pending = _which(form, book)
-        answers[pending.id] = _approval(pending, form)
+        answers[pending.id] = answer_of_form(pending, form, form.get("arguments"))
     return answers
 
 
@@ -143,23 +142,3 @@ def _which(form: Mapping[str, Any], book: DecisionBook) -> PendingApproval:
         if entry.pending.id == named:
             return entry.pending
     raise UsageError(f"no approval {str(named)[:40]!r} here; waiting: {[p.id for p in waiting]}")
-
-
-def _approval(pending: PendingApproval, form: Mapping[str, Any]) -> Approval:
-    action = str(form.get("action", ""))
-    if action == "approve":
-        return Approve()
-    if action == "reject":
-        return Reject(str(form.get("reason", "")).strip())
-    if action != "edit":
-        raise UsageError(f"the action must be approve, reject or edit, not {action[:40]!r}")
-    if pending.kind is ApprovalKind.ESCALATION:
-        return Edit(query=str(form.get("query", "")).strip())
-    arguments = form.get("arguments")
-    if not isinstance(arguments, dict):
-        raise UsageError('an edit of a call takes "arguments": a JSON object of the changes')
-    # A masked value sent back as shown must not replace the secret the call was asked with.
-    kept = {key: value for key, value in arguments.items() if value != REDACTED}
-    if not kept:
-        raise UsageError("the edit changes no argument: answer approve instead")
-    return Edit(arguments=kept)

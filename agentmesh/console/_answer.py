@@ -17,15 +17,15 @@ from typing import Any, Final
 
 import jsonschema
 
-from agentmesh._engine._answer_checks import AlreadyAnswered, describe
+from agentmesh._engine._answer_checks import AlreadyAnswered, answer_of_form, describe
 from agentmesh._engine._human import DecisionBook
-from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
+from agentmesh._redaction import REDACTED
+from agentmesh.approvals import Approval, ApprovalKind, Edit, PendingApproval
 from agentmesh.checkpoints import CheckpointStore
 from agentmesh.errors import UsageError
 
 __all__ = ["AnswerTaken", "answer_approval", "answer_from_form"]
 
-_MASK: Final = "[REDACTED]"
 MAX_NAME: Final = 80
 
 
@@ -67,27 +67,16 @@ def answer_from_form(pending: PendingApproval, form: Mapping[str, Any]) -> Appro
     """The answer a form gives: `action` approve, reject (`reason`) or edit (`arguments`
     as a JSON object for a call, merged over the asked ones and checked against the
     tool's schema; `query` for an escalated task). A `UsageError` says what is wrong."""
-    action = str(form.get("action", ""))
-    if action == "approve":
-        return Approve()
-    if action == "reject":
-        return Reject(str(form.get("reason", "")).strip())
-    if action != "edit":
-        raise UsageError(f"the answer must be approve, reject or edit, not {action[:40]!r}")
-    if pending.kind is ApprovalKind.ESCALATION:
-        return Edit(query=str(form.get("query", "")).strip())
-    try:
-        arguments = json.loads(str(form.get("arguments", "")))
-    except ValueError as exc:
-        raise UsageError(f"the edited arguments are not JSON: {exc}") from None
-    if not isinstance(arguments, dict):
-        raise UsageError('the edited arguments must be a JSON object: {"name": value, ...}')
-    # A masked value sent back as shown must not replace the secret the call was asked with.
-    arguments = {key: value for key, value in arguments.items() if value != _MASK}
-    if not arguments:
-        raise UsageError("the edit changes no argument: answer approve instead")
-    check_arguments(pending, arguments)
-    return Edit(arguments=arguments)
+    arguments: Any = None
+    if form.get("action") == "edit" and pending.kind is not ApprovalKind.ESCALATION:
+        try:
+            arguments = json.loads(str(form.get("arguments", "")))
+        except ValueError as exc:
+            raise UsageError(f"the edited arguments are not JSON: {exc}") from None
+    answer = answer_of_form(pending, form, arguments)
+    if isinstance(answer, Edit) and answer.arguments is not None:
+        check_arguments(pending, answer.arguments)
+    return answer
 
 
 def check_arguments(pending: PendingApproval, edited: dict[str, Any]) -> None:
@@ -115,7 +104,7 @@ def _problem(error: jsonschema.ValidationError) -> str:
 
 def _unmasked(schema: Any) -> Any:
     """The schema with every masked part accepting anything (`{}`)."""
-    if schema == _MASK:
+    if schema == REDACTED:
         return {}
     if isinstance(schema, dict):
         return {key: _unmasked(value) for key, value in schema.items()}
