@@ -180,7 +180,9 @@ def _outcome(outcome: Outcome, source: str, query: str) -> dict[str, Any]:
         and outcome.tools_left_out is None
         and not outcome.is_empty
     ):
-        data: dict[str, Any] = {"data": _json(outcome.data)}
+        value = outcome.data
+        # A string is its own JSON (most results are text): no trip through pydantic.
+        data: dict[str, Any] = {"data": value if type(value) is str else _json(value)}
         if outcome.source != source:
             data["source"] = outcome.source
         attempted = outcome.attempted_query

@@ -154,12 +154,19 @@ class _ClaimedAnswer:
 class DecisionBook:
     """The pending decisions of one run and the answers given to them (from the store)."""
 
-    __slots__ = ("_entries", "run_id", "store")
+    __slots__ = ("_entries", "_of_task", "run_id", "store")
 
     def __init__(self, store: CheckpointStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
         self._entries: dict[str, _Entry] = {}
+        # The same entries by task, oldest first: each finished task asks for its own,
+        # and a run of thousands of tasks must not walk every question for each.
+        self._of_task: dict[str, list[_Entry]] = {}
+
+    def _add(self, decision_id: str, entry: _Entry) -> None:
+        self._entries[decision_id] = entry
+        self._of_task.setdefault(entry.pending.task_id, []).append(entry)
 
     @classmethod
     async def load(cls, store: CheckpointStore, run_id: str) -> DecisionBook:
@@ -169,7 +176,7 @@ class DecisionBook:
             stored: _StoredEntry = read_as(
                 store, checkpoint, _StoredEntry, expected="a pending approval"
             )
-            book._entries[checkpoint.key] = _Entry(stored.pending, stored.answer, stored.applied)
+            book._add(checkpoint.key, _Entry(stored.pending, stored.answer, stored.applied))
         for claimed in await store.list(run_id, ANSWERS):
             entry = book._entries.get(claimed.key)
             if entry is not None:
@@ -191,23 +198,21 @@ class DecisionBook:
         """The answered, not yet applied decisions of one task, oldest first."""
         return tuple(
             (e.pending, e.answer)
-            for e in self._entries.values()
-            if e.pending.task_id == task_id and e.answer is not None and not e.applied
+            for e in self._of_task.get(task_id, ())
+            if e.answer is not None and not e.applied
         )
 
     def given(self, task_id: str) -> tuple[tuple[PendingApproval, Approval], ...]:
         """Every answered decision of one task, applied before or not, oldest first."""
-        return tuple(
-            (e.pending, e.answer)
-            for e in self._entries.values()
-            if e.pending.task_id == task_id and e.answer is not None
-        )
+        entries = self._of_task.get(task_id)
+        if entries is None:  # most tasks: no question asked
+            return ()
+        return tuple((e.pending, e.answer) for e in entries if e.answer is not None)
 
     def escalation_id(self, task_id: str) -> str:
         """The id of the task's next escalation: one per escalation a person answered."""
         earlier = sum(
-            e.pending.task_id == task_id and e.pending.kind is ApprovalKind.ESCALATION
-            for e in self._entries.values()
+            e.pending.kind is ApprovalKind.ESCALATION for e in self._of_task.get(task_id, ())
         )
         return digest([self.run_id, task_id, "escalation", earlier])[:12]
 
@@ -217,7 +222,7 @@ class DecisionBook:
             return
         entry = _Entry(pending)
         await self.store.put(self.run_id, STAGE, pending.id, entry.to_json())
-        self._entries[pending.id] = entry
+        self._add(pending.id, entry)
 
     def entries(self) -> tuple[BookEntry, ...]:
         """Every question with its answer, if any: who gave it, when, whether it was used."""

@@ -1,23 +1,22 @@
-"""The ledger of side effects, and saved progress: what makes a subagent safe to resume.
+"""The ledger of side effects: what makes a subagent's calls safe to resume.
 
 `ToolLedger` claims every call of a non-idempotent tool of one task in one run before
 it is made (`CheckpointStore.claim`), and records its result in place of the claim;
 when the run resumes, `Context.call` returns the recorded result instead of acting
 twice. Of two processes about to make the same call, only the one that claimed it
 does; a claim without a result (a call in flight elsewhere, or a process that died
-between the claim and the result) means the call may have run. `ProgressSaver`
-persists `ctx.record_partial` so a re-run continues from its pending sources.
-`claim_in` claims any other value (a person's answer) the same way.
+between the claim and the result) means the call may have run.
+`claim_in` claims any other value (a person's answer) the same way. (A task's saved
+progress is `_progress`'s.)
 
-Both write with secrets masked, as in logs and envelopes (`redact`): a store is a file
-or a database that outlives the run. A call is found again by a digest of its clear
+The ledger writes with secrets masked, as in logs and envelopes (`redact`): a store is a
+file or a database that outlives the run. A call is found again by a digest of its clear
 arguments, never by the stored text, so masking costs replay nothing; a replayed result
-and resumed progress carry the masked text.
+carries the masked text.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Mapping
@@ -29,18 +28,13 @@ import pydantic_core
 from pydantic import StrictBool
 
 from agentmesh._codec import read_as
-from agentmesh._engine._partials import PartialRecorder
-from agentmesh._engine._saved_progress import PARTIALS_KEY, SavedProgress
-from agentmesh._engine._writes import writes_behind
-from agentmesh._redaction import redact, redact_data
+from agentmesh._redaction import redact
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
-from agentmesh.envelope import PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.task import Task
 
 __all__ = [
     "InFlight",
-    "ProgressSaver",
     "Replay",
     "ToolLedger",
     "claim_in",
@@ -214,101 +208,3 @@ async def claim_in(
         )
     winner: Checkpoint | None = await claim(run_id, stage, key, value)
     return winner
-
-
-class ProgressSaver:
-    """Persists a task's partial results in the background as they are recorded.
-
-    `record_partial` is synchronous, so saving is scheduled, not awaited: writes happen in
-    order, only the newest snapshot is written when several queue up, and `flush` waits
-    for the last one. A store with group commit takes each snapshot into its next batch
-    at once (no task of our own to drain them).
-    """
-
-    __slots__ = ("_known", "_latest", "_queued", "_task", "log", "run_id", "stage", "store")
-
-    def __init__(
-        self,
-        store: CheckpointStore,
-        run_id: str,
-        stage: str,
-        log: Any,
-        known: SavedProgress | None = None,
-    ) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.stage = stage
-        self.log = log
-        # The run's `SavedProgress` in this store (None: unknown): whether to read at all.
-        self._known = known
-        self._latest: dict[str, Any] | None = None  # JSON data, secrets masked
-        self._task: asyncio.Task[None] | None = None
-        self._queued: asyncio.Future[None] | None = None
-
-    def may_hold(self) -> bool:
-        """Whether the store may hold this task's progress (False: known not to)."""
-        known = self._known
-        return known is None or self.stage in known
-
-    async def load(self) -> PartialResults | None:
-        return await self.store.get(self.run_id, self.stage, PARTIALS_KEY, model=PartialResults)
-
-    def schedule(self, partials: PartialRecorder) -> None:
-        """Save the task's progress so far (its newest snapshot), without waiting."""
-        try:
-            snapshot = partials.at_rest()
-        except Exception as exc:  # a finding that is not JSON: the task goes on unsaved
-            self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
-            return
-        if snapshot is None:
-            return
-        snapshot = redact_data(snapshot)
-        if self._known is not None:
-            self._known.note_stage(self.stage)
-        if self._task is None and self._queue(snapshot):
-            return
-        self._latest = snapshot
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    def _queue(self, snapshot: dict[str, Any]) -> bool:
-        """Hand `snapshot` to the store's next batch; False when the store has none."""
-        behind = writes_behind(self.store)
-        if behind is None:
-            return False
-        try:
-            queued = behind.put_queued(self.run_id, self.stage, PARTIALS_KEY, snapshot)
-        except Exception as exc:
-            self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
-            return True
-        if queued is None:
-            return False
-        self._queued = queued
-        return True
-
-    async def flush(self) -> None:
-        if self._task is not None:
-            await self._task
-        queued, self._queued = self._queued, None
-        if queued is not None:
-            try:
-                await queued  # the newest snapshot: the batches commit in order
-            except Exception as exc:
-                self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
-            else:
-                self.log.debug("checkpoint_saved", key=PARTIALS_KEY)
-
-    async def _drain(self) -> None:
-        while self._latest is not None:
-            snapshot, self._latest = self._latest, None
-            try:
-                await self.store.put(self.run_id, self.stage, PARTIALS_KEY, snapshot)
-            except Exception as exc:
-                self.log.warning("partials_not_saved", error=f"{type(exc).__name__}: {exc}")
-            else:
-                self.log.debug(
-                    "checkpoint_saved",
-                    key=PARTIALS_KEY,
-                    completed=len(snapshot["completed"]),
-                    pending=len(snapshot["pending"]),
-                )

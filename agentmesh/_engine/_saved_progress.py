@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from agentmesh.checkpoints import CheckpointStore
 
-__all__ = ["PARTIALS_KEY", "SavedProgress", "namespace"]
+__all__ = ["FOLDED_KEY", "PARTIALS_KEY", "Pending", "SavedProgress", "namespace"]
 
 PARTIALS_KEY: Final = "partials"
 """The key of a task's saved progress, in the task's namespace."""
+
+FOLDED_KEY: Final = "progress"
+"""The key of a task record's own copy of its task's progress (`SavedProgress.superseded`)."""
+
+
+class Pending(Protocol):
+    """A task's progress written behind, not committed yet (`ProgressSaver`)."""
+
+    def take(self) -> dict[str, Any] | None:
+        """The progress not queued yet, now (then never queued): JSON data, or None."""
+        ...
+
+    def write_behind(self) -> None:
+        """Queue the progress not queued yet (nothing if it was taken)."""
+        ...
+
+    async def flush(self, *, durable: bool = True) -> None:
+        """Wait until the newest progress is committed."""
+        ...
 
 
 def namespace(subagent: str, task_id: str) -> str:
@@ -25,18 +45,47 @@ class SavedProgress:
     task not among them starts fresh without reading the store, so a new run of 10,000
     checkpointing tasks makes one listing rather than 10,000 reads. A task is noted when
     its first save is scheduled, before it commits: at worst one read too many.
+
+    `run_commits`: the run commits what its tasks queue before it reports (a
+    coordinator's run, which flushes its store), so a task's progress is written behind
+    at the loop's next turn rather than awaited; a task whose record is queued first
+    folds its progress into the record instead (`superseded`), one row rather than two.
     """
 
-    __slots__ = ("_stages",)
+    __slots__ = ("_due", "_folded", "_stages", "_waiting", "run_commits")
 
-    def __init__(self, stages: Iterable[str] = ()) -> None:
-        self._stages = set(stages)
+    def __init__(
+        self,
+        stages: Iterable[str] = (),
+        *,
+        run_commits: bool = False,
+        folded: Mapping[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self._stages = set(stages)  # the tasks whose progress has a row of its own
+        self.run_commits = run_commits
+        # Progress an earlier run folded into its tasks' records, by task namespace.
+        self._folded = {} if folded is None else dict(folded)
+        # The tasks whose newest progress is written behind and not committed yet, and
+        # those of them to queue at the loop's next turn (one turn for all of them).
+        self._waiting: dict[str, Pending] = {}
+        self._due: list[Pending] = []
 
     @classmethod
-    async def listed(cls, store: CheckpointStore, run_id: str) -> SavedProgress:
-        """What `store` holds of `run_id`'s progress now: one listing of the run."""
-        saved = await store.list(run_id)
-        return cls(entry.stage for entry in saved if entry.key == PARTIALS_KEY)
+    async def listed(cls, store: CheckpointStore, run_id: str, records: str) -> SavedProgress:
+        """What `store` holds of `run_id`'s progress now: one listing of the run (by its
+        coordinator, which commits what its tasks queue before it reports). `records`:
+        the stage of the run's task records, which may hold their task's progress."""
+        stages: list[str] = []
+        folded: dict[str, dict[str, Any]] = {}
+        for entry in await store.list(run_id):
+            if entry.key == PARTIALS_KEY:
+                stages.append(entry.stage)
+            elif entry.stage == records and isinstance(entry.value, dict):
+                progress = entry.value.get(FOLDED_KEY)
+                subagent = progress.get("subagent") if isinstance(progress, dict) else None
+                if isinstance(progress, dict) and isinstance(subagent, str):
+                    folded[namespace(subagent, entry.key.removeprefix("record/"))] = progress
+        return cls(stages, run_commits=True, folded=folded)
 
     @classmethod
     def of_task(cls, subagent: str, task_id: str, holds: bool | None) -> SavedProgress | None:
@@ -48,15 +97,55 @@ class SavedProgress:
 
     def holds(self, subagent: str, task_id: str) -> bool:
         """Whether the task may hold saved progress (then its run reads it)."""
-        return namespace(subagent, task_id) in self._stages
+        return namespace(subagent, task_id) in self
 
     def note(self, subagent: str, task_id: str) -> None:
         """The task saves progress from now on: a later run of it in this run reads it."""
         self._stages.add(namespace(subagent, task_id))
 
     def __contains__(self, stage: object) -> bool:
+        return stage in self._stages or stage in self._folded
+
+    def has_row(self, stage: str) -> bool:
+        """Whether the task's progress may have a row of its own (else: read nothing)."""
         return stage in self._stages
 
     def note_stage(self, stage: str) -> None:
         """Progress is saved under `stage` (a task's namespace) from now on."""
         self._stages.add(stage)
+
+    def folded(self, stage: str) -> dict[str, Any] | None:
+        """The progress an earlier run's record of the task holds (taken: read once)."""
+        return self._folded.pop(stage, None)
+
+    def waiting(self, stage: str, pending: Pending) -> None:
+        """A task's progress is to be written behind, at the loop's next turn."""
+        self._waiting[stage] = pending
+        self._due.append(pending)
+        if len(self._due) == 1:
+            asyncio.get_running_loop().call_soon(self._write_due)
+
+    def _write_due(self) -> None:
+        due, self._due = self._due, []
+        for pending in due:
+            pending.write_behind()
+
+    def written(self, stage: str, pending: Pending) -> None:
+        """`pending` is committed (unless a later save of the task waits)."""
+        if self._waiting.get(stage) is pending:
+            del self._waiting[stage]
+
+    def pending(self, stage: str) -> Pending | None:
+        """The task's progress written behind and not committed yet: what a later
+        dispatch of the task in this run waits for before it reads it."""
+        return self._waiting.get(stage)
+
+    def superseded(self, subagent: str, task_id: str) -> dict[str, Any] | None:
+        """The task's record is about to be queued: its progress not queued yet, for the
+        record to carry (then never queued on its own), or None.
+
+        Read back by `listed` when the run is run again under its id.
+        """
+        pending = self._waiting.pop(namespace(subagent, task_id), None)
+        progress = None if pending is None else pending.take()
+        return None if progress is None else {"subagent": subagent, **progress}

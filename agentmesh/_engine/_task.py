@@ -180,10 +180,14 @@ class TaskEngine:
             self.events.restored(self.partials)
         return restored
 
-    async def save_partials(self) -> None:
-        """Wait until the recorded progress is saved (a no-op without checkpointing)."""
+    async def save_partials(self, *, durable: bool = True) -> None:
+        """Wait until the recorded progress is saved (a no-op without checkpointing).
+
+        `durable=False`: progress written behind is left to the coordinator's run, which
+        commits it before it reports (see `ProgressSaver`).
+        """
         if self._progress is not None:
-            await self._progress.flush()
+            await self._progress.flush(durable=durable)
 
     def record_partial(
         self,

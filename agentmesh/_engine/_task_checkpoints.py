@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentmesh._engine._ledger import ProgressSaver, ToolLedger
+from agentmesh._engine._ledger import ToolLedger
 from agentmesh._engine._partials import PartialRecorder
+from agentmesh._engine._progress import ProgressSaver
 from agentmesh._engine._saved_progress import namespace
 from agentmesh.checkpoints import CheckpointStore
 

@@ -189,10 +189,10 @@ class TaskFlow:
         """The task reached its final route: its record, stored and announced."""
         run = self.run
         record = self.finish(route)
-        # Read from the scope, once: the run's one carrier of its book and event sink.
-        book, events, store = run.scope.decisions, run.scope.events, run.hub.store
+        scope, store = run.scope, run.hub.store
+        book, events = scope.decisions, scope.events
         if book is not None and store is not None:
-            record = await stored(book, store, record, route, outcome, events, self.original)
+            record = await stored(scope, store, record, route, outcome, self.original)
         run.records[self.index] = record
         if events is None:
             return

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, ClassVar, Final
+from typing import Annotated, Any, ClassVar, Final, cast
 
 from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter
 from pydantic.alias_generators import to_camel
@@ -28,6 +28,7 @@ from agentmesh._engine._at_rest import (
 )
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
+from agentmesh._engine._saved_progress import FOLDED_KEY
 from agentmesh._engine._writes import writes_behind
 from agentmesh._redaction import redact, redact_data
 from agentmesh.approvals import Approval, ApprovalKind, Approve, Edit, PendingApproval, Reject
@@ -35,8 +36,9 @@ from agentmesh.checkpoints import CheckpointStore
 from agentmesh.coordinator._answers import answered
 from agentmesh.envelope import ErrorEnvelope, Outcome, Success
 from agentmesh.errors import UsageError
-from agentmesh.events import ApprovalApplied, EventSink
+from agentmesh.events import ApprovalApplied
 from agentmesh.report import CoverageStatus, Escalate, Route, Step, TaskRecord
+from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
@@ -92,12 +94,26 @@ async def save_plan(store: CheckpointStore, run_id: str, jobs: Sequence[Job]) ->
 
 def _planned(jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """The plan's jobs as JSON data, each task with secrets masked (and saying so)."""
-    # Every task in one dump, without the fields at their defaults (the reader fills
-    # them in again): one call for the plan, not one per task.
-    given = [job[1] for job in jobs]
-    tasks: list[dict[str, Any]] = _TASKS.dump_python(given, mode="json", exclude_defaults=True)
-    ids, names = [job[0] for job in jobs], [job[2].name for job in jobs]
-    plan = compact_plan(zip(ids, tasks, names, strict=True))
+    ids: list[str] = []
+    names: list[str] = []
+    tasks: list[dict[str, Any] | None] = []
+    others: list[Task] = []
+    for task_id, task, subagent in jobs:  # one pass: a plan may build its jobs as it goes
+        ids.append(task_id)
+        names.append(subagent.name)
+        # A task that is only its query (most) as its JSON without defaults, directly.
+        only_query = type(task) is Task and task.topic is None and task.subagent is None
+        if only_query and not task.metadata and task.feedback is None and task.id is None:
+            tasks.append({"query": task.query})
+        else:
+            tasks.append(None)
+            others.append(task)
+    if others:
+        # The others in one dump without the fields at their defaults (the reader fills
+        # them in again): one call for the plan, not one per task.
+        dumped = iter(_TASKS.dump_python(others, mode="json", exclude_defaults=True))
+        tasks = [next(dumped) if data is None else data for data in tasks]
+    plan = compact_plan(zip(ids, cast(list[dict[str, Any]], tasks), names, strict=True))
     clean = redact_data(plan) is plan  # one screening of the whole plan: most hold no secret
     if clean:
         return plan
@@ -220,20 +236,23 @@ async def load_records(store: CheckpointStore, run_id: str, plan: Plan) -> dict[
 
 
 async def stored(
-    book: DecisionBook,
+    scope: RunScope,
     store: CheckpointStore,
     record: TaskRecord,
     decision: Route | None,
     outcome: Outcome | None,
-    events: EventSink | None = None,
     planned: Task | None = None,
 ) -> TaskRecord:
-    """Keep a finished task: an escalation becomes a pending decision, answers used are
-    spent (each in the record, and an `ApprovalApplied` event), and the record is saved
-    for a later resume. Returns the record to report.
+    """Keep a finished task of the run `scope` carries: an escalation becomes a pending
+    decision in its book, answers used are spent (each in the record, and an
+    `ApprovalApplied` event), and the record is saved for a later resume, superseding
+    the task's progress not saved yet. Returns the record to report.
 
     `planned`: the task as the run's plan has it, which the record then need not repeat.
     """
+    book, events, progress = scope.decisions, scope.events, scope.saved_progress
+    if book is None:
+        raise UsageError("a run's records are kept with its book of decisions: none is open")
     if isinstance(decision, Escalate) and outcome is not None and not _asked(outcome):
         pending = PendingApproval(
             id=book.escalation_id(record.task_id),
@@ -266,12 +285,22 @@ async def stored(
     # A record a person's answer or question touched is saved at once, in step with the
     # decisions; any other is written behind (`_keep`).
     asked = isinstance(decision, Escalate) or (outcome is not None and _asked(outcome))
-    await _keep(store, book.run_id, record, planned, at_once=bool(given) or asked)
+    at_once = bool(given) or asked
+    carried = None
+    if progress is not None and not at_once and isinstance(record.final, Success):
+        # The record written behind carries the task's progress not queued yet.
+        carried = progress.superseded(record.steps[-1].subagent, record.task_id)
+    await _keep(store, book.run_id, record, planned, at_once=at_once, progress=carried)
     return record
 
 
 async def _keep(
-    store: CheckpointStore, run_id: str, record: TaskRecord, planned: Task | None, at_once: bool
+    store: CheckpointStore,
+    run_id: str,
+    record: TaskRecord,
+    planned: Task | None,
+    at_once: bool,
+    progress: dict[str, Any] | None = None,
 ) -> None:
     """Save a finished task's record; unless `at_once`, written behind when the store can:
     queued for its next batch, committed before the run reports (`flush`). A process
@@ -279,6 +308,8 @@ async def _keep(
     claimed in the ledger at once, and never made twice)."""
     # The plan's subagent for the task is the record's: a task keeps its subagent.
     data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
+    if progress is not None:
+        data[FOLDED_KEY] = progress
     key, data = f"record/{record.task_id}", redact_data(data)
     behind = None if at_once else writes_behind(store)
     if behind is None or not behind.put_behind(run_id, STAGE, key, data):

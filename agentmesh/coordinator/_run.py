@@ -24,7 +24,7 @@ from agentmesh.coordinator._flow import TaskFlow
 from agentmesh.coordinator._helper_models import HelperModels
 from agentmesh.coordinator._llm_synthesizer import LLMSynthesizer
 from agentmesh.coordinator._plan import Job
-from agentmesh.coordinator._resume import Redo, flush, save_plan, settle, stored
+from agentmesh.coordinator._resume import STAGE, Redo, flush, save_plan, settle, stored
 from agentmesh.coordinator._state import Hub, RunState
 from agentmesh.coordinator._synthesis import DeterministicSynthesizer
 from agentmesh.envelope import Outcome, Success
@@ -90,7 +90,7 @@ class Run:
         with span("run", run_id=self.run_id) as current:
             if store is not None and self._checkpoints():
                 # One listing of the run's saved progress instead of one read per task.
-                run.scope.saved_progress = await SavedProgress.listed(store, self.run_id)
+                run.scope.saved_progress = await SavedProgress.listed(store, self.run_id, STAGE)
             if store is not None and run.book is None:
                 # What a resume in another process needs: the plan, then the decisions.
                 await save_plan(store, self.run_id, jobs)
@@ -203,7 +203,7 @@ class Run:
                 run.redo[index] = settled
                 continue
             if answers:
-                settled = await stored(book, store, settled, None, None, run.events, task)
+                settled = await stored(run.scope, store, settled, None, None, task)
                 run.log.info("decision_settled", task_id=task_id, status=settled.status.value)
             run.records[index] = settled
 

@@ -129,7 +129,8 @@ class Subagent(abc.ABC):
                 outcome = await body.attempts()
             finally:
                 if engine.checkpointing:
-                    await engine.save_partials()  # progress survives even a cancellation
+                    # Progress survives even a cancellation: saved now, or by the run.
+                    await engine.save_partials(durable=False)
             return self._settled(outcome, engine, current)
 
     def _start(

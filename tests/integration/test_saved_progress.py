@@ -8,11 +8,13 @@ progress earlier in the run, or in an earlier run of the same id, still continue
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentmesh import Context, Coordinator, InvalidInput, RetryPolicy, Subagent, Task
-from agentmesh.checkpoints import Checkpoint, MemoryStore
+from agentmesh.checkpoints import Checkpoint, MemoryStore, SQLiteStore
 from agentmesh.coordinator import Accept, RetryWithFeedback, Route, RouteContext
 from agentmesh.envelope import ErrorEnvelope
 
@@ -76,7 +78,12 @@ class TestSavedProgressListedOnce:
         assert report.coverage_ratio == 1.0
         assert store.listings == 1
         assert store.progress_reads == 0
-        assert len([c for c in await store.list("fresh") if c.key == "partials"]) == 50
+        # Each task succeeded before its progress was queued: its record carries it.
+        saved = await store.list("fresh")
+        assert [c for c in saved if c.key == "partials"] == []
+        carried = [c.value["progress"] for c in saved if c.key.startswith("record/")]
+        assert len(carried) == 50
+        assert all(p["completed"] == ["s1", "s2", "s3"] for p in carried)
 
     async def test_a_task_sent_back_in_the_run_continues_from_its_progress(self) -> None:
         """Progress saved by a task's first dispatch is restored by its second."""
@@ -99,4 +106,90 @@ class TestSavedProgressListedOnce:
         agent.fetched.clear()
         report = await Coordinator([agent], store=store).run(["q", "r"], run_id="again")
         assert agent.fetched == ["s3"]  # q goes on from s3; r had every source already
+        assert report.coverage_ratio == 1.0
+
+
+class Slow(Subagent):
+    """Records its first source, then waits for the test before it finishes."""
+
+    def __init__(self, go_on: asyncio.Event, recorded: asyncio.Event) -> None:
+        super().__init__("slow", retry=RetryPolicy.never(), checkpoint=True)
+        self.go_on, self.recorded = go_on, recorded
+
+    async def handle(self, task: Task, ctx: Context) -> str:
+        ctx.record_partial(["first finding"], completed="s1", pending="s2")
+        self.recorded.set()
+        await self.go_on.wait()
+        return "done"
+
+
+class Explicit(Subagent):
+    """Records progress and waits for it to be saved (`ctx.save_partials()`)."""
+
+    def __init__(self, saved: list[list[str]], path: Path) -> None:
+        super().__init__("explicit", retry=RetryPolicy.never(), checkpoint=True)
+        self.saved, self.path = saved, path
+
+    async def handle(self, task: Task, ctx: Context) -> str:
+        ctx.record_partial(["before the long step"], completed="s1")
+        await ctx.save_partials()
+        self.saved.append(await _completed_elsewhere(self.path, task.id or "task-0", "explicit"))
+        return "done"
+
+
+async def _completed_elsewhere(path: Path, task_id: str, subagent: str) -> list[str]:
+    """The progress another connection to the SQLite file sees committed now."""
+    async with SQLiteStore(path) as other:
+        saved = await other.get("run", f"{subagent}/{task_id}", "partials")
+        return [] if saved is None else list(saved.value["completed"])
+
+
+class TestProgressWrittenBehind:
+    """In a coordinator's run, progress is written behind and committed while the task
+    runs; a task that succeeds first has its record carry it."""
+
+    async def test_a_running_task_s_progress_is_committed_while_it_runs(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "checkpoints.sqlite"
+        go_on, recorded = asyncio.Event(), asyncio.Event()
+        async with SQLiteStore(path) as store:
+            run = asyncio.create_task(
+                Coordinator([Slow(go_on, recorded)], store=store).run(["q"], run_id="run")
+            )
+            await recorded.wait()
+            seen: list[str] = []
+            for _ in range(200):  # the batch commits within a few turns of the loop
+                seen = await _completed_elsewhere(path, "task-0", "slow")
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            assert seen == ["s1"]  # committed, seen by another connection, task still running
+            assert not run.done()
+            go_on.set()
+            report = await run
+        assert report.coverage_ratio == 1.0
+
+    async def test_save_partials_commits_before_it_returns(self, tmp_path: Path) -> None:
+        path = tmp_path / "checkpoints.sqlite"
+        saved: list[list[str]] = []
+        async with SQLiteStore(path) as store:
+            await Coordinator([Explicit(saved, path)], store=store).run(["q"], run_id="run")
+        assert saved == [["s1"]]
+
+    async def test_a_record_carries_the_progress_of_a_task_that_succeeded_first(
+        self, tmp_path: Path
+    ) -> None:
+        """One row for the task, not two; a run under the same id reads it back."""
+        path = tmp_path / "checkpoints.sqlite"
+        agent = Sources(failing=set())
+        async with SQLiteStore(path) as store:
+            await Coordinator([agent], store=store).run(["q"], run_id="run")
+            rows = {(c.stage, c.key): c.value for c in await store.list("run")}
+            assert ("sources/task-0", "partials") not in rows
+            carried = rows["agentmesh.run", "record/task-0"]["progress"]
+            assert carried["completed"] == ["s1", "s2", "s3"]
+            agent.fetched.clear()
+            report = await Coordinator([agent], store=store).run(["q"], run_id="run")
+        assert agent.fetched == []  # every source done, as the record says
         assert report.coverage_ratio == 1.0

@@ -82,15 +82,18 @@ class TestWritesBehind:
     async def test_a_store_that_writes_behind_has_every_record_flushed_before_the_report(
         self,
     ) -> None:
-        """Records go behind, progress is queued, and all of it is there at the report."""
+        """Records go behind, each carrying its task's progress (the tasks succeed before
+        their progress is queued), and all of it is there at the report."""
         store = BehindStore()
         report = await Coordinator([notes], store=store).run(["a", "b", "c"], run_id="r")
         assert report.coverage_ratio == 1.0
         assert store.flushed == [3]  # the three records, flushed once, before the report
-        assert store.queued == 3  # one snapshot of progress a task
+        assert store.queued == 0  # no row of progress of its own: the records carry it
         assert not store.behind
-        saved = {c.key for c in await store.list("r")}
-        assert {"record/task-0", "record/task-1", "record/task-2", "partials"} <= saved
+        saved = {c.key: c.value for c in await store.list("r")}
+        assert {"record/task-0", "record/task-1", "record/task-2"} <= set(saved)
+        assert "partials" not in saved
+        assert all("progress" in saved[f"record/task-{i}"] for i in range(3))
 
     async def test_a_store_of_ones_own_without_it_gets_a_put_for_each_write(self) -> None:
         """No `WritesBehind` methods: the same run, each write an awaited `put`."""
