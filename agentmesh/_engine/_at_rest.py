@@ -20,10 +20,17 @@ from typing import Any, Final
 
 import pydantic_core
 
+from agentmesh._redaction import redact_text
 from agentmesh.envelope import Outcome, Success
 from agentmesh.report import Step, TaskRecord
 
-__all__ = ["compact_plan", "compact_record", "expanded_plan", "expanded_record"]
+__all__ = [
+    "compact_plan",
+    "compact_record",
+    "expanded_plan",
+    "expanded_record",
+    "usual_record",
+]
 
 # The value each key holds unless said otherwise: left out when it has it.
 _TASK: Final[dict[str, Any]] = {
@@ -146,6 +153,38 @@ def compact_record(record: TaskRecord, subagent: str, planned: bool) -> dict[str
     if record.answers:
         data["answers"] = _json(record.answers)
     return data
+
+
+def usual_record(record: TaskRecord, planned: bool) -> dict[str, Any] | None:
+    """The record of the usual finished task as `compact_record` has it, built directly:
+    the plan's task, answered at once with text by its own subagent (one plain step,
+    `{"steps":[{"outcome":{"data":text}}]}`), screened for secrets as `redact_data`
+    would screen it (the text is its only value that is not a constant); None for any
+    other record, and for a text with a secret-shaped part (the general path masks it).
+    """
+    steps = record.steps
+    if not planned or len(steps) != 1 or record.status.value != "covered":
+        return None
+    step = steps[0]
+    outcome = step.outcome
+    if (
+        type(outcome) is not Success
+        or type(outcome.data) is not str
+        or step.subagent != record.subagent
+        or outcome.source != step.subagent
+        or step.query != record.task.query
+        or outcome.attempted_query != step.query
+        or step.decision != "Accept"
+        or step.reason is not None
+        or step.alternative is not None
+        or record.reason is not None
+        or record.answers
+    ):
+        return None
+    plain = _outcome(outcome, step.subagent, step.query)
+    if len(plain) != 1 or redact_text(outcome.data) is not outcome.data:
+        return None
+    return {"steps": [{"outcome": plain}]}
 
 
 def _step(step: Step, subagent: str, query: str) -> dict[str, Any]:

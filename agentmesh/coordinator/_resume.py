@@ -25,6 +25,7 @@ from agentmesh._engine._at_rest import (
     compact_record,
     expanded_plan,
     expanded_record,
+    usual_record,
 )
 from agentmesh._engine._human import ANSWERS, DecisionBook
 from agentmesh._engine._human import STAGE as DECISIONS
@@ -306,11 +307,15 @@ async def _keep(
     queued for its next batch, committed before the run reports (`flush`). A process
     killed before that runs those tasks again when resumed (their side effects are
     claimed in the ledger at once, and never made twice)."""
-    # The plan's subagent for the task is the record's: a task keeps its subagent.
-    data = compact_record(record, record.subagent, record.task is planned or record.task == planned)
-    if progress is not None:
-        data[FOLDED_KEY] = progress
-    key, data = f"record/{record.task_id}", redact_data(data)
+    planned_task = record.task is planned or record.task == planned
+    data = usual_record(record, planned_task) if progress is None else None
+    if data is None:
+        # The plan's subagent for the task is the record's: a task keeps its subagent.
+        data = compact_record(record, record.subagent, planned_task)
+        if progress is not None:
+            data[FOLDED_KEY] = progress
+        data = redact_data(data)
+    key = f"record/{record.task_id}"
     behind = None if at_once else writes_behind(store)
     if behind is None or not behind.put_behind(run_id, STAGE, key, data):
         await store.put(run_id, STAGE, key, data)

@@ -13,7 +13,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from agentmesh import ErrorCategory, ErrorEnvelope, PartialResults, Success, Task
-from agentmesh._engine._at_rest import compact_record, expanded_record
+from agentmesh._engine._at_rest import compact_record, expanded_record, usual_record
+from agentmesh._redaction import redact_data
 from agentmesh.report import CoverageStatus, Step, TaskRecord
 
 _RECORD: TypeAdapter[TaskRecord] = TypeAdapter(TaskRecord)
@@ -77,6 +78,12 @@ RECORDS = {
         _step(_failure(), decision="TryAlternative", alternative="cache"),
         _step(_success(source="cache"), subagent="cache"),
     ),
+    "a success of text": _record(_step(_success(data="the invoice is paid"))),
+    "a success of text holding a key": _record(
+        _step(_success(data="use api_key=sk-live-0123456789abcdef"))
+    ),
+    "a success of text, after two attempts": _record(_step(_success(data="paid", attempts=2))),
+    "a success of text from another source": _record(_step(_success(data="paid", source="cache"))),
 }
 
 
@@ -98,3 +105,18 @@ class TestRecordsAtRest:
         record = RECORDS["a plain success"]
         stored = compact_record(record, "other", planned=False)
         assert _RECORD.validate_python(expanded_record(stored, "task-0", None, "other")) == record
+
+
+class TestTheUsualRecord:
+    @pytest.mark.parametrize("name", list(RECORDS))
+    def test_built_directly_it_is_what_the_general_path_stores(self, name: str) -> None:
+        """The usual record's direct path stores the same data, masked the same way; any
+        other record (and text with a secret-shaped part) takes the general path."""
+        record = RECORDS[name]
+        general = redact_data(compact_record(record, "docs", planned=True))
+        direct = usual_record(record, planned=True)
+        assert direct is None or direct == general
+        assert (direct is not None) == (name in {"a success of text"})
+
+    def test_a_task_that_is_not_the_plans_is_not_usual(self) -> None:
+        assert usual_record(RECORDS["a success of text"], planned=False) is None
