@@ -308,13 +308,12 @@ async def _keep(
     killed before that runs those tasks again when resumed (their side effects are
     claimed in the ledger at once, and never made twice)."""
     planned_task = record.task is planned or record.task == planned
-    data = usual_record(record, planned_task) if progress is None else None
+    data = usual_record(record, planned_task)
     if data is None:
         # The plan's subagent for the task is the record's: a task keeps its subagent.
-        data = compact_record(record, record.subagent, planned_task)
-        if progress is not None:
-            data[FOLDED_KEY] = progress
-        data = redact_data(data)
+        data = redact_data(compact_record(record, record.subagent, planned_task))
+    if progress is not None:
+        data[FOLDED_KEY] = redact_data(progress)  # masked as a part of the record would be
     key = f"record/{record.task_id}"
     behind = None if at_once else writes_behind(store)
     if behind is None or not behind.put_behind(run_id, STAGE, key, data):

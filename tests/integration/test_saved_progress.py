@@ -193,3 +193,19 @@ class TestProgressWrittenBehind:
             report = await Coordinator([agent], store=store).run(["q"], run_id="run")
         assert agent.fetched == []  # every source done, as the record says
         assert report.coverage_ratio == 1.0
+
+    async def test_the_progress_a_record_carries_is_masked(self, tmp_path: Path) -> None:
+        """A secret in a finding is masked at rest, in the record as in a row of its own."""
+
+        class Leaky(Subagent):
+            async def handle(self, task: Task, ctx: Context) -> str:
+                ctx.record_partial(["token=abcdef0123456789"], completed="s1")
+                return "done"
+
+        agent = Leaky("leaky", checkpoint=True)
+        async with SQLiteStore(tmp_path / "checkpoints.sqlite") as store:
+            await Coordinator([agent], store=store).run(["q"], run_id="run")
+            rows = {(c.stage, c.key): c.value for c in await store.list("run")}
+        carried = rows["agentmesh.run", "record/task-0"]["progress"]
+        assert carried["findings"] == ["token=[REDACTED]"]
+        assert "abcdef0123456789" not in str(rows)
