@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -204,7 +205,7 @@ class SQLiteStore(StoreBase):
                 path=path,
             )
         try:
-            connection.execute("PRAGMA journal_mode = WAL")
+            _into_wal(connection, self.busy_timeout)
             connection.execute(f"PRAGMA synchronous = {self.synchronous}")
         except sqlite3.Error as exc:
             message = f"cannot set up checkpoint store {path}: {exc}"
@@ -392,11 +393,37 @@ def _reason(path: Path, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def _into_wal(connection: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode (once set, it stays), waiting up to `timeout` seconds.
+
+    SQLite answers "database is locked" at once, without its busy handler, to a
+    connection changing the mode while another holds the file (two processes opening a
+    new store together): tried again, on the store's thread, until the other is done.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 def _identity(connection: sqlite3.Connection) -> tuple[int, int, int]:
-    """`(application_id, user_version, schema objects)`: who wrote the file, and which layout."""
-    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
-    version = connection.execute("PRAGMA user_version").fetchone()[0]
-    objects = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    """`(application_id, user_version, schema objects)`: who wrote the file, and which layout.
+
+    One statement, so one read of the file: read apart, another process setting the file
+    up in between would make a new store look like another application's.
+    """
+    application_id, version, objects = connection.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id), "
+        "(SELECT user_version FROM pragma_user_version), "
+        "(SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
     return int(application_id), int(version), int(objects)
 
 

@@ -160,6 +160,39 @@ class TestStores:
 
 
 class TestSQLiteStore:
+    def test_stores_opening_one_new_file_at_once_all_open_it(self, tmp_path: Path) -> None:
+        """Four threads, each with a store of its own, open one new file at a barrier (as
+        the processes of a fan-out would): one sets the file up, every one opens it (the
+        identity read in one statement; WAL set while another holds the file, tried
+        again)."""
+        for trial in range(12):
+            path = tmp_path / f"new-{trial}.sqlite"
+            barrier = threading.Barrier(4)
+            failures: list[BaseException] = []
+
+            def open_it(
+                path: Path = path,
+                barrier: threading.Barrier = barrier,
+                failures: list[BaseException] = failures,
+            ) -> None:
+                async def opened() -> None:
+                    store = SQLiteStore(path)
+                    barrier.wait(10)
+                    async with store:
+                        await store.put("run", "stage", "key", {"ok": True})
+
+                try:
+                    asyncio.run(opened())
+                except BaseException as exc:
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=open_it) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert failures == []
+
     async def test_checkpoints_survive_a_new_store_on_the_same_file(self, tmp_path: Path) -> None:
         """What one store saved, another store (another process, later) reads back."""
         path = tmp_path / "nested" / "dir" / "checkpoints.sqlite"
