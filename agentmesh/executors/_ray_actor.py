@@ -25,7 +25,8 @@ import time
 from typing import Any, Final
 
 from agentmesh.events import EventSink, RunEvent
-from agentmesh.executors._ray_worker import REFS, Spec, run_spec
+from agentmesh.executors._ray_spec import Spec
+from agentmesh.executors._ray_worker import REFS, run_spec
 
 __all__ = ["BOUND", "Mailbox", "TaskWorker", "WorkerEvents", "pack"]
 
@@ -138,8 +139,9 @@ class TaskWorker:
             async with self._slots:
                 started = time.perf_counter()
                 mailbox.started(spec.call)
-                events = WorkerEvents(spec.run_id, spec.call, mailbox) if spec.events else None
-                result = await run_spec(spec, events)
+                events = spec.terms.events
+                sink = WorkerEvents(spec.run_id, spec.call, mailbox) if events else None
+                result = await run_spec(spec, sink)
             mailbox.ended(spec.call, "ok", result, time.perf_counter() - started)
         except asyncio.CancelledError:
             # Cancelled by the driver (`cancel`), queued or running: it has unwound.

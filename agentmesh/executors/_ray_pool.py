@@ -27,7 +27,6 @@ the same workers too.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import pickle
 from collections import Counter, deque
 from collections.abc import Generator, Mapping
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from agentmesh.events import EventSink
-    from agentmesh.executors._ray_worker import Shipment, Spec
+    from agentmesh.executors._ray_spec import RunTerms, Spec
 
 __all__ = ["Job", "WorkerPool", "pool_slots"]
 
@@ -102,7 +101,18 @@ class Job:
 
 
 class _Worker:
-    __slots__ = ("actor", "dead", "has", "jobs", "mean", "node", "out", "out_refs", "window")
+    __slots__ = (
+        "actor",
+        "dead",
+        "has",
+        "jobs",
+        "mean",
+        "node",
+        "out",
+        "out_refs",
+        "terms",
+        "window",
+    )
 
     def __init__(self, actor: Any, node: str | None, slots: int) -> None:
         self.actor = actor
@@ -112,6 +122,7 @@ class _Worker:
         self.mean: float | None = None  # seconds a task runs here, a running mean
         self.dead: asyncio.Future[None] | None = None
         self.has: set[str] = set()  # the shipments it was sent the refs of, by key
+        self.terms: RunTerms | None = None  # the last spec's: their refs are sent
         # Specs (and refs) for a busy worker go with its next poll: one message, not two.
         self.out: dict[str, Spec] = {}
         self.out_refs: dict[str, Any] = {}
@@ -130,7 +141,9 @@ class WorkerPool:
         self._flush_soon = False
         self._pollers: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._keys: dict[str, Shipment] = {}  # a shipment without its ref, by key
+        # The object refs of the shipments the specs name by key (the executor's `_ship`
+        # puts them here): each worker is sent each once, apart from the specs.
+        self.refs: dict[str, Any] = {}
 
     def start(self) -> WorkerPool:
         """Start one worker per CPU of each live node, on that node, and wait until they
@@ -204,6 +217,7 @@ class WorkerPool:
             for worker in self._workers:
                 worker.jobs.clear()
                 worker.has -= set(worker.out_refs)  # never sent: the old loop's batch
+                worker.terms = None
                 worker.out, worker.out_refs = {}, {}
                 worker.dead = None
                 self._watch(worker)
@@ -217,11 +231,12 @@ class WorkerPool:
         self._pollers.add(poller)
         poller.add_done_callback(self._pollers.discard)
 
-    def _flush(self) -> None:
-        """Send queued jobs out, one batch per worker, each worker up to its window."""
+    def _flush(self, polling: _Worker | None = None) -> None:
+        """Send queued jobs out, one batch per worker, each worker up to its window
+        (`polling`'s goes with the poll its poller is about to send)."""
         self._flush_soon = False
         pending = self._pending
-        idle = {worker for worker in self._workers if not worker.jobs}
+        idle = {worker for worker in self._workers if not worker.jobs and worker is not polling}
         workers = self._workers
         while pending and workers:
             # The least loaded worker with room: an even split of a burst of long tasks.
@@ -234,34 +249,22 @@ class WorkerPool:
             job = pending.popleft()
             job.worker = worker
             worker.jobs[job.spec.call] = job
-            worker.out[job.spec.call] = self._keyed(job.spec, worker, worker.out_refs)
+            worker.out[job.spec.call] = spec = job.spec
+            if spec.subagent.key not in worker.has or spec.terms is not worker.terms:
+                self._add_refs(spec, worker)
         for worker in idle:
             # Its poll waits for news that will not come: the batch goes now. A busy
             # worker's poll comes back soon, and the next one takes the batch along.
             if worker.out:
                 worker.actor.submit.remote(*_outgoing(worker))
 
-    def _keyed(self, spec: Spec, worker: _Worker, refs: dict[str, Any]) -> Spec:
-        """`spec` with its shipments named by key; the refs the worker lacks in `refs`."""
-        models = spec.models
-        return dataclasses.replace(
-            spec,
-            subagent=self._key(spec.subagent, worker, refs),
-            policies=None if spec.policies is None else self._key(spec.policies, worker, refs),
-            store=None if spec.store is None else self._key(spec.store, worker, refs),
-            models=None
-            if models is None
-            else dataclasses.replace(models, prices=self._key(models.prices, worker, refs)),
-        )
-
-    def _key(self, box: Shipment, worker: _Worker, refs: dict[str, Any]) -> Shipment:
-        if box.key not in worker.has:
-            worker.has.add(box.key)
-            refs[box.key] = box.ref
-        keyed = self._keys.get(box.key)
-        if keyed is None:
-            keyed = self._keys[box.key] = dataclasses.replace(box, ref=None)
-        return keyed
+    def _add_refs(self, spec: Spec, worker: _Worker) -> None:
+        """The refs of `spec`'s shipments that `worker` lacks go with its next message."""
+        worker.terms = spec.terms
+        for box in (spec.subagent, *spec.terms.shipments()):
+            if box.key not in worker.has:
+                worker.has.add(box.key)
+                worker.out_refs[box.key] = self.refs[box.key]
 
     async def _poll(self, worker: _Worker, epoch: int) -> None:
         """Deliver what `worker` says, in order, until it is lost or replaced."""
@@ -274,7 +277,10 @@ class WorkerPool:
             if packed is None:
                 return  # a poll of a newer event loop took over
             await self._deliver(worker, pickle.loads(packed))
-            self._flush()
+            # One turn of the loop: the tasks that ended free their slots, and the
+            # dispatches that take them ride on the next poll, not on the one after it.
+            await asyncio.sleep(0)
+            self._flush(worker)
 
     async def _deliver(self, worker: _Worker, items: list[tuple[Any, ...]]) -> None:
         jobs = worker.jobs

@@ -18,7 +18,6 @@ import copy
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar, overload
 
@@ -29,26 +28,21 @@ from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger
-from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
 from agentmesh.executors._ray_approvals import asked_by, worker_book
-from agentmesh.executors._ray_models import (
-    ClusterModelHealth,
-    ClusterUsageMeter,
-    ModelTerms,
-    Outbox,
-)
+from agentmesh.executors._ray_models import ClusterModelHealth, ClusterUsageMeter, Outbox
 from agentmesh.executors._ray_shared import SharedState, _WorkerScope
+from agentmesh.executors._ray_spec import Shipment, Spec
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["REFS", "Shipment", "Spec", "run_spec", "run_task", "wire"]
+__all__ = ["REFS", "run_spec", "run_task", "wire"]
 
 T = TypeVar("T")
 
@@ -66,39 +60,6 @@ REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Shipment:
-    """An object put into the object store once, fetched once per worker process."""
-
-    key: str
-    ref: Any  # ray.ObjectRef, nested so that Ray does not resolve it for every task
-
-
-@dataclass(frozen=True, slots=True)
-class Spec:
-    """Everything about one dispatch, one argument (Ray serializes one object per task,
-    not five); the big, shared parts travel as shipments."""
-
-    subagent: Shipment
-    policies: Shipment | None
-    store: Shipment | None
-    task: Task
-    run_id: str
-    task_id: str
-    call: str  # unique per dispatch: partial results are kept under it
-    deadline_at: float | None  # wall clock (time.time()), shared by driver and worker
-    budget: tuple[float, float] | None  # (ratio, reserve); (0, inf) means unlimited
-    budget_batch: int
-    state: dict[str, Any]
-    shared: dict[str, Any]  # the run scope's forbidden calls and policy memory
-    state_refresh: float
-    actor: tuple[str, str]  # (name, namespace)
-    events: bool = False  # whether the driver streams the run: collect the task's events
-    models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
-    answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
-    saved_progress: bool | None = None  # the store may hold the task's progress (None: ask it)
-
-
 def wire(outcome: Outcome) -> dict[str, Any]:
     """The outcome's wire shape (camelCase keys); values stay Python objects.
 
@@ -111,17 +72,19 @@ def wire(outcome: Outcome) -> dict[str, Any]:
 
 def run_task(spec: Spec) -> dict[str, Any]:
     """The remote function (a Ray task each): the task's events come with its outcome."""
-    return asyncio.run(run_spec(spec, EventCollector(spec.run_id) if spec.events else None))
+    events = EventCollector(spec.run_id) if spec.terms.events else None
+    return asyncio.run(run_spec(spec, events))
 
 
 async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     """Run one dispatch on this event loop; its events go to `events` (None: none built)."""
     subagent: Subagent = _unship(spec.subagent)
-    policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
-    store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
-    link = _Link(_actor(spec.actor), spec)
-    state = SharedState(spec.state, link)
-    shared = SharedState(spec.shared, _Writes(link, "scope"))
+    terms = spec.terms
+    policies: Sequence[ToolPolicy] = () if terms.policies is None else _unship(terms.policies)
+    store: CheckpointStore | None = None if terms.store is None else _unship(terms.store)
+    link = _Link(_actor(terms.actor), spec)
+    state = SharedState(terms.state, link)
+    shared = SharedState(terms.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
     scope = _WorkerScope(
         shared,
@@ -139,8 +102,8 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
     refresher = None
-    if spec.state_refresh > 0:
-        refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
+    if terms.state_refresh > 0:
+        refresher = asyncio.create_task(_refresh_every(terms.state_refresh, link, state, shared))
     try:
         outcome = await _tapped(subagent, link).run(
             spec.task, scope=scope, task_id=spec.task_id, timeout=timeout
@@ -172,9 +135,9 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
 
 def _models(spec: Spec, link: _Link) -> dict[str, Any]:
     """The scope's model health and usage meter: the run's, kept in the actor."""
-    if spec.models is None:
+    if spec.terms.models is None:
         return {}
-    outbox, terms = link.outbox, spec.models
+    outbox, terms = link.outbox, spec.terms.models
     return {
         "model_health": ClusterModelHealth(outbox, spec.run_id, spec.call, terms),
         "usage": ClusterUsageMeter(outbox, spec.run_id, terms, _unship(terms.prices)),
@@ -322,12 +285,12 @@ def _tapped(subagent: Subagent, link: _Link) -> Subagent:
 
 
 def _budget(spec: Spec, link: _Link) -> RetryBudget | None:
-    if spec.budget is None:
+    if spec.terms.budget is None:
         return None
-    ratio, reserve = spec.budget
+    ratio, reserve = spec.terms.budget
     if reserve == float("inf"):
         return RetryBudget.unlimited()  # nothing to share: no round trips
-    return LeasedBudget(link, ratio, reserve, spec.budget_batch)
+    return LeasedBudget(link, ratio, reserve, spec.terms.budget_batch)
 
 
 class LeasedBudget(RetryBudget):
