@@ -239,8 +239,10 @@ class WorkerPool:
         idle = {worker for worker in self._workers if not worker.jobs and worker is not polling}
         workers = self._workers
         while pending and workers:
-            # The least loaded worker with room: an even split of a burst of long tasks.
-            worker = min(workers, key=_load)
+            # The polling worker while it has room: its batch goes now, with its poll
+            # (another's would wait for that one's poll to come back). Else the least
+            # loaded worker with room: an even split of a burst of long tasks.
+            worker = min(workers, key=_load) if polling is None else polling
             if _room(worker) <= 0:
                 roomy = [w for w in workers if _room(w) > 0]
                 if not roomy:
