@@ -6,10 +6,11 @@ the event loop the queue is sent out, one batch per worker, as far as each worke
 *window* allows; each worker's poller takes what the worker says (its tasks' events
 as they come, each task's end), delivers it in order and sends more work.
 
-A worker holds its `slots` running tasks, plus, only when its tasks are short
-(measured on the worker, as a running mean), about `_AHEAD` seconds of work queued
-behind them, so that it never idles for a round trip; long tasks (over a few
-milliseconds) are sent one per slot, as Ray would schedule them. A worker that dies is
+A worker holds its `slots` running tasks and one queued behind them, so that it
+starts its next task at once rather than a round trip later; when its tasks are short
+(measured on the worker, as a running mean), up to about `_AHEAD` seconds of work
+queued. The price: a task queued behind a long one waits for it while another worker
+may have gone idle (at most one task per worker at the end of a run). A worker that dies is
 replaced, and its tasks are dealt with as with one Ray task per dispatch: a task seen
 running (the worker says when each starts) or that recorded progress becomes an
 `unavailable` envelope with its partial results; a short one that had not (queued
@@ -41,8 +42,9 @@ __all__ = ["Job", "WorkerPool", "pool_slots"]
 # Seconds of short tasks a worker may hold queued behind its running ones: about four
 # round trips to it, so that it has work while its finished tasks travel and more comes.
 _AHEAD: Final = 0.008
-# The most tasks queued on one worker, however short they are.
+# The most tasks queued on one worker, however short they are; the fewest, however long.
 _MOST_AHEAD: Final = 128
+_LEAST_AHEAD: Final = 1
 # How long `start` waits for the workers to be up.
 _START_WAIT: Final = 60.0
 # How long a killed worker may take to be confirmed gone.
@@ -118,7 +120,7 @@ class _Worker:
         self.actor = actor
         self.node = node
         self.jobs: dict[str, Job] = {}  # sent, not ended, by dispatch
-        self.window = slots
+        self.window = slots + _LEAST_AHEAD
         self.mean: float | None = None  # seconds a task runs here, a running mean
         self.dead: asyncio.Future[None] | None = None
         self.has: set[str] = set()  # the shipments it was sent the refs of, by key
@@ -306,7 +308,7 @@ class WorkerPool:
                 else ((1 - _WEIGHT) * worker.mean + _WEIGHT * seconds)
             )
             ahead = self.slots * _AHEAD / max(mean, 1e-6)
-            worker.window = self.slots + min(_MOST_AHEAD, int(ahead))
+            worker.window = self.slots + max(_LEAST_AHEAD, min(_MOST_AHEAD, int(ahead)))
             kind, value = item[2]
             job.end(kind, value)
 

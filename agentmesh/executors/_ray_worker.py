@@ -13,11 +13,11 @@ killed the next instant.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar, overload
 
@@ -34,7 +34,7 @@ from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
 from agentmesh.executors._ray_approvals import asked_by, worker_book
 from agentmesh.executors._ray_models import ClusterModelHealth, ClusterUsageMeter, Outbox
-from agentmesh.executors._ray_shared import SharedState, _WorkerScope
+from agentmesh.executors._ray_shared import Refresher, SharedState, _WorkerScope
 from agentmesh.executors._ray_spec import Shipment, Spec
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
@@ -58,6 +58,10 @@ _MAX_SHIPPED: Final = 256
 # Refs of shipments sent to a pool worker once, apart from the specs (which name them).
 REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
+# Each subagent's tapped copy (`_tapped`), by id, with the subagent (so its id stays its).
+_TAPPED: dict[int, tuple[Subagent, Subagent]] = {}
+# The running task's line to the actor, in its asyncio task's context (`run_spec`).
+_LINK: ContextVar[_Link] = ContextVar("agentmesh_ray_link")
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -101,18 +105,14 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     )
     scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
-    refresher = None
-    if terms.state_refresh > 0:
-        refresher = asyncio.create_task(_refresh_every(terms.state_refresh, link, state, shared))
+    refresher = Refresher(terms.state_refresh, link.actor, spec.run_id, state, shared)
+    _LINK.set(link)  # this task's (its asyncio task's own context): the tap reads it
     try:
-        outcome = await _tapped(subagent, link).run(
+        outcome = await _tapped(subagent).run(
             spec.task, scope=scope, task_id=spec.task_id, timeout=timeout
         )
     finally:
-        if refresher is not None:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+        await refresher.stop()
     link.done()
     counts = None
     if budget is not None:
@@ -237,32 +237,18 @@ class _Writes:
         self.link.write(op, self.space)
 
 
-async def _refresh_every(
-    interval: float, link: _Link, state: SharedState, shared: SharedState
-) -> None:
-    """Merge in what other workers of the run wrote, every `interval` seconds."""
-    version = 0
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            version, state_now, shared_now = await link.actor.state_since.remote(
-                link.spec.run_id, version
-            )
-        except Exception:  # the actor is gone: keep what we know
-            return
-        if state_now is not None:
-            state.merge(state_now)
-        if shared_now is not None:
-            shared.merge(shared_now)
-
-
-def _tapped(subagent: Subagent, link: _Link) -> Subagent:
-    """A shallow copy of `subagent` whose context reports every partial result."""
+def _tapped(subagent: Subagent) -> Subagent:
+    """A shallow copy of `subagent` whose context reports every partial result to the
+    running task's link (`_LINK`); one per subagent, kept."""
+    entry = _TAPPED.get(id(subagent))
+    if entry is not None and entry[0] is subagent:
+        return entry[1]
     inner = subagent.handle
 
     async def handle(task: Task, ctx: Context) -> Any:
         if not getattr(ctx, "_agentmesh_tapped", False):
             record = ctx.record_partial
+            link = _LINK.get()
 
             def record_partial(
                 findings: Iterable[Any] | Any = (),
@@ -281,6 +267,9 @@ def _tapped(subagent: Subagent, link: _Link) -> Subagent:
 
     clone = copy.copy(subagent)
     clone.handle = handle  # type: ignore[method-assign]  # the copy's own, not the class's
+    if len(_TAPPED) >= _MAX_SHIPPED:
+        _TAPPED.clear()
+    _TAPPED[id(subagent)] = (subagent, clone)
     return clone
 
 
