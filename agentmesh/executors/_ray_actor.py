@@ -68,9 +68,13 @@ class Mailbox:
         self._post(("started", call))
 
     def ended(self, call: str, kind: str, value: Any, seconds: float) -> None:
-        """A task ended: how (`"ok"`, `"error"`, `"cancelled"`), after its events."""
+        """A task ended: how (`"ok"`, `"error"`, `"cancelled"`), after its events. The end
+        of a task that ran longer than a poll lingers goes at once: batching it gains
+        nothing, and the driver sends the next task sooner."""
         self.running -= 1
         self._post(("ended", call, (kind, value), seconds))
+        if seconds >= _LINGER and self._hurry is not None:
+            _resolve(self._hurry)
 
     def _post(self, item: Item) -> None:
         self.items.append(item)
@@ -165,7 +169,9 @@ class TaskWorker:
                 events = spec.terms.events
                 sink = WorkerEvents(spec.run_id, spec.call, mailbox) if events else None
                 result = await run_spec(spec, sink)
-            mailbox.ended(spec.call, "ok", result, time.perf_counter() - started)
+                # Said before the slot frees: a long task's end then goes before the next
+                # task (which may hold this loop for long) starts.
+                mailbox.ended(spec.call, "ok", result, time.perf_counter() - started)
         except asyncio.CancelledError:
             # Cancelled by the driver (`cancel`), queued or running: it has unwound.
             mailbox.ended(spec.call, "cancelled", None, time.perf_counter() - started)

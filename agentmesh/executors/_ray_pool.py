@@ -30,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import pickle
 from collections import Counter, deque
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
+
+from agentmesh.executors._ray_jobs import Job, Worker, load, room
 
 if TYPE_CHECKING:
     from agentmesh.events import EventSink
-    from agentmesh.executors._ray_spec import RunTerms, Spec
+    from agentmesh.executors._ray_spec import Spec
 
 __all__ = ["Job", "WorkerPool", "pool_slots"]
 
@@ -68,75 +70,13 @@ def pool_slots(task_options: Mapping[str, Any]) -> int | None:
     return max(1, round(1 / share))
 
 
-class Job:
-    """One dispatch in the pool: awaited, it is the task's result (the worker's dict)."""
-
-    __slots__ = ("again", "future", "over", "settled", "sink", "spec", "started", "worker")
-
-    def __init__(self, spec: Spec, sink: EventSink | None, future: asyncio.Future[Any]) -> None:
-        self.spec = spec
-        self.sink = sink
-        self.future = future
-        self.worker: _Worker | None = None  # None while in the pool's queue
-        self.over = False
-        self.started = False  # the worker said it started
-        self.again = False  # sent once more after its worker died
-        self.settled: asyncio.Future[None] | None = None  # made when a stop waits for it
-
-    def __await__(self) -> Generator[Any, None, dict[str, Any]]:
-        result: dict[str, Any] = yield from self.future.__await__()
-        return result
-
-    def end(self, kind: str, value: Any) -> None:
-        """The worker ended the task (`"ok"`, `"error"`, `"cancelled"`) or was lost."""
-        self.over = True
-        future = self.future
-        if not future.done():
-            if kind == "ok":
-                future.set_result(value)
-            elif kind == "cancelled":
-                future.cancel()
-            else:
-                future.set_exception(value)
-        if self.settled is not None and not self.settled.done():
-            self.settled.set_result(None)
-
-
-class _Worker:
-    __slots__ = (
-        "actor",
-        "dead",
-        "has",
-        "jobs",
-        "mean",
-        "node",
-        "out",
-        "out_refs",
-        "terms",
-        "window",
-    )
-
-    def __init__(self, actor: Any, node: str | None, slots: int) -> None:
-        self.actor = actor
-        self.node = node
-        self.jobs: dict[str, Job] = {}  # sent, not ended, by dispatch
-        self.window = slots + _LEAST_AHEAD
-        self.mean: float | None = None  # seconds a task runs here, a running mean
-        self.dead: asyncio.Future[None] | None = None
-        self.has: set[str] = set()  # the shipments it was sent the refs of, by key
-        self.terms: RunTerms | None = None  # the last spec's: their refs are sent
-        # Specs (and refs) for a busy worker go with its next poll: one message, not two.
-        self.out: dict[str, Spec] = {}
-        self.out_refs: dict[str, Any] = {}
-
-
 class WorkerPool:
     """The executor's long-lived workers, and the jobs queued for them."""
 
     def __init__(self, slots: int, state: Any) -> None:
         self.slots = slots
         self._state = state  # the run-state actor: who recorded progress
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []
         self._pending: deque[Job] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._epoch = 0
@@ -176,7 +116,7 @@ class WorkerPool:
                 for _ in range(cpus - have[node["NodeID"]]):
                     self._workers.append(self._spawn(node["NodeID"]))
 
-    def _spawn(self, node: str | None, *, soft: bool = False) -> _Worker:
+    def _spawn(self, node: str | None, *, soft: bool = False) -> Worker:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -190,7 +130,7 @@ class WorkerPool:
             # would put its worker on another node. Soft only when the node is gone.
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         actor = ray.remote(TaskWorker).options(**options).remote(self.slots)
-        worker = _Worker(actor, node, self.slots)
+        worker = Worker(actor, node, self.slots + _LEAST_AHEAD)
         if self._loop is not None and not self._loop.is_closed():
             self._watch(worker)
         return worker
@@ -221,19 +161,20 @@ class WorkerPool:
                 worker.has -= set(worker.out_refs)  # never sent: the old loop's batch
                 worker.terms = None
                 worker.out, worker.out_refs = {}, {}
+                worker.cancels = []  # the old loop's, which may never send them
                 worker.dead = None
                 self._watch(worker)
             self._grow()
         return loop
 
-    def _watch(self, worker: _Worker) -> None:
+    def _watch(self, worker: Worker) -> None:
         assert self._loop is not None
         worker.dead = self._loop.create_future()
         poller = self._loop.create_task(self._poll(worker, self._epoch))
         self._pollers.add(poller)
         poller.add_done_callback(self._pollers.discard)
 
-    def _flush(self, polling: _Worker | None = None) -> None:
+    def _flush(self, polling: Worker | None = None) -> None:
         """Send queued jobs out, one batch per worker, each worker up to its window
         (`polling`'s goes with the poll its poller is about to send)."""
         self._flush_soon = False
@@ -244,12 +185,12 @@ class WorkerPool:
             # The polling worker while it has room: its batch goes now, with its poll
             # (another's would wait for that one's poll to come back). Else the least
             # loaded worker with room: an even split of a burst of long tasks.
-            worker = min(workers, key=_load) if polling is None else polling
-            if _room(worker) <= 0:
-                roomy = [w for w in workers if _room(w) > 0]
+            worker = min(workers, key=load) if polling is None else polling
+            if room(worker) <= 0:
+                roomy = [w for w in workers if room(w) > 0]
                 if not roomy:
                     break
-                worker = min(roomy, key=_load)
+                worker = min(roomy, key=load)
             job = pending.popleft()
             job.worker = worker
             worker.jobs[job.spec.call] = job
@@ -262,7 +203,7 @@ class WorkerPool:
             if worker.out:
                 worker.actor.submit.remote(*_outgoing(worker))
 
-    def _add_refs(self, spec: Spec, worker: _Worker) -> None:
+    def _add_refs(self, spec: Spec, worker: Worker) -> None:
         """The refs of `spec`'s shipments that `worker` lacks go with its next message."""
         worker.terms = spec.terms
         for box in (spec.subagent, *spec.terms.shipments()):
@@ -270,7 +211,7 @@ class WorkerPool:
                 worker.has.add(box.key)
                 worker.out_refs[box.key] = self.refs[box.key]
 
-    async def _poll(self, worker: _Worker, epoch: int) -> None:
+    async def _poll(self, worker: Worker, epoch: int) -> None:
         """Deliver what `worker` says, in order, until it is lost or replaced."""
         while True:
             try:
@@ -286,7 +227,7 @@ class WorkerPool:
             await asyncio.sleep(0)
             self._flush(worker)
 
-    async def _deliver(self, worker: _Worker, items: list[tuple[Any, ...]]) -> None:
+    async def _deliver(self, worker: Worker, items: list[tuple[Any, ...]]) -> None:
         jobs = worker.jobs
         for item in items:
             job = jobs.get(item[1])
@@ -312,7 +253,7 @@ class WorkerPool:
             kind, value = item[2]
             job.end(kind, value)
 
-    def _lost(self, worker: _Worker, exc: Exception) -> None:
+    def _lost(self, worker: Worker, exc: Exception) -> None:
         """A worker died: a new one takes its place, and its jobs are seen to."""
         if worker in self._workers:
             self._workers.remove(worker)
@@ -374,13 +315,27 @@ class WorkerPool:
             return
         try:
             if not force:
-                worker.actor.cancel.remote([job.spec.call])
+                self._cancel_soon(worker, job.spec.call)
                 if await _within(self._settled(job), grace):
                     return
         except asyncio.CancelledError:
             await self._kill(worker)
             raise
         await self._kill(worker)
+
+    def _cancel_soon(self, worker: Worker, call: str) -> None:
+        """Cancel `call` on `worker` at the end of this turn, with the others of the turn:
+        a run's tasks stopped together are cancelled there together, so a task queued
+        there never takes the slot a running one frees as it unwinds."""
+        if not worker.cancels:
+            assert self._loop is not None
+            self._loop.call_soon(self._send_cancels, worker)
+        worker.cancels.append(call)
+
+    def _send_cancels(self, worker: Worker) -> None:
+        calls, worker.cancels = worker.cancels, []
+        if calls and worker in self._workers:
+            worker.actor.cancel.remote(calls)
 
     def _settled(self, job: Job) -> asyncio.Future[None]:
         if job.settled is None:
@@ -390,7 +345,7 @@ class WorkerPool:
                 job.settled.set_result(None)
         return job.settled
 
-    async def _kill(self, worker: _Worker) -> None:
+    async def _kill(self, worker: Worker) -> None:
         import ray
 
         ray.kill(worker.actor, no_restart=True)
@@ -414,7 +369,7 @@ class WorkerPool:
         return len(self._workers)
 
 
-def _outgoing(worker: _Worker) -> tuple[bytes | None, dict[str, Any]]:
+def _outgoing(worker: Worker) -> tuple[bytes | None, dict[str, Any]]:
     """What is to go to `worker` with the next message (taken: it goes now): its specs,
     packed, and the refs it lacks."""
     from agentmesh.executors._ray_actor import pack
@@ -431,14 +386,6 @@ def _alive(node: str | None) -> bool:
 
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
     return any(n["NodeID"] == node and n.get("Alive") for n in nodes)
-
-
-def _load(worker: _Worker) -> int:
-    return len(worker.jobs)
-
-
-def _room(worker: _Worker) -> int:
-    return worker.window - len(worker.jobs)
 
 
 async def _within(future: asyncio.Future[None], seconds: float) -> bool:
