@@ -36,7 +36,7 @@ BOUND: Final = 1024
 # After the first news, a poll waits up to this long for more before it answers,
 # unless this many items are there already or every task sent has ended: small tasks'
 # ends travel in batches (each message costs both sides a few hundred µs of CPU).
-_LINGER: Final = 0.002
+_LINGER: Final = 0.005
 _ENOUGH: Final = 256
 
 Item = tuple[Any, ...]
