@@ -1,5 +1,5 @@
 """The worker pool's bookkeeping on the driver: a dispatch (`Job`) and what the driver
-knows of each worker (`Worker`): its jobs, its window, what is to go to it next."""
+knows of each worker (`Worker`): its jobs and what is to go to it next."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from agentmesh.events import EventSink
     from agentmesh.executors._ray_spec import RunTerms, Spec
 
-__all__ = ["Job", "Worker", "load", "room"]
+__all__ = ["Job", "Worker", "load"]
 
 
 class Job:
@@ -57,20 +57,16 @@ class Worker:
         "dead",
         "has",
         "jobs",
-        "mean",
         "node",
         "out",
         "out_refs",
         "terms",
-        "window",
     )
 
-    def __init__(self, actor: Any, node: str | None, window: int) -> None:
+    def __init__(self, actor: Any, node: str | None) -> None:
         self.actor = actor
         self.node = node
         self.jobs: dict[str, Job] = {}  # sent, not ended, by dispatch
-        self.window = window
-        self.mean: float | None = None  # seconds a task runs here, a running mean
         self.dead: asyncio.Future[None] | None = None
         self.has: set[str] = set()  # the shipments it was sent the refs of, by key
         self.terms: RunTerms | None = None  # the last spec's: their refs are sent
@@ -82,7 +78,3 @@ class Worker:
 
 def load(worker: Worker) -> int:
     return len(worker.jobs)
-
-
-def room(worker: Worker) -> int:
-    return worker.window - len(worker.jobs)

@@ -7,10 +7,11 @@ the event loop the queue is sent out, one batch per worker, as far as each worke
 as they come, each task's end), delivers it in order and sends more work.
 
 A worker holds its `slots` running tasks and one queued behind them, so that it
-starts its next task at once rather than a round trip later; when its tasks are short
-(measured on the worker, as a running mean), up to about `_AHEAD` seconds of work
-queued. The price: a task queued behind a long one waits for it while another worker
-may have gone idle (at most one task per worker at the end of a run). A worker that dies is
+starts its next task at once rather than a round trip later; for a subagent whose
+tasks are short (measured on the workers, a running mean per subagent), up to about
+`_AHEAD` seconds of them queued. The price: a task queued behind a long one waits for
+it while another worker may have gone idle (at most one task per worker at the end of
+a run). A subagent not measured yet counts as long. A worker that dies is
 replaced, and its tasks are dealt with as with one Ray task per dispatch: a task seen
 running (the worker says when each starts) or that recorded progress becomes an
 `unavailable` envelope with its partial results; a short one that had not (queued
@@ -33,7 +34,7 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from agentmesh.executors._ray_jobs import Job, Worker, load, room
+from agentmesh.executors._ray_jobs import Job, Worker, load
 
 if TYPE_CHECKING:
     from agentmesh.events import EventSink
@@ -51,7 +52,7 @@ _LEAST_AHEAD: Final = 1
 _START_WAIT: Final = 60.0
 # How long a killed worker may take to be confirmed gone.
 _KILL_WAIT: Final = 10.0
-# Weight of a finished task's duration in a worker's running mean.
+# Weight of a finished task's duration in its subagent's running mean.
 _WEIGHT: Final = 0.2
 
 
@@ -86,6 +87,10 @@ class WorkerPool:
         # The object refs of the shipments the specs name by key (the executor's `_ship`
         # puts them here): each worker is sent each once, apart from the specs.
         self.refs: dict[str, Any] = {}
+        # By subagent (its shipment's key): the running mean of its tasks' seconds, and
+        # how many of its tasks a worker may hold queued beyond its slots.
+        self._means: dict[str, float] = {}
+        self._ahead: dict[str, int] = {}
 
     def start(self) -> WorkerPool:
         """Start one worker per CPU of each live node, on that node, and wait until they
@@ -130,7 +135,7 @@ class WorkerPool:
             # would put its worker on another node. Soft only when the node is gone.
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         actor = ray.remote(TaskWorker).options(**options).remote(self.slots)
-        worker = Worker(actor, node, self.slots + _LEAST_AHEAD)
+        worker = Worker(actor, node)
         if self._loop is not None and not self._loop.is_closed():
             self._watch(worker)
         return worker
@@ -185,9 +190,10 @@ class WorkerPool:
             # The polling worker while it has room: its batch goes now, with its poll
             # (another's would wait for that one's poll to come back). Else the least
             # loaded worker with room: an even split of a burst of long tasks.
+            window = self.slots + self._ahead.get(pending[0].spec.subagent.key, _LEAST_AHEAD)
             worker = min(workers, key=load) if polling is None else polling
-            if room(worker) <= 0:
-                roomy = [w for w in workers if room(w) > 0]
+            if load(worker) >= window:
+                roomy = [w for w in workers if load(w) < window]
                 if not roomy:
                     break
                 worker = min(roomy, key=load)
@@ -242,16 +248,18 @@ class WorkerPool:
                     job.sink.forward(item[2])  # numbered in the driver's run, in order
                 continue
             del jobs[item[1]]
-            seconds: float = item[3]
-            mean = worker.mean = (
-                seconds
-                if worker.mean is None
-                else ((1 - _WEIGHT) * worker.mean + _WEIGHT * seconds)
-            )
-            ahead = self.slots * _AHEAD / max(mean, 1e-6)
-            worker.window = self.slots + max(_LEAST_AHEAD, min(_MOST_AHEAD, int(ahead)))
+            self._measured(job.spec.subagent.key, item[3])
             kind, value = item[2]
             job.end(kind, value)
+
+    def _measured(self, subagent: str, seconds: float) -> None:
+        """A task of `subagent` ran `seconds`: how many of its tasks a worker may hold."""
+        mean = self._means.get(subagent)
+        mean = self._means[subagent] = (
+            seconds if mean is None else (1 - _WEIGHT) * mean + _WEIGHT * seconds
+        )
+        ahead = int(self.slots * _AHEAD / max(mean, 1e-6))
+        self._ahead[subagent] = max(_LEAST_AHEAD, min(_MOST_AHEAD, ahead))
 
     def _lost(self, worker: Worker, exc: Exception) -> None:
         """A worker died: a new one takes its place, and its jobs are seen to."""
