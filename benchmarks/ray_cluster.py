@@ -8,7 +8,9 @@ the two-node tests start it; the coordinator's `RayExecutor` joins it by address
 round runs the local executor and the cluster back to back, alternating which goes
 first: 10,000 one-line tasks (the executors' own cost per task, end to end) and 100
 tasks that each burn 50 ms of CPU (which the local executor runs one at a time, on
-one core). Skipped, with a line that says so, when Ray is not installed.
+one core). Each of those also times itself: the mean wall time of a 50 ms task says
+how much of a core it got (50 ms: a whole one; on a shared machine, more). Skipped,
+with a line that says so, when Ray is not installed.
 """
 
 from __future__ import annotations
@@ -45,12 +47,27 @@ class RayRow:
     name: str
     trivial_us: Samples = field(default_factory=Samples)  # wall µs per one-line task
     cpu_seconds: Samples = field(default_factory=Samples)  # wall s of the fan-out
+    cpu_task_ms: Samples = field(default_factory=Samples)  # a 50 ms task's own wall ms
 
     def to_json(self) -> dict[str, Any]:
         return {
             "trivial_us_per_task": self.trivial_us.to_json(),
             "cpu_fanout_s": self.cpu_seconds.to_json(),
+            "cpu_task_wall_ms": self.cpu_task_ms.to_json(),
         }
+
+
+def timed_spinner(ms: float) -> Any:
+    """A subagent body that burns `ms` of CPU and returns its own wall time, in ms."""
+
+    async def spin(task: Any, ctx: Any) -> list[float]:
+        started = time.perf_counter()
+        until = time.process_time() + ms / 1000
+        while time.process_time() < until:
+            pass
+        return [(time.perf_counter() - started) * 1e3]
+
+    return spin
 
 
 @contextlib.contextmanager
@@ -86,20 +103,20 @@ def two_nodes() -> Iterator[str]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-async def _timed(coordinator: Any, n: int) -> float:
+async def _timed(coordinator: Any, n: int) -> tuple[float, list[Any]]:
     started = time.perf_counter()
     report = await coordinator.run([f"q{i}" for i in range(n)])
     elapsed = time.perf_counter() - started
     assert len(report.findings) == n, "every task must succeed"
-    return elapsed
+    return elapsed, [finding.content for finding in report.findings]
 
 
 async def _rounds(address: str, rounds: int, n: int) -> list[RayRow]:
     from agentmesh import Coordinator, RetryPolicy, subagent
     from agentmesh.executors import LocalExecutor, RayExecutor
-    from benchmarks.ray_executor import echo, spinner
+    from benchmarks.ray_executor import echo
 
-    spin = subagent(name="spin", retry=RetryPolicy.never())(spinner(CPU_MS))
+    spin = subagent(name="spin", retry=RetryPolicy.never())(timed_spinner(CPU_MS))
     cluster = RayExecutor(address, init_options={"log_to_driver": False}).connect()
     executors = {"local, one core": LocalExecutor(), "Ray, two nodes": cluster}
     rows = {name: RayRow(name) for name in executors}
@@ -110,11 +127,11 @@ async def _rounds(address: str, rounds: int, n: int) -> list[RayRow]:
         for number in range(rounds):
             for name in rotated(list(executors), number):
                 executor = executors[name]
-                wall = await _timed(Coordinator([echo], executor=executor), n)
+                wall, _ = await _timed(Coordinator([echo], executor=executor), n)
                 rows[name].trivial_us.add(wall / n * 1e6)
-                rows[name].cpu_seconds.add(
-                    await _timed(Coordinator([spin], executor=executor), CPU_N)
-                )
+                wall, task_ms = await _timed(Coordinator([spin], executor=executor), CPU_N)
+                rows[name].cpu_seconds.add(wall)
+                rows[name].cpu_task_ms.add(sum(task_ms) / len(task_ms))
                 print(".", end="", flush=True)
     finally:
         cluster.close()
@@ -144,6 +161,7 @@ def print_table(results: dict[str, Any]) -> None:
                 name,
                 spread(Samples(cell["trivial_us_per_task"]["samples"]), "{:.0f}"),
                 spread(Samples(cell["cpu_fanout_s"]["samples"]), "{:.2f}"),
+                spread(Samples(cell["cpu_task_wall_ms"]["samples"]), "{:.0f}"),
             ]
         )
     print(
@@ -152,6 +170,7 @@ def print_table(results: dict[str, Any]) -> None:
                 "executor",
                 f"{results['n']:,} one-line tasks: µs/task",
                 f"{results['cpu_n']} × {results['cpu_ms']:g} ms CPU: s",
+                "each task's own wall: ms",
             ],
             lines,
             "Ray: a local two-node cluster (one CPU each) against the local executor",

@@ -48,7 +48,7 @@ from agentmesh._numbers import number, whole
 from agentmesh.envelope import ErrorEnvelope, Outcome, PartialResults
 from agentmesh.errors import UsageError
 from agentmesh.executors._local import Dispatch
-from agentmesh.executors._ray_approvals import answers_for, keep_asked
+from agentmesh.executors._ray_approvals import keep_asked
 from agentmesh.executors._ray_failures import (
     _as_defaults,
     _cause,
@@ -57,22 +57,21 @@ from agentmesh.executors._ray_failures import (
     _settled,
     _unavailable,
 )
-from agentmesh.executors._ray_models import model_terms
 from agentmesh.executors._ray_pool import Job, WorkerPool, pool_slots
-from agentmesh.executors._ray_shared import apply_ops, merge_scope, progress_known, scope_wire
+from agentmesh.executors._ray_shared import apply_ops, merge_scope
 from agentmesh.executors._ray_shipping import (
     _by_value,
-    _check_shared,
     _module,
     _modules_of,
     _unshippable,
     refuse_unshared,
 )
+from agentmesh.executors._ray_spec import Shipment, SpecMaker
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
 if TYPE_CHECKING:
-    from agentmesh.executors._ray_worker import Shipment, Spec
+    from agentmesh.executors._ray_spec import Spec
 
 __all__ = ["RayExecutor"]
 
@@ -153,6 +152,7 @@ class RayExecutor:
         self._actor: Any = None
         self._remote: Any = None
         self._pool: WorkerPool | None = None
+        self._specs: SpecMaker | None = None
         self._owns_ray = False
         self._closed = False
         # id(obj) -> (obj, shipment or the UsageError it raised); obj is kept so that
@@ -202,6 +202,9 @@ class RayExecutor:
         )
         slots = pool_slots(self.task_options)
         self._pool = None if slots is None else WorkerPool(slots, self._actor).start()
+        self._specs = SpecMaker(
+            self._ship, (self._actor_name, _NAMESPACE), self.budget_batch, self.state_refresh
+        )
         return self
 
     def close(self) -> None:
@@ -219,7 +222,7 @@ class RayExecutor:
             ray.kill(self._actor)
             if self._owns_ray:
                 ray.shutdown()
-        self._actor = self._remote = self._pool = None
+        self._actor = self._remote = self._pool = self._specs = None
         self._shipped.clear()
 
     async def __aenter__(self) -> Self:
@@ -255,7 +258,8 @@ class RayExecutor:
         deadline_at = None if dispatch.timeout is None else time.time() + dispatch.timeout
         self.connect()
         scope = dispatch.scope
-        spec = self._spec(subagent, task, dispatch, deadline_at)
+        assert self._specs is not None
+        spec = self._specs.spec(subagent, task, dispatch, deadline_at)
         if self._pool is not None:
             ref: Any = self._pool.submit(spec, scope.events)
         else:
@@ -289,8 +293,10 @@ class RayExecutor:
                 self._settle(spec.run_id, (budget.ratio, budget.reserve), deposits, unused, denied)
         if result["state"]:
             apply_ops(scope.state, result["state"])
+            self._specs.changed(scope)
         if result["shared"]:
             merge_scope(scope, result["shared"])
+            self._specs.changed(scope)
         await keep_asked(scope, result["asked"])  # before the coordinator records the task
         if result["usage_stop"] is not None and scope.usage.stop is None:
             scope.usage.stop = result["usage_stop"]  # a run-wide limit the actor keeps
@@ -302,42 +308,6 @@ class RayExecutor:
             return marked_usage_refusal(outcome)  # the worker's usage limit refused it
         return outcome
 
-    def _spec(
-        self, subagent: Subagent, task: Task, dispatch: Dispatch, deadline_at: float | None
-    ) -> Spec:
-        """The dispatch as a worker takes it, what it shares shipped once (see `_ship`)."""
-        from agentmesh.executors._ray_worker import Spec
-
-        scope = dispatch.scope
-        subagent_box = self._ship(subagent, f"subagent {subagent.name!r}")
-        policies_box = None
-        if scope.policies:
-            policies_box = self._ship(scope.policies, "the coordinator's policies")
-        store_box = None
-        if scope.store is not None:
-            store_box = self._ship(scope.store, f"store {scope.store!r}", check=_check_shared)
-        budget = scope.budget
-        return Spec(
-            subagent=subagent_box,
-            policies=policies_box,
-            store=store_box,
-            task=task,
-            run_id=dispatch.run_id,
-            task_id=dispatch.task_id,
-            call=uuid.uuid4().hex,
-            deadline_at=deadline_at,
-            budget=None if budget is None else (budget.ratio, budget.reserve),
-            budget_batch=self.budget_batch,
-            state=dict(scope.state),
-            shared=scope_wire(scope),
-            state_refresh=self.state_refresh,
-            actor=(self._actor_name, _NAMESPACE),
-            events=scope.events is not None,
-            models=model_terms(scope, self._ship),
-            answers=answers_for(scope, dispatch.task_id),
-            saved_progress=progress_known(scope, subagent, dispatch.task_id),
-        )
-
     async def _lost_outcome(
         self, subagent: Subagent, task: Task, dispatch: Dispatch, spec: Spec, exc: Exception
     ) -> ErrorEnvelope:
@@ -347,6 +317,8 @@ class RayExecutor:
         # What the lost task wrote reached the actor, not this process: merge it in.
         apply_ops(scope.state, _as_defaults(state))
         merge_scope(scope, _as_defaults(shared))
+        if self._specs is not None:
+            self._specs.changed(scope)
         self._log.warning(
             "ray_task_lost",
             run_id=spec.run_id,
@@ -368,8 +340,6 @@ class RayExecutor:
         """
         import ray
 
-        from agentmesh.executors._ray_worker import Shipment
-
         entry = self._shipped.get(id(obj))
         if entry is not None and entry[0] is obj:
             if isinstance(entry[1], UsageError):
@@ -390,6 +360,10 @@ class RayExecutor:
             self._shipped[id(obj)] = (obj, error)
             raise error from None
         shipment = Shipment(uuid.uuid4().hex, ref)
+        if self._pool is not None:
+            # Named by key in the specs; the pool sends each worker the ref once.
+            self._pool.refs[shipment.key] = ref
+            shipment = Shipment(shipment.key, None)
         self._shipped[id(obj)] = (obj, shipment)
         return shipment
 

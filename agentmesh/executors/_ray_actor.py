@@ -25,16 +25,18 @@ import time
 from typing import Any, Final
 
 from agentmesh.events import EventSink, RunEvent
-from agentmesh.executors._ray_worker import REFS, Spec, run_spec
+from agentmesh.executors._ray_spec import Spec
+from agentmesh.executors._ray_worker import REFS, run_spec
 
 __all__ = ["BOUND", "Mailbox", "TaskWorker", "WorkerEvents", "pack"]
 
 BOUND: Final = 1024
 """Events a worker holds for the driver before its tasks wait for room."""
 
-# After the first news, a poll waits this long for more before it answers, unless
-# this many items are there already: small tasks' ends travel in batches.
-_LINGER: Final = 0.001
+# After the first news, a poll waits up to this long for more before it answers,
+# unless this many items are there already or every task sent has ended: small tasks'
+# ends travel in batches (each message costs both sides a few hundred µs of CPU).
+_LINGER: Final = 0.005
 _ENOUGH: Final = 256
 
 Item = tuple[Any, ...]
@@ -44,31 +46,45 @@ Item = tuple[Any, ...]
 class Mailbox:
     """What a worker has to tell the driver, in the order it happened."""
 
-    __slots__ = ("_news", "_room", "bound", "events", "items")
+    __slots__ = ("_hurry", "_news", "_room", "bound", "events", "items", "running")
 
     def __init__(self, bound: int = BOUND) -> None:
         self.bound = bound
         self.items: list[Item] = []
         self.events = 0  # events among `items`: what `bound` counts
+        self.running = 0  # tasks sent to this worker and not ended
         self._news = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+        self._hurry: asyncio.Future[None] | None = None  # a lingering poll's
 
     def event(self, call: str, event: RunEvent) -> None:
-        self.items.append(("event", call, event))
         self.events += 1
-        self._news.set()
         if self.events >= self.bound:
             self._room.clear()
+        self._post(("event", call, event))
 
     def started(self, call: str) -> None:
-        self.items.append(("started", call))
-        self._news.set()
+        self._post(("started", call))
 
     def ended(self, call: str, kind: str, value: Any, seconds: float) -> None:
-        """A task ended: how (`"ok"`, `"error"`, `"cancelled"`), after its events."""
-        self.items.append(("ended", call, (kind, value), seconds))
+        """A task ended: how (`"ok"`, `"error"`, `"cancelled"`), after its events. The end
+        of a task that ran longer than a poll lingers goes at once: batching it gains
+        nothing, and the driver sends the next task sooner."""
+        self.running -= 1
+        self._post(("ended", call, (kind, value), seconds))
+        if seconds >= _LINGER and self._hurry is not None:
+            _resolve(self._hurry)
+
+    def _post(self, item: Item) -> None:
+        self.items.append(item)
         self._news.set()
+        if self._hurry is not None and self._ready():
+            _resolve(self._hurry)
+
+    def _ready(self) -> bool:
+        """Whether a poll should answer now: nothing more is coming soon, or enough is here."""
+        return self.running <= 0 or len(self.items) >= _ENOUGH
 
     async def room(self) -> None:
         """Return once the driver has taken enough events for more to wait here."""
@@ -76,10 +92,19 @@ class Mailbox:
             await self._room.wait()
 
     async def news(self) -> None:
-        """Return once there is something to take (or a `wake`), a little after."""
+        """Return once there is something to take (or a `wake`): at once when every task
+        sent here has ended or enough waits, else a little after, when more has come."""
         await self._news.wait()
-        if len(self.items) < _ENOUGH:
-            await asyncio.sleep(_LINGER)
+        if self._ready():
+            return
+        loop = asyncio.get_running_loop()
+        hurry = self._hurry = loop.create_future()
+        timer = loop.call_later(_LINGER, _resolve, hurry)
+        try:
+            await hurry
+        finally:
+            timer.cancel()
+            self._hurry = None
 
     def take(self) -> list[Item]:
         """Everything said since the last take."""
@@ -92,6 +117,8 @@ class Mailbox:
     def wake(self) -> None:
         """Wake a waiting poll (a newer one replaces it)."""
         self._news.set()
+        if self._hurry is not None:
+            _resolve(self._hurry)
 
 
 class WorkerEvents(EventSink):
@@ -128,6 +155,7 @@ class TaskWorker:
         free. `refs`: the object refs of shipments new to this worker, by key."""
         REFS.update(refs)
         specs: list[Spec] = pickle.loads(packed)
+        self._mailbox.running += len(specs)
         for spec in specs:
             self._tasks[spec.call] = asyncio.create_task(self._run(spec))
 
@@ -138,9 +166,12 @@ class TaskWorker:
             async with self._slots:
                 started = time.perf_counter()
                 mailbox.started(spec.call)
-                events = WorkerEvents(spec.run_id, spec.call, mailbox) if spec.events else None
-                result = await run_spec(spec, events)
-            mailbox.ended(spec.call, "ok", result, time.perf_counter() - started)
+                events = spec.terms.events
+                sink = WorkerEvents(spec.run_id, spec.call, mailbox) if events else None
+                result = await run_spec(spec, sink)
+                # Said before the slot frees: a long task's end then goes before the next
+                # task (which may hold this loop for long) starts.
+                mailbox.ended(spec.call, "ok", result, time.perf_counter() - started)
         except asyncio.CancelledError:
             # Cancelled by the driver (`cancel`), queued or running: it has unwound.
             mailbox.ended(spec.call, "cancelled", None, time.perf_counter() - started)
@@ -187,6 +218,11 @@ def pack(obj: object) -> bytes:
 
         packed: bytes = cloudpickle.dumps(obj, protocol=5)  # type: ignore[no-untyped-call]  # unannotated upstream
         return packed
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _portable(exc: Exception) -> Exception:

@@ -6,10 +6,12 @@ the event loop the queue is sent out, one batch per worker, as far as each worke
 *window* allows; each worker's poller takes what the worker says (its tasks' events
 as they come, each task's end), delivers it in order and sends more work.
 
-A worker holds its `slots` running tasks, plus, only when its tasks are short
-(measured on the worker, as a running mean), about `_AHEAD` seconds of work queued
-behind them, so that it never idles for a round trip; long tasks (over a few
-milliseconds) are sent one per slot, as Ray would schedule them. A worker that dies is
+A worker holds its `slots` running tasks and one queued behind them, so that it
+starts its next task at once rather than a round trip later; for a subagent whose
+tasks are short (measured on the workers, a running mean per subagent), up to about
+`_AHEAD` seconds of them queued. The price: a task queued behind a long one waits for
+it while another worker may have gone idle (at most one task per worker at the end of
+a run). A subagent not measured yet counts as long. A worker that dies is
 replaced, and its tasks are dealt with as with one Ray task per dispatch: a task seen
 running (the worker says when each starts) or that recorded progress becomes an
 `unavailable` envelope with its partial results; a short one that had not (queued
@@ -27,28 +29,30 @@ the same workers too.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import pickle
 from collections import Counter, deque
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
+
+from agentmesh.executors._ray_jobs import Job, Worker, load
 
 if TYPE_CHECKING:
     from agentmesh.events import EventSink
-    from agentmesh.executors._ray_worker import Shipment, Spec
+    from agentmesh.executors._ray_spec import Spec
 
 __all__ = ["Job", "WorkerPool", "pool_slots"]
 
 # Seconds of short tasks a worker may hold queued behind its running ones: about four
 # round trips to it, so that it has work while its finished tasks travel and more comes.
 _AHEAD: Final = 0.008
-# The most tasks queued on one worker, however short they are.
+# The most tasks queued on one worker, however short they are; the fewest, however long.
 _MOST_AHEAD: Final = 128
+_LEAST_AHEAD: Final = 1
 # How long `start` waits for the workers to be up.
 _START_WAIT: Final = 60.0
 # How long a killed worker may take to be confirmed gone.
 _KILL_WAIT: Final = 10.0
-# Weight of a finished task's duration in a worker's running mean.
+# Weight of a finished task's duration in its subagent's running mean.
 _WEIGHT: Final = 0.2
 
 
@@ -67,70 +71,26 @@ def pool_slots(task_options: Mapping[str, Any]) -> int | None:
     return max(1, round(1 / share))
 
 
-class Job:
-    """One dispatch in the pool: awaited, it is the task's result (the worker's dict)."""
-
-    __slots__ = ("again", "future", "over", "settled", "sink", "spec", "started", "worker")
-
-    def __init__(self, spec: Spec, sink: EventSink | None, future: asyncio.Future[Any]) -> None:
-        self.spec = spec
-        self.sink = sink
-        self.future = future
-        self.worker: _Worker | None = None  # None while in the pool's queue
-        self.over = False
-        self.started = False  # the worker said it started
-        self.again = False  # sent once more after its worker died
-        self.settled: asyncio.Future[None] | None = None  # made when a stop waits for it
-
-    def __await__(self) -> Generator[Any, None, dict[str, Any]]:
-        result: dict[str, Any] = yield from self.future.__await__()
-        return result
-
-    def end(self, kind: str, value: Any) -> None:
-        """The worker ended the task (`"ok"`, `"error"`, `"cancelled"`) or was lost."""
-        self.over = True
-        future = self.future
-        if not future.done():
-            if kind == "ok":
-                future.set_result(value)
-            elif kind == "cancelled":
-                future.cancel()
-            else:
-                future.set_exception(value)
-        if self.settled is not None and not self.settled.done():
-            self.settled.set_result(None)
-
-
-class _Worker:
-    __slots__ = ("actor", "dead", "has", "jobs", "mean", "node", "out", "out_refs", "window")
-
-    def __init__(self, actor: Any, node: str | None, slots: int) -> None:
-        self.actor = actor
-        self.node = node
-        self.jobs: dict[str, Job] = {}  # sent, not ended, by dispatch
-        self.window = slots
-        self.mean: float | None = None  # seconds a task runs here, a running mean
-        self.dead: asyncio.Future[None] | None = None
-        self.has: set[str] = set()  # the shipments it was sent the refs of, by key
-        # Specs (and refs) for a busy worker go with its next poll: one message, not two.
-        self.out: dict[str, Spec] = {}
-        self.out_refs: dict[str, Any] = {}
-
-
 class WorkerPool:
     """The executor's long-lived workers, and the jobs queued for them."""
 
     def __init__(self, slots: int, state: Any) -> None:
         self.slots = slots
         self._state = state  # the run-state actor: who recorded progress
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []
         self._pending: deque[Job] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._epoch = 0
         self._flush_soon = False
         self._pollers: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._keys: dict[str, Shipment] = {}  # a shipment without its ref, by key
+        # The object refs of the shipments the specs name by key (the executor's `_ship`
+        # puts them here): each worker is sent each once, apart from the specs.
+        self.refs: dict[str, Any] = {}
+        # By subagent (its shipment's key): the running mean of its tasks' seconds, and
+        # how many of its tasks a worker may hold queued beyond its slots.
+        self._means: dict[str, float] = {}
+        self._ahead: dict[str, int] = {}
 
     def start(self) -> WorkerPool:
         """Start one worker per CPU of each live node, on that node, and wait until they
@@ -161,7 +121,7 @@ class WorkerPool:
                 for _ in range(cpus - have[node["NodeID"]]):
                     self._workers.append(self._spawn(node["NodeID"]))
 
-    def _spawn(self, node: str | None, *, soft: bool = False) -> _Worker:
+    def _spawn(self, node: str | None, *, soft: bool = False) -> Worker:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -175,7 +135,7 @@ class WorkerPool:
             # would put its worker on another node. Soft only when the node is gone.
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         actor = ray.remote(TaskWorker).options(**options).remote(self.slots)
-        worker = _Worker(actor, node, self.slots)
+        worker = Worker(actor, node)
         if self._loop is not None and not self._loop.is_closed():
             self._watch(worker)
         return worker
@@ -204,66 +164,60 @@ class WorkerPool:
             for worker in self._workers:
                 worker.jobs.clear()
                 worker.has -= set(worker.out_refs)  # never sent: the old loop's batch
+                worker.terms = None
                 worker.out, worker.out_refs = {}, {}
+                worker.cancels = []  # the old loop's, which may never send them
                 worker.dead = None
                 self._watch(worker)
             self._grow()
         return loop
 
-    def _watch(self, worker: _Worker) -> None:
+    def _watch(self, worker: Worker) -> None:
         assert self._loop is not None
         worker.dead = self._loop.create_future()
         poller = self._loop.create_task(self._poll(worker, self._epoch))
         self._pollers.add(poller)
         poller.add_done_callback(self._pollers.discard)
 
-    def _flush(self) -> None:
-        """Send queued jobs out, one batch per worker, each worker up to its window."""
+    def _flush(self, polling: Worker | None = None) -> None:
+        """Send queued jobs out, one batch per worker, each worker up to its window
+        (`polling`'s goes with the poll its poller is about to send)."""
         self._flush_soon = False
         pending = self._pending
-        idle = {worker for worker in self._workers if not worker.jobs}
+        idle = {worker for worker in self._workers if not worker.jobs and worker is not polling}
         workers = self._workers
         while pending and workers:
-            # The least loaded worker with room: an even split of a burst of long tasks.
-            worker = min(workers, key=_load)
-            if _room(worker) <= 0:
-                roomy = [w for w in workers if _room(w) > 0]
+            # The polling worker while it has room: its batch goes now, with its poll
+            # (another's would wait for that one's poll to come back). Else the least
+            # loaded worker with room: an even split of a burst of long tasks.
+            window = self.slots + self._ahead.get(pending[0].spec.subagent.key, _LEAST_AHEAD)
+            worker = min(workers, key=load) if polling is None else polling
+            if load(worker) >= window:
+                roomy = [w for w in workers if load(w) < window]
                 if not roomy:
                     break
-                worker = min(roomy, key=_load)
+                worker = min(roomy, key=load)
             job = pending.popleft()
             job.worker = worker
             worker.jobs[job.spec.call] = job
-            worker.out[job.spec.call] = self._keyed(job.spec, worker, worker.out_refs)
+            worker.out[job.spec.call] = spec = job.spec
+            if spec.subagent.key not in worker.has or spec.terms is not worker.terms:
+                self._add_refs(spec, worker)
         for worker in idle:
             # Its poll waits for news that will not come: the batch goes now. A busy
             # worker's poll comes back soon, and the next one takes the batch along.
             if worker.out:
                 worker.actor.submit.remote(*_outgoing(worker))
 
-    def _keyed(self, spec: Spec, worker: _Worker, refs: dict[str, Any]) -> Spec:
-        """`spec` with its shipments named by key; the refs the worker lacks in `refs`."""
-        models = spec.models
-        return dataclasses.replace(
-            spec,
-            subagent=self._key(spec.subagent, worker, refs),
-            policies=None if spec.policies is None else self._key(spec.policies, worker, refs),
-            store=None if spec.store is None else self._key(spec.store, worker, refs),
-            models=None
-            if models is None
-            else dataclasses.replace(models, prices=self._key(models.prices, worker, refs)),
-        )
+    def _add_refs(self, spec: Spec, worker: Worker) -> None:
+        """The refs of `spec`'s shipments that `worker` lacks go with its next message."""
+        worker.terms = spec.terms
+        for box in (spec.subagent, *spec.terms.shipments()):
+            if box.key not in worker.has:
+                worker.has.add(box.key)
+                worker.out_refs[box.key] = self.refs[box.key]
 
-    def _key(self, box: Shipment, worker: _Worker, refs: dict[str, Any]) -> Shipment:
-        if box.key not in worker.has:
-            worker.has.add(box.key)
-            refs[box.key] = box.ref
-        keyed = self._keys.get(box.key)
-        if keyed is None:
-            keyed = self._keys[box.key] = dataclasses.replace(box, ref=None)
-        return keyed
-
-    async def _poll(self, worker: _Worker, epoch: int) -> None:
+    async def _poll(self, worker: Worker, epoch: int) -> None:
         """Deliver what `worker` says, in order, until it is lost or replaced."""
         while True:
             try:
@@ -274,9 +228,12 @@ class WorkerPool:
             if packed is None:
                 return  # a poll of a newer event loop took over
             await self._deliver(worker, pickle.loads(packed))
-            self._flush()
+            # One turn of the loop: the tasks that ended free their slots, and the
+            # dispatches that take them ride on the next poll, not on the one after it.
+            await asyncio.sleep(0)
+            self._flush(worker)
 
-    async def _deliver(self, worker: _Worker, items: list[tuple[Any, ...]]) -> None:
+    async def _deliver(self, worker: Worker, items: list[tuple[Any, ...]]) -> None:
         jobs = worker.jobs
         for item in items:
             job = jobs.get(item[1])
@@ -291,18 +248,20 @@ class WorkerPool:
                     job.sink.forward(item[2])  # numbered in the driver's run, in order
                 continue
             del jobs[item[1]]
-            seconds: float = item[3]
-            mean = worker.mean = (
-                seconds
-                if worker.mean is None
-                else ((1 - _WEIGHT) * worker.mean + _WEIGHT * seconds)
-            )
-            ahead = self.slots * _AHEAD / max(mean, 1e-6)
-            worker.window = self.slots + min(_MOST_AHEAD, int(ahead))
+            self._measured(job.spec.subagent.key, item[3])
             kind, value = item[2]
             job.end(kind, value)
 
-    def _lost(self, worker: _Worker, exc: Exception) -> None:
+    def _measured(self, subagent: str, seconds: float) -> None:
+        """A task of `subagent` ran `seconds`: how many of its tasks a worker may hold."""
+        mean = self._means.get(subagent)
+        mean = self._means[subagent] = (
+            seconds if mean is None else (1 - _WEIGHT) * mean + _WEIGHT * seconds
+        )
+        ahead = int(self.slots * _AHEAD / max(mean, 1e-6))
+        self._ahead[subagent] = max(_LEAST_AHEAD, min(_MOST_AHEAD, ahead))
+
+    def _lost(self, worker: Worker, exc: Exception) -> None:
         """A worker died: a new one takes its place, and its jobs are seen to."""
         if worker in self._workers:
             self._workers.remove(worker)
@@ -364,13 +323,27 @@ class WorkerPool:
             return
         try:
             if not force:
-                worker.actor.cancel.remote([job.spec.call])
+                self._cancel_soon(worker, job.spec.call)
                 if await _within(self._settled(job), grace):
                     return
         except asyncio.CancelledError:
             await self._kill(worker)
             raise
         await self._kill(worker)
+
+    def _cancel_soon(self, worker: Worker, call: str) -> None:
+        """Cancel `call` on `worker` at the end of this turn, with the others of the turn:
+        a run's tasks stopped together are cancelled there together, so a task queued
+        there never takes the slot a running one frees as it unwinds."""
+        if not worker.cancels:
+            assert self._loop is not None
+            self._loop.call_soon(self._send_cancels, worker)
+        worker.cancels.append(call)
+
+    def _send_cancels(self, worker: Worker) -> None:
+        calls, worker.cancels = worker.cancels, []
+        if calls and worker in self._workers:
+            worker.actor.cancel.remote(calls)
 
     def _settled(self, job: Job) -> asyncio.Future[None]:
         if job.settled is None:
@@ -380,7 +353,7 @@ class WorkerPool:
                 job.settled.set_result(None)
         return job.settled
 
-    async def _kill(self, worker: _Worker) -> None:
+    async def _kill(self, worker: Worker) -> None:
         import ray
 
         ray.kill(worker.actor, no_restart=True)
@@ -404,7 +377,7 @@ class WorkerPool:
         return len(self._workers)
 
 
-def _outgoing(worker: _Worker) -> tuple[bytes | None, dict[str, Any]]:
+def _outgoing(worker: Worker) -> tuple[bytes | None, dict[str, Any]]:
     """What is to go to `worker` with the next message (taken: it goes now): its specs,
     packed, and the refs it lacks."""
     from agentmesh.executors._ray_actor import pack
@@ -421,14 +394,6 @@ def _alive(node: str | None) -> bool:
 
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # unannotated upstream
     return any(n["NodeID"] == node and n.get("Alive") for n in nodes)
-
-
-def _load(worker: _Worker) -> int:
-    return len(worker.jobs)
-
-
-def _room(worker: _Worker) -> int:
-    return worker.window - len(worker.jobs)
 
 
 async def _within(future: asyncio.Future[None], seconds: float) -> bool:

@@ -1,13 +1,16 @@
 """A run's shared dicts across the Ray workers: the user's state and the scope's parts.
 
 In a worker, `SharedState` is the run's dict whose writes go to the run-state actor
-(and come back to the driver with the result), and `_WorkerScope` the `RunScope` that
-reads and writes forbidden calls and policy memory on it. On the driver, `scope_wire`
+(and come back to the driver with the result), `Refresher` brings in other workers'
+writes while a task runs, and `_WorkerScope` is the `RunScope` that reads and writes
+forbidden calls and policy memory on it. On the driver, `scope_wire`
 gives a scope's wire form, and `apply_ops` and `merge_scope` merge a worker's writes back.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable
 from typing import Any, Final, Protocol
 
@@ -16,7 +19,7 @@ from agentmesh.executors._ray_state import Op, apply_op
 from agentmesh.scope import RunScope
 from agentmesh.subagents import Subagent
 
-__all__ = ["SharedState", "apply_ops", "merge_scope", "progress_known", "scope_wire"]
+__all__ = ["Refresher", "SharedState", "apply_ops", "merge_scope", "progress_known", "scope_wire"]
 
 
 class _Writer(Protocol):
@@ -91,6 +94,50 @@ class SharedState(dict[str, Any]):
                 dict.update(current, value)
             else:
                 dict.__setitem__(self, key, self._wrap(key, value))
+
+
+class Refresher:
+    """Merges in what other workers of the run wrote, every `interval` seconds (0: never)
+    while a task runs; a timer until the first, so a short task costs no asyncio Task."""
+
+    __slots__ = ("_task", "_timer")
+
+    def __init__(
+        self, interval: float, actor: Any, run_id: str, state: SharedState, shared: SharedState
+    ) -> None:
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        if interval > 0:
+            args = (interval, actor, run_id, state, shared)
+            self._timer = asyncio.get_running_loop().call_later(interval, self._start, args)
+
+    def _start(self, args: tuple[float, Any, str, SharedState, SharedState]) -> None:
+        self._task = asyncio.create_task(_refresh_every(*args))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def _refresh_every(
+    interval: float, actor: Any, run_id: str, state: SharedState, shared: SharedState
+) -> None:
+    """Merge in what other workers of the run wrote now, then every `interval` seconds."""
+    version = 0
+    while True:
+        try:
+            version, state_now, shared_now = await actor.state_since.remote(run_id, version)
+        except Exception:  # the actor is gone: keep what we know
+            return
+        if state_now is not None:
+            state.merge(state_now)
+        if shared_now is not None:
+            shared.merge(shared_now)
+        await asyncio.sleep(interval)
 
 
 class _SharedMap(dict[Any, Any]):

@@ -13,12 +13,11 @@ killed the next instant.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar, overload
 
@@ -29,26 +28,21 @@ from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._engine._model_calls import is_usage_refusal
 from agentmesh._engine._saved_progress import SavedProgress
 from agentmesh._logging import get_logger
-from agentmesh.approvals import Approval
 from agentmesh.checkpoints import Checkpoint, CheckpointStore
 from agentmesh.context import Context
 from agentmesh.envelope import Outcome, PartialResults
 from agentmesh.events import EventSink, RunEvent
 from agentmesh.executors._ray_approvals import asked_by, worker_book
-from agentmesh.executors._ray_models import (
-    ClusterModelHealth,
-    ClusterUsageMeter,
-    ModelTerms,
-    Outbox,
-)
-from agentmesh.executors._ray_shared import SharedState, _WorkerScope
+from agentmesh.executors._ray_models import ClusterModelHealth, ClusterUsageMeter, Outbox
+from agentmesh.executors._ray_shared import Refresher, SharedState, _WorkerScope
+from agentmesh.executors._ray_spec import Shipment, Spec
 from agentmesh.executors._ray_state import Op
 from agentmesh.policies import ToolPolicy
 from agentmesh.retry import RetryBudget
 from agentmesh.subagents import Subagent
 from agentmesh.task import Task
 
-__all__ = ["REFS", "Shipment", "Spec", "run_spec", "run_task", "wire"]
+__all__ = ["REFS", "run_spec", "run_task", "wire"]
 
 T = TypeVar("T")
 
@@ -64,39 +58,10 @@ _MAX_SHIPPED: Final = 256
 # Refs of shipments sent to a pool worker once, apart from the specs (which name them).
 REFS: dict[str, Any] = {}
 _ACTORS: dict[tuple[str, str], Any] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class Shipment:
-    """An object put into the object store once, fetched once per worker process."""
-
-    key: str
-    ref: Any  # ray.ObjectRef, nested so that Ray does not resolve it for every task
-
-
-@dataclass(frozen=True, slots=True)
-class Spec:
-    """Everything about one dispatch, one argument (Ray serializes one object per task,
-    not five); the big, shared parts travel as shipments."""
-
-    subagent: Shipment
-    policies: Shipment | None
-    store: Shipment | None
-    task: Task
-    run_id: str
-    task_id: str
-    call: str  # unique per dispatch: partial results are kept under it
-    deadline_at: float | None  # wall clock (time.time()), shared by driver and worker
-    budget: tuple[float, float] | None  # (ratio, reserve); (0, inf) means unlimited
-    budget_batch: int
-    state: dict[str, Any]
-    shared: dict[str, Any]  # the run scope's forbidden calls and policy memory
-    state_refresh: float
-    actor: tuple[str, str]  # (name, namespace)
-    events: bool = False  # whether the driver streams the run: collect the task's events
-    models: ModelTerms | None = None  # the run's model health settings, usage limits, prices
-    answers: dict[str, Approval] | None = None  # the task's answers; None: the run has no book
-    saved_progress: bool | None = None  # the store may hold the task's progress (None: ask it)
+# Each subagent's tapped copy (`_tapped`), by id, with the subagent (so its id stays its).
+_TAPPED: dict[int, tuple[Subagent, Subagent]] = {}
+# The running task's line to the actor, in its asyncio task's context (`run_spec`).
+_LINK: ContextVar[_Link] = ContextVar("agentmesh_ray_link")
 
 
 def wire(outcome: Outcome) -> dict[str, Any]:
@@ -111,17 +76,19 @@ def wire(outcome: Outcome) -> dict[str, Any]:
 
 def run_task(spec: Spec) -> dict[str, Any]:
     """The remote function (a Ray task each): the task's events come with its outcome."""
-    return asyncio.run(run_spec(spec, EventCollector(spec.run_id) if spec.events else None))
+    events = EventCollector(spec.run_id) if spec.terms.events else None
+    return asyncio.run(run_spec(spec, events))
 
 
 async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     """Run one dispatch on this event loop; its events go to `events` (None: none built)."""
     subagent: Subagent = _unship(spec.subagent)
-    policies: Sequence[ToolPolicy] = () if spec.policies is None else _unship(spec.policies)
-    store: CheckpointStore | None = None if spec.store is None else _unship(spec.store)
-    link = _Link(_actor(spec.actor), spec)
-    state = SharedState(spec.state, link)
-    shared = SharedState(spec.shared, _Writes(link, "scope"))
+    terms = spec.terms
+    policies: Sequence[ToolPolicy] = () if terms.policies is None else _unship(terms.policies)
+    store: CheckpointStore | None = None if terms.store is None else _unship(terms.store)
+    link = _Link(_actor(terms.actor), spec)
+    state = SharedState(terms.state, link)
+    shared = SharedState(terms.shared, _Writes(link, "scope"))
     budget = _budget(spec, link)
     scope = _WorkerScope(
         shared,
@@ -138,18 +105,14 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
     )
     scope.saved_progress = SavedProgress.of_task(subagent.name, spec.task_id, spec.saved_progress)
     timeout = None if spec.deadline_at is None else max(0.0, spec.deadline_at - time.time())
-    refresher = None
-    if spec.state_refresh > 0:
-        refresher = asyncio.create_task(_refresh_every(spec.state_refresh, link, state, shared))
+    refresher = Refresher(terms.state_refresh, link.actor, spec.run_id, state, shared)
+    _LINK.set(link)  # this task's (its asyncio task's own context): the tap reads it
     try:
-        outcome = await _tapped(subagent, link).run(
+        outcome = await _tapped(subagent).run(
             spec.task, scope=scope, task_id=spec.task_id, timeout=timeout
         )
     finally:
-        if refresher is not None:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+        await refresher.stop()
     link.done()
     counts = None
     if budget is not None:
@@ -172,9 +135,9 @@ async def run_spec(spec: Spec, events: EventSink | None) -> dict[str, Any]:
 
 def _models(spec: Spec, link: _Link) -> dict[str, Any]:
     """The scope's model health and usage meter: the run's, kept in the actor."""
-    if spec.models is None:
+    if spec.terms.models is None:
         return {}
-    outbox, terms = link.outbox, spec.models
+    outbox, terms = link.outbox, spec.terms.models
     return {
         "model_health": ClusterModelHealth(outbox, spec.run_id, spec.call, terms),
         "usage": ClusterUsageMeter(outbox, spec.run_id, terms, _unship(terms.prices)),
@@ -274,32 +237,18 @@ class _Writes:
         self.link.write(op, self.space)
 
 
-async def _refresh_every(
-    interval: float, link: _Link, state: SharedState, shared: SharedState
-) -> None:
-    """Merge in what other workers of the run wrote, every `interval` seconds."""
-    version = 0
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            version, state_now, shared_now = await link.actor.state_since.remote(
-                link.spec.run_id, version
-            )
-        except Exception:  # the actor is gone: keep what we know
-            return
-        if state_now is not None:
-            state.merge(state_now)
-        if shared_now is not None:
-            shared.merge(shared_now)
-
-
-def _tapped(subagent: Subagent, link: _Link) -> Subagent:
-    """A shallow copy of `subagent` whose context reports every partial result."""
+def _tapped(subagent: Subagent) -> Subagent:
+    """A shallow copy of `subagent` whose context reports every partial result to the
+    running task's link (`_LINK`); one per subagent, kept."""
+    entry = _TAPPED.get(id(subagent))
+    if entry is not None and entry[0] is subagent:
+        return entry[1]
     inner = subagent.handle
 
     async def handle(task: Task, ctx: Context) -> Any:
         if not getattr(ctx, "_agentmesh_tapped", False):
             record = ctx.record_partial
+            link = _LINK.get()
 
             def record_partial(
                 findings: Iterable[Any] | Any = (),
@@ -318,16 +267,19 @@ def _tapped(subagent: Subagent, link: _Link) -> Subagent:
 
     clone = copy.copy(subagent)
     clone.handle = handle  # type: ignore[method-assign]  # the copy's own, not the class's
+    if len(_TAPPED) >= _MAX_SHIPPED:
+        _TAPPED.clear()
+    _TAPPED[id(subagent)] = (subagent, clone)
     return clone
 
 
 def _budget(spec: Spec, link: _Link) -> RetryBudget | None:
-    if spec.budget is None:
+    if spec.terms.budget is None:
         return None
-    ratio, reserve = spec.budget
+    ratio, reserve = spec.terms.budget
     if reserve == float("inf"):
         return RetryBudget.unlimited()  # nothing to share: no round trips
-    return LeasedBudget(link, ratio, reserve, spec.budget_batch)
+    return LeasedBudget(link, ratio, reserve, spec.terms.budget_batch)
 
 
 class LeasedBudget(RetryBudget):
