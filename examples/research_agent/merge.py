@@ -34,7 +34,7 @@ from typing import Any
 from agentmesh import Report
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
-from .relevance import QUESTION_FLOOR, Scorer
+from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
 __all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "UNSURE", "merge"]
@@ -115,7 +115,8 @@ def _judged(
 
 def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bool:
     """Relevant to the task's own query and, less strictly, to the whole question."""
-    own = scorer.relevant(query, passage) if query else True
+    # The analysis may have lowered the floor for its query (`Scorer.floor`): not below this.
+    own = scorer.relevant(query, passage, floor=LOWEST) if query else True
     return own and scorer.relevant(question, passage, floor=QUESTION_FLOOR)
 
 

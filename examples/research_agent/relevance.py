@@ -19,7 +19,11 @@ A query word the passage does not have, but a word that goes with it (`associati
 so a passage that says the same thing in other words is not dropped as irrelevant.
 
 A passage is relevant when it has the words that carry at least half (`FLOOR`) of the
-weight of the query that found it, and a quarter (`QUESTION_FLOOR`) of the question's.
+weight of the query that found it, and a tenth (`QUESTION_FLOOR`) of the question's.
+When no passage a search found reaches half, the best of them sets the floor
+(`RELATIVE` of its share, never under `LOWEST`): a question in other words than the
+sources' ("a list used as a default argument keeps its items") still gets the passages
+that come closest, while a passage that matched one common word does not.
 Whether it *answers* (`merge`) counts only the words it has.
 A coverage entry is `covered` only when one of its passages is relevant (see `merge`).
 
@@ -38,9 +42,20 @@ from .ranking import parse_query
 from .sources import Corpus, Passage
 from .text import split_identifier, stem, terms, words
 
-__all__ = ["FLOOR", "NAME_BONUS", "QUESTION_FLOOR", "SOURCE_WEIGHTS", "Scorer"]
+__all__ = [
+    "FLOOR",
+    "LOWEST",
+    "NAME_BONUS",
+    "QUESTION_FLOOR",
+    "RELATIVE",
+    "SOURCE_WEIGHTS",
+    "Scorer",
+]
 
 FLOOR = 0.5
+# The floor when the best passage found has less than `FLOOR`: this share of the best's.
+RELATIVE = 0.8
+LOWEST = 0.3
 # A subtopic's passage must also be about the question: "won" in "Who won the World
 # Cup?" is a subtopic of its own, and Pdb's "display won't realize" is not an answer.
 QUESTION_FLOOR = 0.1
@@ -110,6 +125,12 @@ class Scorer:
         """Whether the passage has the words (or words that go with them) that carry
         `floor` of the query's weight."""
         return self.share(query, passage, associated=True) >= floor
+
+    def floor(self, query: str, passages: Iterable[Passage]) -> float:
+        """The share of `query`'s weight a passage among `passages` must carry to be
+        relevant: `FLOOR`, or less when none has it (`RELATIVE` of the best, `LOWEST` at least)."""
+        best = max((self.share(query, p, associated=True) for p in passages), default=0.0)
+        return max(LOWEST, min(FLOOR, RELATIVE * best))
 
     def share(self, query: str, passage: Passage, *, associated: bool = False) -> float:
         """The share of the query's weight that the passage's words carry (0..1); with

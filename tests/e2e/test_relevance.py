@@ -4,11 +4,14 @@ the merged ranking, passages that keep their shape (real corpora, no doubles).""
 from __future__ import annotations
 
 import asyncio
+import difflib
+from collections import Counter
 from functools import cache
 
 import pytest
 
 from agentmesh import Report
+from examples.research_agent.analysis import relevant
 from examples.research_agent.compounds import Compounds
 from examples.research_agent.eval import TEST_QUESTIONS, load_questions
 from examples.research_agent.injection import FaultInjector
@@ -16,11 +19,14 @@ from examples.research_agent.manual import PARTS, documentation_root
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
 from examples.research_agent.ranking import parse_query
+from examples.research_agent.relevance import FLOOR, LOWEST, Scorer
 from examples.research_agent.research import research
 from examples.research_agent.shapes import chunk
-from examples.research_agent.sources import SOURCES, Corpus, load_corpus
+from examples.research_agent.sources import SOURCES, Corpus, Passage, load_corpus
 
 # The sample question: its subtopics find some of the same pydoc passages.
+# How alike (difflib's ratio) a development question and a test question may be.
+NEAR = 0.75
 QUESTION_OF_SHARED_PASSAGES = "How does the with statement handle exceptions in context managers?"
 
 
@@ -244,6 +250,13 @@ class TestEvalSet:
         assert len(held_out) >= 60
         asked = [q.question for q in (*development, *held_out)]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
+        # Nor one asked in nearly the same words.
+        for question in development:
+            for other in held_out:
+                near = difflib.SequenceMatcher(
+                    None, question.question.lower(), other.question.lower()
+                )
+                assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
         for expected in (*development, *held_out):
@@ -261,3 +274,29 @@ class TestEvalSet:
         assert sum(not q.cite for q in held_out) >= 5
         assert sum("Error" in q.question for q in held_out) >= 5
         assert sum(any(c.startswith("packages:") for c in q.cite) for q in held_out) >= 5
+
+
+class TestRelevanceFloor:
+    """A search whose best passage has less than half of the query's weight keeps the
+    passages that come closest, never those below `LOWEST`."""
+
+    @staticmethod
+    def passage(text: str) -> Passage:
+        return Passage(
+            source="stdlib", id="stdlib:m", document="m", section="", text=text, score=1.0
+        )
+
+    def test_floor_is_lowered_to_the_best_passage_found(self) -> None:
+        # Four words of equal weight: the best passage has two of them (half).
+        scorer = Scorer(Counter({"alpha": 1, "beta": 1, "gamma": 1, "delta": 1}), 10)
+        query = "alpha beta gamma delta"
+        assert scorer.floor(query, [self.passage("alpha beta gamma")]) == FLOOR
+        assert scorer.floor(query, [self.passage("alpha")]) == LOWEST
+        lowered = scorer.floor(query, [self.passage("alpha beta"), self.passage("alpha")])
+        assert LOWEST < lowered < FLOOR
+
+    def test_analysis_keeps_the_closest_passages_when_none_has_half(self) -> None:
+        scorer = Scorer(Counter({"alpha": 1, "beta": 1, "gamma": 1, "delta": 1}), 10)
+        found = [self.passage("alpha beta unrelated"), self.passage("alpha only")]
+        kept = relevant(scorer, "alpha beta gamma delta zeta", found, keep=4)
+        assert [p["text"] for p in kept] == ["alpha beta unrelated"]
