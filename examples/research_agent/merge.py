@@ -16,10 +16,12 @@ the findings of all tasks are merged:
 * an entry stays `covered` only when one of its passages *answers*: its own section
   (name, heading, text) has the words that carry `ANSWERS` of the subtopic's weight
   and of the whole question's, and its name or heading has one of the question's
-  words (a passage is about what its heading says). A relevant passage that does not
-  is not enough to say so: the entry becomes `partial`, its reason naming the
-  question's key words the passages do not have ("unsure: the passages found do not
-  answer the question (they do not mention delimiter)").
+  key words, those of at least their mean weight (a passage is about what its heading
+  says; a heading that says "Functions" is not about every question with "function").
+  A relevant passage that does not is not enough to say so: the entry becomes
+  `partial`, its reason naming the question's key words the passages do not have
+  ("unsure: the passages found do not answer the question (they do not mention
+  delimiter)").
 
 Findings of failed attempts (preliminary) are ranked too, never dropped: they are what
 the report keeps of a failure.

@@ -158,12 +158,24 @@ class Scorer:
         return max((w for u, w in self._associates[term].items() if u in body), default=0.0)
 
     def named(self, query: str, passage: Passage) -> bool:
-        """Whether the passage's name or section heading has one of the query's words
-        (inside a name too: "context" in `contextlib`)."""
-        heading = set(terms(f"{_name_words(passage)} {passage['section']}"))
+        """Whether the passage's name has one of the query's words ("with" for
+        `pydoc:with`), or its section heading one of its key words (inside a name too:
+        "context" in `contextlib`).
+
+        A key word weighs at least the mean of the query's words the sources know: a
+        heading that says "Functions" or "Text" is not about "make a function remember
+        results" or "the word that occurs most often in a text".
+        """
+        name = set(terms(_name_words(passage)))
+        heading = name | set(terms(passage["section"]))
+        weighted = self._weighted(query)
+        pairs = list(zip(weighted.terms, weighted.weights, strict=True))
+        known = [w for t, w in pairs if t in self._frequencies]
+        key = sum(known) / len(known) if known else 0.0
         return any(
-            t in heading or (len(t) >= 4 and any(t in h for h in heading))
-            for t in self._weighted(query).terms
+            t in name
+            or (w >= key and (t in heading or (len(t) >= 4 and any(t in h for h in heading))))
+            for t, w in pairs
         )
 
     def missing(self, query: str, passages: Iterable[Passage], most: int = 3) -> list[str]:

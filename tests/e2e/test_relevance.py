@@ -300,3 +300,30 @@ class TestRelevanceFloor:
         found = [self.passage("alpha beta unrelated"), self.passage("alpha only")]
         kept = relevant(scorer, "alpha beta gamma delta zeta", found, keep=4)
         assert [p["text"] for p in kept] == ["alpha beta unrelated"]
+
+
+class TestNamed:
+    def test_a_heading_with_only_a_common_question_word_is_not_about_the_question(self) -> None:
+        """ "function" is in most documents, "memoize" in one: a heading that says
+        "Functions" does not make a passage about memoizing a function."""
+        scorer = Scorer(Counter({"function": 500, "memoiz": 1, "result": 50}), 1000)
+        question = "memoize function results"
+        generic = Passage(
+            source="docs",
+            id="docs:library/x#x",
+            document="x",
+            section="Functions",
+            text="",
+            score=1,
+        )
+        about = Passage(
+            source="docs", id="docs:library/x#y", document="x", section="Memoize", text="", score=1
+        )
+        assert not scorer.named(question, generic)
+        assert scorer.named(question, about)
+
+    def test_a_passage_named_after_a_question_word_is_about_it(self) -> None:
+        """`pydoc:with` is about "the with statement", though "with" is a common word."""
+        scorer = Scorer(Counter({"with": 500, "statement": 300, "context": 5}), 1000)
+        topic = Passage(source="pydoc", id="pydoc:with", document="w", section="", text="", score=1)
+        assert scorer.named("with statement context", topic)
