@@ -62,7 +62,7 @@ QUESTION_FLOOR = 0.1
 NAME_BONUS = 0.3
 # Package descriptions are other people's READMEs: they answer a question about the
 # standard library less often, so they rank below it at equal relevance (unless the
-# question names the package).
+# question names the package, or its summary has one of the question's key words).
 SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 0.6, "web": 1.0}
 
 
@@ -116,8 +116,9 @@ class Scorer:
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
-        # A package the question names is what it asks about: no discount for it.
-        if named and passage["source"] == "packages":
+        # A package the question names, or whose summary has a key word of it, is what
+        # it asks about: no discount for it.
+        if passage["source"] == "packages" and (named or self.named(query, passage)):
             return share
         return share * SOURCE_WEIGHTS.get(passage["source"], 1.0)
 

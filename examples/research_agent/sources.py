@@ -564,10 +564,13 @@ class PackagesCorpus(Corpus):
         return "\n".join(sorted(found))
 
     def pieces(self, doc: Document) -> Iterator[_Piece]:
+        # Every passage of a README is about what its summary says ("Retry code until it
+        # succeeds"): the summary is each passage's heading.
+        summary = doc.text.split("\n\n", 2)[1] if doc.text.count("\n\n") >= 2 else ""
         for text in chunk(doc.text):
             # Badges, link lists and HTML say little: keep passages with some prose.
             if len(re.findall(r"\b[a-z]{3,}\b", text)) >= 5:
-                yield _Piece(section="", text=text)
+                yield _Piece(section=summary, text=text)
 
 
 class DocsCorpus(Corpus):

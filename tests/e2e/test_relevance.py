@@ -19,7 +19,7 @@ from examples.research_agent.manual import PARTS, documentation_root
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
 from examples.research_agent.ranking import parse_query
-from examples.research_agent.relevance import FLOOR, LOWEST, Scorer
+from examples.research_agent.relevance import FLOOR, LOWEST, SOURCE_WEIGHTS, Scorer
 from examples.research_agent.research import research
 from examples.research_agent.shapes import chunk
 from examples.research_agent.sources import SOURCES, Corpus, Passage, load_corpus
@@ -223,6 +223,13 @@ class TestSourcesText:
         assert "simple powerful testing with Python" in pytest_doc.text
         assert "The ``pytest`` framework makes it easy" in pytest_doc.text
 
+    def test_package_passages_are_headed_by_its_summary(self) -> None:
+        """Every passage of a README is about what the distribution's summary says."""
+        packages = corpora()["packages"]
+        passages = packages.read("pytest", parse_query("fixtures"), 3)
+        assert passages
+        assert {p["section"] for p in passages} == {"pytest: simple powerful testing with Python"}
+
 
 class TestCompoundNames:
     def test_name_run_together_is_cut_into_known_words(self) -> None:
@@ -327,3 +334,22 @@ class TestNamed:
         scorer = Scorer(Counter({"with": 500, "statement": 300, "context": 5}), 1000)
         topic = Passage(source="pydoc", id="pydoc:with", document="w", section="", text="", score=1)
         assert scorer.named("with statement context", topic)
+
+
+class TestPackageDiscount:
+    def test_a_package_whose_summary_has_a_key_word_is_not_discounted(self) -> None:
+        scorer = Scorer(Counter({"retri": 3, "call": 400, "function": 500}), 1000)
+        question = "retry a function call"
+        about = Passage(
+            source="packages",
+            id="packages:tenacity",
+            document="tenacity 9.0",
+            section="Retry code until it succeeds",
+            text="A retrying library for a function call.",
+            score=1,
+        )
+        aside = Passage(**{**about, "section": "An HTTP client"})
+        assert scorer.relevance(question, about) > scorer.relevance(question, aside)
+        assert scorer.relevance(question, aside) == pytest.approx(
+            SOURCE_WEIGHTS["packages"] * scorer.relevance(question, about), rel=0.01
+        )
