@@ -320,7 +320,8 @@ class StdlibCorpus(Corpus):
     )
     # Anchored on the newline, not on `^` with re.M: a pattern that opens with a literal
     # is searched for that character first, ten times faster over the ~9 MB of source.
-    _DEFINITION = re.compile(r"\n[ \t]*+(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z]\w*)")
+    # Private definitions too: each ends the one before it (its docstring is not theirs).
+    _DEFINITION = re.compile(r"\n[ \t]*+(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)")
 
     # Modules written in C whose documentation is not for a reader of the library (or
     # that warn or write to the terminal when imported).
@@ -436,8 +437,11 @@ class StdlibCorpus(Corpus):
         ends = [*(match.start() for match in found[1:]), len(text)][: len(found)]
         for match, end in zip(found, ends, strict=True):
             name = match[1]
+            if name.startswith("_"):
+                continue
             doc = _DOCSTRING.search(text, match.end(), min(end, match.end() + 800))
-            first = doc[1].strip() if doc is not None and not name.startswith("_") else ""
+            # A one-line docstring's closing quotes are not its words.
+            first = doc[1].strip().rstrip("\"'").rstrip() if doc is not None else ""
             yield f"{split_identifier(name)} {first}"
 
     @classmethod
@@ -700,7 +704,8 @@ def _first_line(text: str) -> str:
 _STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+(_[\w.]+)[ \t]+import[ \t]+\*", re.M)
 
 # The colon that ends a signature, then a docstring's opening quotes and first line.
-_DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3})\\?\s*([^\n]*)""")
+# (One-quoted too: `functools.cache` has 'Simple lightweight unbounded cache. ...'.)
+_DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3}|"|')\\?\s*([^\n]*)""")
 
 
 def _summary(docstring: str, words: int = 30) -> str:

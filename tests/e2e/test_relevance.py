@@ -22,7 +22,7 @@ from examples.research_agent.ranking import parse_query
 from examples.research_agent.relevance import FLOOR, LOWEST, SOURCE_WEIGHTS, Scorer
 from examples.research_agent.research import research
 from examples.research_agent.shapes import chunk
-from examples.research_agent.sources import SOURCES, Corpus, Passage, load_corpus
+from examples.research_agent.sources import SOURCES, Corpus, Passage, StdlibCorpus, load_corpus
 
 # The sample question: its subtopics find some of the same pydoc passages.
 # How alike (difflib's ratio) a development question and a test question may be.
@@ -229,6 +229,23 @@ class TestSourcesText:
         passages = packages.read("pytest", parse_query("fixtures"), 3)
         assert passages
         assert {p["section"] for p in passages} == {"pytest: simple powerful testing with Python"}
+
+
+class TestDefinitions:
+    def test_a_function_keeps_its_own_docstring_not_its_private_neighbours(self) -> None:
+        """`functools.cache`'s docstring is in single quotes, and a private function with
+        a docstring follows it: the entry is "cache Simple lightweight ...", not the
+        private function's first line."""
+        source = (
+            "def cache(user_function, /):\n"
+            "    'Simple lightweight unbounded cache.'\n"
+            "    return user_function\n\n"
+            "def _c3_merge(sequences):\n"
+            '    """Merges MROs."""\n'
+        )
+        assert list(StdlibCorpus._definitions(source)) == [
+            "cache Simple lightweight unbounded cache."
+        ]
 
 
 class TestCompoundNames:
