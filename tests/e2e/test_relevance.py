@@ -11,11 +11,13 @@ from functools import cache
 import pytest
 
 from agentmesh import Report
+from agentmesh.report import Finding
 from examples.research_agent.analysis import relevant
 from examples.research_agent.compounds import Compounds
 from examples.research_agent.eval import TEST_QUESTIONS, load_questions
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.manual import PARTS, documentation_root
+from examples.research_agent.merge import _diversified
 from examples.research_agent.passages import to_html, to_markdown
 from examples.research_agent.planner import WHOLE_QUESTION, plan, question_words
 from examples.research_agent.ranking import parse_query
@@ -370,3 +372,18 @@ class TestPackageDiscount:
         assert scorer.relevance(question, aside) == pytest.approx(
             SOURCE_WEIGHTS["packages"] * scorer.relevance(question, about), rel=0.01
         )
+
+
+class TestDiversity:
+    def test_a_second_passage_of_one_section_ranks_below_another_section(self) -> None:
+        """Two passages of one section, then a slightly less relevant one of another
+        page: the other page's passage is listed second."""
+
+        def finding(id_: str, text: str, relevance: float) -> Finding:
+            content = {"source": "docs", "id": id_, "section": "s", "text": text}
+            return Finding("t", "docs", "q", {**content, "relevance": relevance})
+
+        first = finding("docs:library/a#x", "one", 0.8)
+        again = finding("docs:library/a#x", "two", 0.78)
+        other = finding("docs:library/b#y", "three", 0.6)
+        assert _diversified([first, again, other]) == [first, other, again]
