@@ -70,6 +70,12 @@ class TestPlanner:
         assert "chomp" in question_words("Is chomp() in Python?")
         assert question_words("How do I use `shutil.copy`?") == ["shutil.copy"]
 
+    def test_hyphenated_compound_is_one_phrase(self) -> None:
+        """ "fixed-size chunks" is one phrase, not "fixed" and "size chunks"."""
+        assert (
+            queries("How do I read a file in fixed-size chunks?")[-1] == 'fixed "size chunks" read'
+        )
+
     def test_list_and_tuple_are_kept(self) -> None:
         """The content words of "list vs tuple" are searched, "list" included."""
         subtopics = plan("What is the difference between a list and a tuple?").subtopics
