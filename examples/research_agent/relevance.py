@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .associations import Associations
@@ -43,6 +43,7 @@ from .sources import Corpus, Passage
 from .text import split_identifier, stem, terms, words
 
 __all__ = [
+    "DEPRECATED",
     "FLOOR",
     "LOWEST",
     "NAME_BONUS",
@@ -64,6 +65,9 @@ NAME_BONUS = 0.3
 # standard library less often, so they rank below it at equal relevance (unless the
 # question names the package, or its summary has one of the question's key words).
 SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 0.6, "web": 1.0}
+# A deprecated module (the documentation says so: `aifc`, `asyncore`, `optparse`) is rarely
+# what a question should be answered with today: it ranks below at equal relevance.
+DEPRECATED = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,10 @@ class Scorer:
         frequencies: Counter[str],
         documents: int,
         associations: Sequence[Associations] = (),
+        deprecated: Collection[str] = (),
     ) -> None:
         self._frequencies = frequencies
+        self._deprecated = frozenset(deprecated)
         self._documents = max(documents, 1)
         self._associations = tuple(associations)
         self._queries: dict[str, _Weighted] = {}
@@ -93,11 +99,13 @@ class Scorer:
         frequencies: Counter[str] = Counter()
         documents = 0
         associations = []
+        deprecated: set[str] = set()
         for corpus in corpora:
             frequencies += corpus.document_frequencies()
             documents += len(corpus)
             associations.append(corpus.indexes.associations)
-        return cls(frequencies, documents, associations)
+            deprecated |= corpus.deprecated
+        return cls(frequencies, documents, associations, deprecated)
 
     def idf(self, term: str) -> float:
         # A word no document has weighs as much as one that only one document has.
@@ -116,6 +124,8 @@ class Scorer:
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
+        if self._deprecated and _module(passage) in self._deprecated:
+            share *= DEPRECATED
         # A package the question names, or whose summary has a key word of it, is what
         # it asks about: no discount for it.
         if passage["source"] == "packages" and (named or self.named(query, passage)):
@@ -208,6 +218,13 @@ class Scorer:
 def _plain(query: str, term: str) -> str:
     """The query's own word for an index term ("cancel" -> "cancellation")."""
     return next((w for w in words(query.replace('"', " ")) if stem(w) == term), term)
+
+
+def _module(passage: Passage) -> str:
+    """The module a passage documents: a documentation page's, a stdlib document."""
+    if passage["source"] == "stdlib":
+        return passage["document"]
+    return passage.get("module", "")
 
 
 def _name_words(passage: Passage) -> str:

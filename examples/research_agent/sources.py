@@ -123,6 +123,8 @@ class Corpus(abc.ABC):
 
     name: str
     description: str
+    # The modules the source knows to be deprecated (the documentation says so).
+    deprecated: frozenset[str] = frozenset()
     # BM25's length normalisation in the first stage: a big module is not less about
     # each of its functions for having many of them.
     length_normalisation = 0.75
@@ -584,10 +586,15 @@ class DocsCorpus(Corpus):
     description = "Python's documentation: library reference, language reference, tutorial"
 
     def __init__(
-        self, documents: list[Document], root: Path, indexes: Indexes | None = None
+        self,
+        documents: list[Document],
+        root: Path,
+        indexes: Indexes | None = None,
+        deprecated: Collection[str] = (),
     ) -> None:
         super().__init__(documents, indexes)
         self.root = root
+        self.deprecated = frozenset(deprecated)
 
     @classmethod
     def load(cls) -> DocsCorpus:
@@ -595,10 +602,12 @@ class DocsCorpus(Corpus):
         if root is None:
             raise FileNotFoundError("no Python documentation sources on this machine")
         documents = []
+        deprecated: list[str] = []
         # The expansion learns from each section: a unit of meaning, unlike a page.
         units: list[list[str]] = []
         for page, path in manual.pages(root):
             text = path.read_text(encoding="utf-8", errors="replace")
+            deprecated += manual.deprecated_modules(text)
             sections = manual.page_sections(text)
             if not sections:
                 continue
@@ -624,7 +633,7 @@ class DocsCorpus(Corpus):
                 )
             )
         documents.sort(key=lambda doc: doc.id)
-        return cls(documents, root, cls._build(documents, units))
+        return cls(documents, root, cls._build(documents, units), deprecated)
 
     @classmethod
     def fingerprint(cls) -> str:
@@ -634,16 +643,16 @@ class DocsCorpus(Corpus):
         return "\n".join(f"{page} {_stat(path)}" for page, path in manual.pages(root))
 
     def state(self) -> dict[str, object]:
-        return {"root": str(self.root)}
+        return {"root": str(self.root), "deprecated": sorted(self.deprecated)}
 
     @classmethod
     def restore(
         cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
     ) -> DocsCorpus:
-        root = state["root"]
-        if not isinstance(root, str):
+        root, deprecated = state["root"], state.get("deprecated", [])
+        if not isinstance(root, str) or not isinstance(deprecated, list):
             raise ValueError("not a saved docs state")
-        return cls(documents, Path(root), indexes)
+        return cls(documents, Path(root), indexes, [str(m) for m in deprecated])
 
     def document_id(self, document: str, name: str) -> str:
         return f"docs:{document}#{name}" if name else f"docs:{document}"
