@@ -71,6 +71,15 @@ DEPRECATED = 0.7
 
 
 @dataclass(frozen=True, slots=True)
+class _Words:
+    """A passage's index terms: of its name, with its section heading, with its text."""
+
+    name: frozenset[str]
+    heading: frozenset[str]
+    body: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class _Weighted:
     terms: tuple[str, ...]
     weights: tuple[float, ...]
@@ -92,6 +101,8 @@ class Scorer:
         self._documents = max(documents, 1)
         self._associations = tuple(associations)
         self._queries: dict[str, _Weighted] = {}
+        # Each passage is scored many times (analysis, merge, coverage): split it once.
+        self._passages: dict[tuple[str, str, str, str], _Words] = {}
         self._associates: dict[str, dict[str, float]] = {}
 
     @classmethod
@@ -117,8 +128,8 @@ class Scorer:
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
-        name = set(terms(_name_words(passage)))
-        body = set(terms(f"{passage['section']} {passage['text']}")) | name
+        words = self._words(passage)
+        name, body = words.name, words.body
         found = sum(
             w * self._found(t, body) for t, w in zip(weighted.terms, weighted.weights, strict=True)
         )
@@ -149,14 +160,29 @@ class Scorer:
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
-        body = set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
+        body = self._words(passage).body
         found = sum(
             w * (self._found(t, body) if associated else float(t in body))
             for t, w in zip(weighted.terms, weighted.weights, strict=True)
         )
         return found / weighted.total
 
-    def _found(self, term: str, body: set[str]) -> float:
+    def _words(self, passage: Passage) -> _Words:
+        key = (
+            passage.get("id", ""),
+            passage.get("document", ""),
+            passage["section"],
+            passage["text"],
+        )
+        found = self._passages.get(key)
+        if found is None:
+            name = frozenset(terms(_name_words(passage)))
+            heading = name | frozenset(terms(passage["section"]))
+            found = _Words(name, heading, heading | frozenset(terms(passage["text"])))
+            self._passages[key] = found
+        return found
+
+    def _found(self, term: str, body: frozenset[str]) -> float:
         """1 when the body has `term`, else the strongest association of one it has."""
         if term in body:
             return 1.0
@@ -177,8 +203,8 @@ class Scorer:
         heading that says "Functions" or "Text" is not about "make a function remember
         results" or "the word that occurs most often in a text".
         """
-        name = set(terms(_name_words(passage)))
-        heading = name | set(terms(passage["section"]))
+        words = self._words(passage)
+        name, heading = words.name, words.heading
         weighted = self._weighted(query)
         pairs = list(zip(weighted.terms, weighted.weights, strict=True))
         known = [w for t, w in pairs if t in self._frequencies]
@@ -194,7 +220,7 @@ class Scorer:
         weighted = self._weighted(query)
         found: set[str] = set()
         for passage in passages:
-            found |= set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
+            found |= self._words(passage).body
         absent = sorted(
             (
                 (-w, t)
