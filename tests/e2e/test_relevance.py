@@ -14,7 +14,7 @@ from agentmesh import Report
 from agentmesh.report import Finding
 from examples.research_agent.analysis import relevant
 from examples.research_agent.compounds import Compounds
-from examples.research_agent.eval import TEST_QUESTIONS, load_questions
+from examples.research_agent.eval import HOLDOUT2_QUESTIONS, TEST_QUESTIONS, load_questions
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.manual import PARTS, documentation_root
 from examples.research_agent.merge import _diversified
@@ -278,20 +278,22 @@ class TestEvalSet:
         """Each of the eval's questions is asked once and cites documents the sources have
         (a documentation page, `docs:<page>`, where the machine has the pages)."""
         development, held_out = load_questions(), load_questions(TEST_QUESTIONS)
+        second = load_questions(HOLDOUT2_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
-        asked = [q.question for q in (*development, *held_out)]
+        assert len(second) == 40
+        asked = [q.question for q in (*development, *held_out, *second)]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in held_out:
+            for other in (*held_out, *second):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
                 assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
-        for expected in (*development, *held_out):
+        for expected in (*development, *held_out, *second):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
                     page = cite.removeprefix("docs:")
