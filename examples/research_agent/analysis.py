@@ -2,10 +2,11 @@
 
 Deterministic and deliberately simple: a passage is kept when it is relevant to the
 task's query (`relevance.Scorer.relevant`: it has the words that carry half the
-query's weight). Kept passages are ordered by their relevance score, then by BM25, and
-duplicates (the same text reached through two documents) are dropped. It does not
-judge whether a passage answers the question; it removes passages that matched a
-common word and nothing else. Nothing relevant: the task's answer is the empty list.
+query's weight, or less when no passage found has half: `relevance.Scorer.floor`).
+Kept passages are ordered by their relevance score, then by BM25, and duplicates (the
+same text reached through two documents) are dropped. It does not judge whether a
+passage answers the question; it removes passages that matched a common word and
+nothing else. Nothing relevant: the task's answer is the empty list.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ def relevant(
     """The at most `keep` passages relevant to `query`, best first."""
     scored: list[tuple[float, float, Passage]] = []
     seen: set[str] = set()
+    candidates: list[Passage] = []
     for passage in passages:
-        if passage["text"] in seen:
-            continue
-        seen.add(passage["text"])
-        if scorer.relevant(query, passage):
+        if passage["text"] not in seen:
+            seen.add(passage["text"])
+            candidates.append(passage)
+    floor = scorer.floor(query, candidates)
+    for passage in candidates:
+        if scorer.relevant(query, passage, floor=floor):
             score = round(scorer.relevance(query, passage), 3)
             scored.append((score, passage["score"], {**passage, "relevance": score}))
     scored.sort(key=lambda item: (-item[0], -item[1]))

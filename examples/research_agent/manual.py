@@ -28,7 +28,16 @@ from pathlib import Path
 
 from .shapes import chunk
 
-__all__ = ["PARTS", "Section", "documentation_root", "page_sections", "page_title", "pages", "slug"]
+__all__ = [
+    "PARTS",
+    "Section",
+    "deprecated_modules",
+    "documentation_root",
+    "page_sections",
+    "page_title",
+    "pages",
+    "slug",
+]
 
 # The parts of the documentation that answer a user's questions (not the C API, the
 # release notes, or the FAQ).
@@ -174,6 +183,17 @@ class Section:
     @property
     def first_line(self) -> str:
         return self.text.strip().split("\n", 1)[0][:200]
+
+
+# A `module` directive whose options say `:deprecated:` (PEP 594's modules, `optparse`).
+_DEPRECATED_MODULE = re.compile(
+    r"^\.\. module::[ \t]*(\S+)[ \t]*\n(?:[ \t]+:.*\n)*?[ \t]+:deprecated:", re.M
+)
+
+
+def deprecated_modules(text: str) -> list[str]:
+    """The modules a page documents as deprecated (its `module` directive says so)."""
+    return _DEPRECATED_MODULE.findall(text)
 
 
 def page_title(text: str) -> str:

@@ -9,17 +9,20 @@ the findings of all tasks are merged:
   task's query is dropped (the online analysis may choose one, the web may return it);
 * the same passage of the same document found by several subtopics is kept once, at
   its best place, naming the other subtopics in `also_topics` (it answers them too);
-  the second and later passages of one document count a little less (`REPEAT`), so
-  the first findings name several documents;
+  the second and later passages of one document count a little less (`REPEAT`), and
+  those of one section (the same id) much less (`SAME_SECTION`), so the first
+  findings name several documents and sections;
 * a `covered` entry with no relevant finding left becomes `empty`, with the reason
   "nothing relevant found" (and so does an entry the analysis already left empty);
 * an entry stays `covered` only when one of its passages *answers*: its own section
   (name, heading, text) has the words that carry `ANSWERS` of the subtopic's weight
   and of the whole question's, and its name or heading has one of the question's
-  words (a passage is about what its heading says). A relevant passage that does not
-  is not enough to say so: the entry becomes `partial`, its reason naming the
-  question's key words the passages do not have ("unsure: the passages found do not
-  answer the question (they do not mention delimiter)").
+  key words, those of at least their mean weight (a passage is about what its heading
+  says; a heading that says "Functions" is not about every question with "function").
+  A relevant passage that does not is not enough to say so: the entry becomes
+  `partial`, its reason naming the question's key words the passages do not have
+  ("unsure: the passages found do not answer the question (they do not mention
+  delimiter)").
 
 Findings of failed attempts (preliminary) are ranked too, never dropped: they are what
 the report keeps of a failure.
@@ -34,15 +37,17 @@ from typing import Any
 from agentmesh import Report
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
-from .relevance import QUESTION_FLOOR, Scorer
+from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
-__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "UNSURE", "merge"]
+__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "SAME_SECTION", "UNSURE", "merge"]
 
 NOTHING_RELEVANT = "nothing relevant found"
 # How the reason of an entry whose passages may not answer opens (status partial).
 UNSURE = "unsure:"
 REPEAT = 0.9
+# A further passage of the same section (the same id) weighs this much less again.
+SAME_SECTION = 0.5
 # The share of the subtopic's and of the question's weight a passage must carry to
 # answer (tuned on the development set only: `python -m examples.research_agent.eval`).
 ANSWERS = 0.5
@@ -115,7 +120,8 @@ def _judged(
 
 def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bool:
     """Relevant to the task's own query and, less strictly, to the whole question."""
-    own = scorer.relevant(query, passage) if query else True
+    # The analysis may have lowered the floor for its query (`Scorer.floor`): not below this.
+    own = scorer.relevant(query, passage, floor=LOWEST) if query else True
     return own and scorer.relevant(question, passage, floor=QUESTION_FLOOR)
 
 
@@ -141,12 +147,16 @@ def _collapsed(findings: list[Finding]) -> list[Finding]:
 def _diversified(findings: list[Finding]) -> list[Finding]:
     """Stable re-order: each further passage of a document weighs `REPEAT` times less."""
     seen: Counter[str] = Counter()
+    sections: Counter[str] = Counter()
     keyed: list[tuple[float, int, Finding]] = []
     for position, finding in enumerate(findings):
         document = _key(finding)[0]
+        section = str(_content(finding).get("id", document))
         relevance = float(_content(finding).get("relevance", 0.0))
-        keyed.append((relevance * REPEAT ** seen[document], position, finding))
+        weight = REPEAT ** seen[document] * SAME_SECTION ** sections[section]
+        keyed.append((relevance * weight, position, finding))
         seen[document] += 1
+        sections[section] += 1
     keyed.sort(key=lambda item: (-item[0], item[1]))
     return [finding for _, _, finding in keyed]
 

@@ -4,7 +4,8 @@ Deterministic and shallow on purpose; it reads the question's wording, not its m
 
 1. The question is read as words (`question_words`): a possessive loses its "'s"
    ("Perl's" is "perl"), a contraction ("can't", "don't", "it's") is a function word,
-   and code stays whole: `chomp()` is "chomp", `os.remove` is "os.remove".
+   and code stays whole: `chomp()` is "chomp", `os.remove` is "os.remove". A hyphenated
+   compound is words of one phrase: "fixed-size chunks" is "fixed size chunks".
 2. The question is cut into phrases at punctuation, at conjunctions ("and", "or",
    "vs") and at filler words: function words, question words and the generic verbs of a
    question ("how does X handle Y"). "Python" counts as filler: every source is about
@@ -63,6 +64,7 @@ _TOKEN = re.compile(
     r"""|(?P<word>[A-Za-z_](?:[\w]|\.(?=[A-Za-z_]))*)(?P<call>\(\))?(?:'(?P<suffix>[A-Za-z]+))?"""
     r"""|(?P<stop>[^\sA-Za-z_'`"])"""
 )
+_HYPHENATED = re.compile(r"(?<=[A-Za-z])-(?=[A-Za-z])")
 _TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 # After an apostrophe: "n't" and the short forms of verbs make a function word.
 _CONTRACTED = frozenset({"t", "re", "ve", "ll", "d", "m"})
@@ -124,6 +126,8 @@ def _read(question: str) -> list[_Word]:
     # Typographic apostrophes and quotes as their ASCII forms: "Perl\u2019s" is "Perl's".
     text = question.translate(_TYPOGRAPHIC)
     text = join_numbered(text)  # "SHA-256" is "sha256", as the index has it
+    # A hyphenated compound is words of one phrase: "fixed-size chunks", "command-line".
+    text = _HYPHENATED.sub(" ", text)
     found: list[_Word] = []
     for match in _TOKEN.finditer(text):
         if match["stop"] is not None:

@@ -19,7 +19,11 @@ A query word the passage does not have, but a word that goes with it (`associati
 so a passage that says the same thing in other words is not dropped as irrelevant.
 
 A passage is relevant when it has the words that carry at least half (`FLOOR`) of the
-weight of the query that found it, and a quarter (`QUESTION_FLOOR`) of the question's.
+weight of the query that found it, and a tenth (`QUESTION_FLOOR`) of the question's.
+When no passage a search found reaches half, the best of them sets the floor
+(`RELATIVE` of its share, never under `LOWEST`): a question in other words than the
+sources' ("a list used as a default argument keeps its items") still gets the passages
+that come closest, while a passage that matched one common word does not.
 Whether it *answers* (`merge`) counts only the words it has.
 A coverage entry is `covered` only when one of its passages is relevant (see `merge`).
 
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .associations import Associations
@@ -38,17 +42,41 @@ from .ranking import parse_query
 from .sources import Corpus, Passage
 from .text import split_identifier, stem, terms, words
 
-__all__ = ["FLOOR", "NAME_BONUS", "QUESTION_FLOOR", "SOURCE_WEIGHTS", "Scorer"]
+__all__ = [
+    "DEPRECATED",
+    "FLOOR",
+    "LOWEST",
+    "NAME_BONUS",
+    "QUESTION_FLOOR",
+    "RELATIVE",
+    "SOURCE_WEIGHTS",
+    "Scorer",
+]
 
 FLOOR = 0.5
+# The floor when the best passage found has less than `FLOOR`: this share of the best's.
+RELATIVE = 0.8
+LOWEST = 0.3
 # A subtopic's passage must also be about the question: "won" in "Who won the World
 # Cup?" is a subtopic of its own, and Pdb's "display won't realize" is not an answer.
 QUESTION_FLOOR = 0.1
 NAME_BONUS = 0.3
 # Package descriptions are other people's READMEs: they answer a question about the
 # standard library less often, so they rank below it at equal relevance (unless the
-# question names the package).
+# question names the package, or its summary has one of the question's key words).
 SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 0.6, "web": 1.0}
+# A deprecated module (the documentation says so: `aifc`, `asyncore`, `optparse`) is rarely
+# what a question should be answered with today: it ranks below at equal relevance.
+DEPRECATED = 0.7
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A passage's index terms: of its name, with its section heading, with its text."""
+
+    name: frozenset[str]
+    heading: frozenset[str]
+    body: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +94,15 @@ class Scorer:
         frequencies: Counter[str],
         documents: int,
         associations: Sequence[Associations] = (),
+        deprecated: Collection[str] = (),
     ) -> None:
         self._frequencies = frequencies
+        self._deprecated = frozenset(deprecated)
         self._documents = max(documents, 1)
         self._associations = tuple(associations)
         self._queries: dict[str, _Weighted] = {}
+        # Each passage is scored many times (analysis, merge, coverage): split it once.
+        self._passages: dict[tuple[str, str, str, str], _Words] = {}
         self._associates: dict[str, dict[str, float]] = {}
 
     @classmethod
@@ -78,11 +110,13 @@ class Scorer:
         frequencies: Counter[str] = Counter()
         documents = 0
         associations = []
+        deprecated: set[str] = set()
         for corpus in corpora:
             frequencies += corpus.document_frequencies()
             documents += len(corpus)
             associations.append(corpus.indexes.associations)
-        return cls(frequencies, documents, associations)
+            deprecated |= corpus.deprecated
+        return cls(frequencies, documents, associations, deprecated)
 
     def idf(self, term: str) -> float:
         # A word no document has weighs as much as one that only one document has.
@@ -94,15 +128,18 @@ class Scorer:
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
-        name = set(terms(_name_words(passage)))
-        body = set(terms(f"{passage['section']} {passage['text']}")) | name
+        words = self._words(passage)
+        name, body = words.name, words.body
         found = sum(
             w * self._found(t, body) for t, w in zip(weighted.terms, weighted.weights, strict=True)
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
-        # A package the question names is what it asks about: no discount for it.
-        if named and passage["source"] == "packages":
+        if self._deprecated and _module(passage) in self._deprecated:
+            share *= DEPRECATED
+        # A package the question names, or whose summary has a key word of it, is what
+        # it asks about: no discount for it.
+        if passage["source"] == "packages" and (named or self.named(query, passage)):
             return share
         return share * SOURCE_WEIGHTS.get(passage["source"], 1.0)
 
@@ -111,20 +148,41 @@ class Scorer:
         `floor` of the query's weight."""
         return self.share(query, passage, associated=True) >= floor
 
+    def floor(self, query: str, passages: Iterable[Passage]) -> float:
+        """The share of `query`'s weight a passage among `passages` must carry to be
+        relevant: `FLOOR`, or less when none has it (`RELATIVE` of the best, `LOWEST` at least)."""
+        best = max((self.share(query, p, associated=True) for p in passages), default=0.0)
+        return max(LOWEST, min(FLOOR, RELATIVE * best))
+
     def share(self, query: str, passage: Passage, *, associated: bool = False) -> float:
         """The share of the query's weight that the passage's words carry (0..1); with
         `associated`, a word that goes with a missing one counts at its strength."""
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
-        body = set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
+        body = self._words(passage).body
         found = sum(
             w * (self._found(t, body) if associated else float(t in body))
             for t, w in zip(weighted.terms, weighted.weights, strict=True)
         )
         return found / weighted.total
 
-    def _found(self, term: str, body: set[str]) -> float:
+    def _words(self, passage: Passage) -> _Words:
+        key = (
+            passage.get("id", ""),
+            passage.get("document", ""),
+            passage["section"],
+            passage["text"],
+        )
+        found = self._passages.get(key)
+        if found is None:
+            name = frozenset(terms(_name_words(passage)))
+            heading = name | frozenset(terms(passage["section"]))
+            found = _Words(name, heading, heading | frozenset(terms(passage["text"])))
+            self._passages[key] = found
+        return found
+
+    def _found(self, term: str, body: frozenset[str]) -> float:
         """1 when the body has `term`, else the strongest association of one it has."""
         if term in body:
             return 1.0
@@ -137,12 +195,24 @@ class Scorer:
         return max((w for u, w in self._associates[term].items() if u in body), default=0.0)
 
     def named(self, query: str, passage: Passage) -> bool:
-        """Whether the passage's name or section heading has one of the query's words
-        (inside a name too: "context" in `contextlib`)."""
-        heading = set(terms(f"{_name_words(passage)} {passage['section']}"))
+        """Whether the passage's name has one of the query's words ("with" for
+        `pydoc:with`), or its section heading one of its key words (inside a name too:
+        "context" in `contextlib`).
+
+        A key word weighs at least the mean of the query's words the sources know: a
+        heading that says "Functions" or "Text" is not about "make a function remember
+        results" or "the word that occurs most often in a text".
+        """
+        words = self._words(passage)
+        name, heading = words.name, words.heading
+        weighted = self._weighted(query)
+        pairs = list(zip(weighted.terms, weighted.weights, strict=True))
+        known = [w for t, w in pairs if t in self._frequencies]
+        key = sum(known) / len(known) if known else 0.0
         return any(
-            t in heading or (len(t) >= 4 and any(t in h for h in heading))
-            for t in self._weighted(query).terms
+            t in name
+            or (w >= key and (t in heading or (len(t) >= 4 and any(t in h for h in heading))))
+            for t, w in pairs
         )
 
     def missing(self, query: str, passages: Iterable[Passage], most: int = 3) -> list[str]:
@@ -150,7 +220,7 @@ class Scorer:
         weighted = self._weighted(query)
         found: set[str] = set()
         for passage in passages:
-            found |= set(terms(f"{_name_words(passage)} {passage['section']} {passage['text']}"))
+            found |= self._words(passage).body
         absent = sorted(
             (
                 (-w, t)
@@ -174,6 +244,13 @@ class Scorer:
 def _plain(query: str, term: str) -> str:
     """The query's own word for an index term ("cancel" -> "cancellation")."""
     return next((w for w in words(query.replace('"', " ")) if stem(w) == term), term)
+
+
+def _module(passage: Passage) -> str:
+    """The module a passage documents: a documentation page's, a stdlib document."""
+    if passage["source"] == "stdlib":
+        return passage["document"]
+    return passage.get("module", "")
 
 
 def _name_words(passage: Passage) -> str:

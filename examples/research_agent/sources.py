@@ -123,6 +123,8 @@ class Corpus(abc.ABC):
 
     name: str
     description: str
+    # The modules the source knows to be deprecated (the documentation says so).
+    deprecated: frozenset[str] = frozenset()
     # BM25's length normalisation in the first stage: a big module is not less about
     # each of its functions for having many of them.
     length_normalisation = 0.75
@@ -320,7 +322,8 @@ class StdlibCorpus(Corpus):
     )
     # Anchored on the newline, not on `^` with re.M: a pattern that opens with a literal
     # is searched for that character first, ten times faster over the ~9 MB of source.
-    _DEFINITION = re.compile(r"\n[ \t]*+(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z]\w*)")
+    # Private definitions too: each ends the one before it (its docstring is not theirs).
+    _DEFINITION = re.compile(r"\n[ \t]*+(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)")
 
     # Modules written in C whose documentation is not for a reader of the library (or
     # that warn or write to the terminal when imported).
@@ -436,8 +439,11 @@ class StdlibCorpus(Corpus):
         ends = [*(match.start() for match in found[1:]), len(text)][: len(found)]
         for match, end in zip(found, ends, strict=True):
             name = match[1]
+            if name.startswith("_"):
+                continue
             doc = _DOCSTRING.search(text, match.end(), min(end, match.end() + 800))
-            first = doc[1].strip() if doc is not None and not name.startswith("_") else ""
+            # A one-line docstring's closing quotes are not its words.
+            first = doc[1].strip().rstrip("\"'").rstrip() if doc is not None else ""
             yield f"{split_identifier(name)} {first}"
 
     @classmethod
@@ -564,10 +570,13 @@ class PackagesCorpus(Corpus):
         return "\n".join(sorted(found))
 
     def pieces(self, doc: Document) -> Iterator[_Piece]:
+        # Every passage of a README is about what its summary says ("Retry code until it
+        # succeeds"): the summary is each passage's heading.
+        summary = doc.text.split("\n\n", 2)[1] if doc.text.count("\n\n") >= 2 else ""
         for text in chunk(doc.text):
             # Badges, link lists and HTML say little: keep passages with some prose.
             if len(re.findall(r"\b[a-z]{3,}\b", text)) >= 5:
-                yield _Piece(section="", text=text)
+                yield _Piece(section=summary, text=text)
 
 
 class DocsCorpus(Corpus):
@@ -577,10 +586,15 @@ class DocsCorpus(Corpus):
     description = "Python's documentation: library reference, language reference, tutorial"
 
     def __init__(
-        self, documents: list[Document], root: Path, indexes: Indexes | None = None
+        self,
+        documents: list[Document],
+        root: Path,
+        indexes: Indexes | None = None,
+        deprecated: Collection[str] = (),
     ) -> None:
         super().__init__(documents, indexes)
         self.root = root
+        self.deprecated = frozenset(deprecated)
 
     @classmethod
     def load(cls) -> DocsCorpus:
@@ -588,10 +602,12 @@ class DocsCorpus(Corpus):
         if root is None:
             raise FileNotFoundError("no Python documentation sources on this machine")
         documents = []
+        deprecated: list[str] = []
         # The expansion learns from each section: a unit of meaning, unlike a page.
         units: list[list[str]] = []
         for page, path in manual.pages(root):
             text = path.read_text(encoding="utf-8", errors="replace")
+            deprecated += manual.deprecated_modules(text)
             sections = manual.page_sections(text)
             if not sections:
                 continue
@@ -617,7 +633,7 @@ class DocsCorpus(Corpus):
                 )
             )
         documents.sort(key=lambda doc: doc.id)
-        return cls(documents, root, cls._build(documents, units))
+        return cls(documents, root, cls._build(documents, units), deprecated)
 
     @classmethod
     def fingerprint(cls) -> str:
@@ -627,16 +643,16 @@ class DocsCorpus(Corpus):
         return "\n".join(f"{page} {_stat(path)}" for page, path in manual.pages(root))
 
     def state(self) -> dict[str, object]:
-        return {"root": str(self.root)}
+        return {"root": str(self.root), "deprecated": sorted(self.deprecated)}
 
     @classmethod
     def restore(
         cls, documents: list[Document], indexes: Indexes, state: dict[str, object]
     ) -> DocsCorpus:
-        root = state["root"]
-        if not isinstance(root, str):
+        root, deprecated = state["root"], state.get("deprecated", [])
+        if not isinstance(root, str) or not isinstance(deprecated, list):
             raise ValueError("not a saved docs state")
-        return cls(documents, Path(root), indexes)
+        return cls(documents, Path(root), indexes, [str(m) for m in deprecated])
 
     def document_id(self, document: str, name: str) -> str:
         return f"docs:{document}#{name}" if name else f"docs:{document}"
@@ -697,7 +713,8 @@ def _first_line(text: str) -> str:
 _STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+(_[\w.]+)[ \t]+import[ \t]+\*", re.M)
 
 # The colon that ends a signature, then a docstring's opening quotes and first line.
-_DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3})\\?\s*([^\n]*)""")
+# (One-quoted too: `functools.cache` has 'Simple lightweight unbounded cache. ...'.)
+_DOCSTRING = re.compile(r""":[ \t]*(?:#[^\n]*)?\n[ \t]*[rRuU]?(?:"{3}|'{3}|"|')\\?\s*([^\n]*)""")
 
 
 def _summary(docstring: str, words: int = 30) -> str:

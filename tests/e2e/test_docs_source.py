@@ -3,13 +3,15 @@ written here in the documentation's own format (reST, as Debian's python3.X-doc 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from examples.research_agent.manual import documentation_root, page_sections
+from examples.research_agent.manual import deprecated_modules, documentation_root, page_sections
 from examples.research_agent.ranking import parse_query
-from examples.research_agent.sources import DocsCorpus
+from examples.research_agent.relevance import Scorer
+from examples.research_agent.sources import DocsCorpus, Passage
 
 ATEXIT = """\
 :mod:`atexit` --- Exit handlers
@@ -128,3 +130,20 @@ def test_without_documentation_the_source_is_left_out(monkeypatch: pytest.Monkey
     assert documentation_root() is None
     with pytest.raises(FileNotFoundError):
         DocsCorpus.load()
+
+
+def test_a_module_the_documentation_deprecates_is_known() -> None:
+    """`.. module:: aifc` with `:deprecated:` names aifc; atexit's page names none."""
+    aifc = ".. module:: aifc\n   :synopsis: Read and write AIFF files.\n   :deprecated:\n"
+    assert deprecated_modules(aifc) == ["aifc"]
+    assert deprecated_modules(ATEXIT) == []
+
+
+def test_a_deprecated_modules_passage_ranks_below_an_equal_one() -> None:
+    scorer = Scorer(Counter({"audio": 3, "file": 300}), 1000, deprecated=["aifc"])
+    old = Passage(
+        source="docs", id="docs:library/aifc", document="a", section="", text="audio file", score=1
+    )
+    current = Passage(**{**old, "id": "docs:library/wave"})
+    old["module"], current["module"] = "aifc", "wave"
+    assert scorer.relevance("audio file", old) < scorer.relevance("audio file", current)

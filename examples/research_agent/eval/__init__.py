@@ -1,11 +1,13 @@
 """The research agent's evaluation: does a report cite what a correct answer must?
 
-    python -m examples.research_agent.eval            # both sets' figures
+    python -m examples.research_agent.eval            # every set's figures
     python -m examples.research_agent.eval --each     # and one line per development question
 
 Every question of the development set `questions.toml` (written for this project; none
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
-issue 32 before any tuning, never tuned on) is researched offline, as
+issue 32 before any tuning, never tuned on) and of the second held-out set
+`holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
+once) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
 
@@ -15,6 +17,20 @@ the documents a correct answer must cite:
   `covered` entry).
 """
 
-from .scoring import TEST_QUESTIONS, Expected, Score, load_questions, score_report
+from .scoring import (
+    HOLDOUT2_QUESTIONS,
+    TEST_QUESTIONS,
+    Expected,
+    Score,
+    load_questions,
+    score_report,
+)
 
-__all__ = ["TEST_QUESTIONS", "Expected", "Score", "load_questions", "score_report"]
+__all__ = [
+    "HOLDOUT2_QUESTIONS",
+    "TEST_QUESTIONS",
+    "Expected",
+    "Score",
+    "load_questions",
+    "score_report",
+]

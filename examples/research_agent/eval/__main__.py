@@ -13,6 +13,7 @@ from ..planner import plan
 from ..research import research
 from ..sources import SOURCES, Corpus, load_corpus
 from .scoring import (
+    HOLDOUT2_QUESTIONS,
     QUESTIONS,
     TEST_QUESTIONS,
     Expected,
@@ -22,8 +23,12 @@ from .scoring import (
     summary,
 )
 
-# Both halves, every time: a change that raises the first and lowers the second does not land.
-SETS = (("development set", QUESTIONS), ("test set (held out)", TEST_QUESTIONS))
+# Every set, every time: a change that raises the first and lowers the others does not land.
+SETS = (
+    ("development set", QUESTIONS),
+    ("test set (held out)", TEST_QUESTIONS),
+    ("second held-out set", HOLDOUT2_QUESTIONS),
+)
 
 
 async def _evaluate(questions: list[Expected], corpora: dict[str, Corpus]) -> list[Score]:
@@ -37,7 +42,7 @@ async def _evaluate(questions: list[Expected], corpora: dict[str, Corpus]) -> li
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m examples.research_agent.eval",
-        description="Evaluate the offline research agent on its development and test sets.",
+        description="Evaluate the offline research agent on its development and held-out sets.",
     )
     parser.add_argument(
         "--each",

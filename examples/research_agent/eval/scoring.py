@@ -11,6 +11,7 @@ from agentmesh import Report
 from agentmesh.report import CoverageStatus
 
 __all__ = [
+    "HOLDOUT2_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -21,6 +22,8 @@ __all__ = [
 
 QUESTIONS = Path(__file__).with_name("questions.toml")  # the development set: tune on it
 TEST_QUESTIONS = Path(__file__).with_name("test_questions.toml")  # held out: never tune on it
+# A second held-out set, written after tuning by someone who tuned nothing; evaluated once.
+HOLDOUT2_QUESTIONS = Path(__file__).with_name("holdout2_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
