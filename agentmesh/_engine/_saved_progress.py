@@ -146,6 +146,10 @@ class SavedProgress:
 
         Read back by `listed` when the run is run again under its id.
         """
-        pending = self._waiting.pop(namespace(subagent, task_id), None)
+        stage = namespace(subagent, task_id)
+        pending = self._waiting.pop(stage, None)
+        # The task is done in this run: nothing will read its progress again here (a run
+        # of 100,000 tasks would keep every name).
+        self._stages.discard(stage)
         progress = None if pending is None else pending.take()
         return None if progress is None else {"subagent": subagent, **progress}
