@@ -135,6 +135,13 @@ class SavedProgress:
         if self._waiting.get(stage) is pending:
             del self._waiting[stage]
 
+    async def committed(self) -> None:
+        """Wait until every task's progress written behind is committed (the run's own
+        writes where the store could not queue them too)."""
+        waiting, self._waiting = self._waiting, {}
+        for pending in waiting.values():
+            await pending.flush()
+
     def pending(self, stage: str) -> Pending | None:
         """The task's progress written behind and not committed yet: what a later
         dispatch of the task in this run waits for before it reads it."""

@@ -320,12 +320,14 @@ async def _keep(
         await store.put(run_id, STAGE, key, data)
 
 
-async def flush(store: CheckpointStore, run_id: str) -> None:
-    """Wait until every record written behind is committed (raising a failure of one
-    `run_id` wrote)."""
+async def flush(store: CheckpointStore, scope: RunScope) -> None:
+    """Wait until every record and every task's progress written behind is committed
+    (raising a failure of a record the run wrote)."""
+    if scope.saved_progress is not None:
+        await scope.saved_progress.committed()
     behind = writes_behind(store)
     if behind is not None:
-        await behind.flush(run_id)
+        await behind.flush(scope.run_id)
 
 
 def _asked(outcome: Outcome) -> bool:

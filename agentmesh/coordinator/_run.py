@@ -127,9 +127,7 @@ class Run:
         await self._pool(jobs)
         del jobs
         if self.hub.store is not None:
-            await flush(
-                self.hub.store, self.run_id
-            )  # every record committed before the run reports
+            await flush(self.hub.store, run.scope)  # every record committed before the report
         report = await self._synthesize(cast(list[TaskRecord], records))
         if run.book is not None:
             report = report.model_copy(update={"pending_approvals": run.book.unanswered()})
@@ -216,9 +214,7 @@ class Run:
         """
         run = self.state
         if self.hub.store is not None:
-            await flush(
-                self.hub.store, self.run_id
-            )  # the records of the tasks that finished, committed
+            await flush(self.hub.store, run.scope)  # the finished tasks' records committed
         records: list[TaskRecord] = []
         unfinished = 0
         for index, (task_id, task, subagent) in enumerate(jobs):

@@ -209,3 +209,24 @@ class TestProgressWrittenBehind:
         carried = rows["agentmesh.run", "record/task-0"]["progress"]
         assert carried["findings"] == ["token=[REDACTED]"]
         assert "abcdef0123456789" not in str(rows)
+
+    async def test_progress_a_store_could_not_queue_is_committed_before_the_report(
+        self,
+    ) -> None:
+        """A store without group commit takes each snapshot by a `put` of its own: the
+        run waits for it before it reports, as for the records."""
+
+        class SlowPuts(MemoryStore):
+            async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
+                if key == "partials":
+                    for _ in range(20):  # a put that takes a few turns of the loop
+                        await asyncio.sleep(0)
+                await super().put(run_id, stage, key, value)
+
+        store = SlowPuts()
+        agent = Sources(failing={"s3"})  # fails after two sources: its progress has a row
+        report = await Coordinator([agent], store=store).run(["q"], run_id="slow")
+        assert report.coverage_ratio == 0.0
+        saved = await store.get("slow", "sources/task-0", "partials")
+        assert saved is not None
+        assert saved.value["completed"] == ["s1", "s2"]
