@@ -227,11 +227,7 @@ class WorkerPool:
                 return
             if packed is None:
                 return  # a poll of a newer event loop took over
-            try:
-                await self._deliver(worker, pickle.loads(packed))
-            except Exception as exc:  # a fault of ours: it must not leave the run waiting
-                self._broken(worker, exc)
-                return
+            await self._deliver(worker, pickle.loads(packed))
             # One turn of the loop: the tasks that ended free their slots, and the
             # dispatches that take them ride on the next poll, not on the one after it.
             await asyncio.sleep(0)
@@ -255,17 +251,6 @@ class WorkerPool:
             self._measured(job.spec.subagent.key, item[3])
             kind, value = item[2]
             job.end(kind, value)
-
-    def _broken(self, worker: Worker, exc: Exception) -> None:
-        """Reading `worker`'s news failed: its tasks fail with the error (raised where the
-        run awaits them, as a bug should be), and the worker is killed and replaced."""
-        import ray
-
-        for job in worker.jobs.values():
-            job.end("error", exc)
-        worker.out.clear()  # ended: none goes back to the queue
-        self._lost(worker, exc)
-        ray.kill(worker.actor, no_restart=True)
 
     def _measured(self, subagent: str, seconds: float) -> None:
         """A task of `subagent` ran `seconds`: how many of its tasks a worker may hold."""
