@@ -14,7 +14,13 @@ from agentmesh import Report
 from agentmesh.report import Finding
 from examples.research_agent.analysis import relevant
 from examples.research_agent.compounds import Compounds
-from examples.research_agent.eval import HOLDOUT2_QUESTIONS, TEST_QUESTIONS, load_questions
+from examples.research_agent.eval import (
+    HOLDOUT2_QUESTIONS,
+    HOLDOUT3_QUESTIONS,
+    TEST_QUESTIONS,
+    load_questions,
+)
+from examples.research_agent.eval.__main__ import SETS, main, parse_sets
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.manual import PARTS, documentation_root
 from examples.research_agent.merge import _diversified
@@ -279,21 +285,23 @@ class TestEvalSet:
         (a documentation page, `docs:<page>`, where the machine has the pages)."""
         development, held_out = load_questions(), load_questions(TEST_QUESTIONS)
         second = load_questions(HOLDOUT2_QUESTIONS)
+        third = load_questions(HOLDOUT3_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
         assert len(second) == 40
-        asked = [q.question for q in (*development, *held_out, *second)]
+        assert len(third) == 50
+        asked = [q.question for q in (*development, *held_out, *second, *third)]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in (*held_out, *second):
+            for other in (*held_out, *second, *third):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
                 assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
-        for expected in (*development, *held_out, *second):
+        for expected in (*development, *held_out, *second, *third):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
                     page = cite.removeprefix("docs:")
@@ -308,6 +316,20 @@ class TestEvalSet:
         assert sum(not q.cite for q in held_out) >= 5
         assert sum("Error" in q.question for q in held_out) >= 5
         assert sum(any(c.startswith("packages:") for c in q.cite) for q in held_out) >= 5
+
+    def test_sets_option_chooses_by_short_name_and_refuses_a_typo(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--sets dev` evaluates the development set alone, while tuning; a misspelt name
+        stops before any research, saying which names there are."""
+        assert [name for name, _, _ in parse_sets("holdout3, dev")] == ["dev", "holdout3"]
+        assert [name for name, _, _ in SETS] == ["dev", "test", "holdout2", "holdout3"]
+        with pytest.raises(SystemExit) as stopped:
+            main(["--sets", "dev,holdot3"])
+        assert stopped.value.code == 2
+        error = capsys.readouterr().err
+        assert "'holdot3'" in error
+        assert "dev,test,holdout2,holdout3" in error
 
 
 class TestRelevanceFloor:

@@ -2,12 +2,14 @@
 
     python -m examples.research_agent.eval            # every set's figures
     python -m examples.research_agent.eval --each     # and one line per development question
+    python -m examples.research_agent.eval --sets dev # the development set alone (tuning)
 
 Every question of the development set `questions.toml` (written for this project; none
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
 issue 32 before any tuning, never tuned on) and of the second held-out set
 `holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
-once) is researched offline, as
+once) and of the third held-out set `holdout3_questions.toml` (written before a session's
+tuning by someone who tuned nothing, evaluated once at its end) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
 
@@ -19,6 +21,7 @@ the documents a correct answer must cite:
 
 from .scoring import (
     HOLDOUT2_QUESTIONS,
+    HOLDOUT3_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -28,6 +31,7 @@ from .scoring import (
 
 __all__ = [
     "HOLDOUT2_QUESTIONS",
+    "HOLDOUT3_QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
     "Score",

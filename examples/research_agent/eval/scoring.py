@@ -12,6 +12,7 @@ from agentmesh.report import CoverageStatus
 
 __all__ = [
     "HOLDOUT2_QUESTIONS",
+    "HOLDOUT3_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -24,6 +25,9 @@ QUESTIONS = Path(__file__).with_name("questions.toml")  # the development set: t
 TEST_QUESTIONS = Path(__file__).with_name("test_questions.toml")  # held out: never tune on it
 # A second held-out set, written after tuning by someone who tuned nothing; evaluated once.
 HOLDOUT2_QUESTIONS = Path(__file__).with_name("holdout2_questions.toml")
+# A third, written before a session's tuning by someone who tuned nothing; evaluated once,
+# at the session's end (tune with `--sets dev`).
+HOLDOUT3_QUESTIONS = Path(__file__).with_name("holdout3_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
