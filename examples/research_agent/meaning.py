@@ -75,7 +75,7 @@ class WordVectors:
         self.tokens = list(tokens)
         self.vectors = vectors
         self.projection = projection  # what made them: kept, so they can be checked
-        self._number = {token: n for n, token in enumerate(self.tokens)}
+        self.numbers = {token: n for n, token in enumerate(self.tokens)}
 
     @classmethod
     def load(cls, path: Path = VECTORS) -> WordVectors:
@@ -111,7 +111,7 @@ class WordVectors:
         ]
 
     def row(self, token: str) -> int | None:
-        return self._number.get(token)
+        return self.numbers.get(token)
 
 
 class Embedder:
@@ -120,16 +120,20 @@ class Embedder:
     def __init__(self, vectors: WordVectors, weight: Callable[[str], float]) -> None:
         self._vectors = vectors
         self._weight = weight
-        self._pieces = WordPiece({token: n for n, token in enumerate(vectors.tokens)})
-        self._rows: dict[str, list[int]] = {}
+        self._pieces = WordPiece(vectors.numbers)
+        # Each word's rows and the weight of each: a run sees the same words many times.
+        self._words: dict[str, tuple[list[int], float]] = {}
 
     def rows(self, word: str) -> list[int]:
         """A word's rows: its own, or its WordPiece tokens' ("memoize": "me", "##mo", ...)."""
-        found = self._rows.get(word)
+        return self._word(word)[0]
+
+    def _word(self, word: str) -> tuple[list[int], float]:
+        found = self._words.get(word)
         if found is None:
             own = self._vectors.row(word)
-            found = [own] if own is not None else self._pieces.pieces(word)
-            self._rows[word] = found
+            rows = [own] if own is not None else self._pieces.pieces(word)
+            found = self._words[word] = (rows, self._weight(word) / len(rows))
         return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -139,9 +143,9 @@ class Embedder:
             rows: list[int] = []
             weights: list[float] = []
             for word in words(text):
-                found = self.rows(word)
+                found, weight = self._word(word)
                 rows += found
-                weights += [self._weight(word) / len(found)] * len(found)
+                weights += [weight] * len(found)
             if rows:
                 matrix[n] = np.asarray(weights, dtype=np.float32) @ self._vectors.vectors[rows]
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -45,7 +45,7 @@ class WordPiece:
     """BERT's uncased tokenizer: lower case, no accents, punctuation apart, WordPiece."""
 
     def __init__(self, vocabulary: Mapping[str, int]) -> None:
-        self.vocabulary = dict(vocabulary)
+        self.vocabulary = vocabulary
         self._unknown = self.vocabulary["[UNK]"]
 
     def words(self, text: str) -> list[str]:
