@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 from . import manual
 from .associations import Associations
 from .compounds import Compounds
+from .passage_cache import PassageCache, SavedPassage
 from .ranking import BM25Index, Query
 from .shapes import chunk
 from .text import split_identifier, terms
@@ -135,6 +136,17 @@ class Corpus(abc.ABC):
         self._ids = list(self.documents)
         self.indexes = indexes or self._build(list(self.documents.values()))
         self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
+        self._saved: PassageCache | None = None
+
+    def keep_passages(self, cache: PassageCache) -> None:
+        """Read each document's passages from `cache` when saved there, and save them there
+        when derived (`passage_cache`; the index cache gives each source its own)."""
+        self._saved = cache
+
+    def stamp(self, doc: Document) -> str:
+        """What `doc`'s passages are read from beyond the source's fingerprint, cheaply: it
+        changes when they may have ("": the document itself, or the fingerprint, says)."""
+        return ""
 
     @classmethod
     def _build(
@@ -236,13 +248,12 @@ class Corpus(abc.ABC):
         """The `limit` best passages of `document` for `query`; raises KeyError if unknown."""
         doc = self.documents[document]
         if document not in self._pieces:
-            pieces = list(self.pieces(doc))
-            # The name a passage documents counts twice: `suppress` for "suppress".
-            named = [f"{split_identifier(p.name.replace('.', '_'))} " * 2 for p in pieces]
-            index = BM25Index(
-                [terms(f"{n}{p.section} {p.text}") for n, p in zip(named, pieces, strict=True)]
+            derived = self._derive(doc)
+            index = BM25Index([list(p.terms) for p in derived])
+            self._pieces[document] = (
+                [_Piece(p.section, p.text, p.name, p.module) for p in derived],
+                index,
             )
-            self._pieces[document] = (pieces, index)
         pieces, index = self._pieces[document]
         found = []
         for position, score in index.rank(query, limit, self.expansion(query)):
@@ -259,6 +270,23 @@ class Corpus(abc.ABC):
                 passage["module"] = piece.module
             found.append(passage)
         return found
+
+    def _derive(self, doc: Document) -> list[SavedPassage]:
+        """`doc`'s passages and their terms: read back when saved for its stamp, else split
+        and tokenised (and saved, when a passage cache is kept)."""
+        cache = self._saved
+        stamp = "" if cache is None else self.stamp(doc)
+        if cache is not None and (saved := cache.get(doc.id, stamp)) is not None:
+            return saved
+        derived = []
+        for piece in self.pieces(doc):
+            # The name a passage documents counts twice: `suppress` for "suppress".
+            named = f"{split_identifier(piece.name.replace('.', '_'))} " * 2
+            found = tuple(terms(f"{named}{piece.section} {piece.text}"))
+            derived.append(SavedPassage(piece.section, piece.text, piece.name, piece.module, found))
+        if cache is not None:
+            cache.put(doc.id, stamp, derived)
+        return derived
 
     def document_id(self, document: str, name: str) -> str:
         """The stable id of a passage of `document` about `name` ("" for the document)."""
@@ -489,6 +517,12 @@ class StdlibCorpus(Corpus):
     def document_id(self, document: str, name: str) -> str:
         return f"stdlib:{document}.{name}" if name else f"stdlib:{document}"
 
+    def stamp(self, doc: Document) -> str:
+        # A C module's documentation is the interpreter's own (its version is in the key).
+        if doc.id in self.c_modules:
+            return ""
+        return "\n".join(f"{path} {_stat(path)}" for path in self._files(doc.id))
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         module = doc.id
         if module in self.c_modules:
@@ -497,8 +531,12 @@ class StdlibCorpus(Corpus):
                 loaded = importlib.import_module(module)
             yield from _c_pieces(module, loaded)
             return
-        for path in self.sources.get(module) or (self._path(module),):
+        for path in self._files(module):
             yield from self._file_pieces(module, path)
+
+    def _files(self, module: str) -> Sequence[Path]:
+        """The source files a pure-Python module's passages are read from."""
+        return self.sources.get(module) or (self._path(module),)
 
     def _file_pieces(self, module: str, path: Path) -> Iterator[_Piece]:
         try:
@@ -657,8 +695,11 @@ class DocsCorpus(Corpus):
     def document_id(self, document: str, name: str) -> str:
         return f"docs:{document}#{name}" if name else f"docs:{document}"
 
+    def stamp(self, doc: Document) -> str:
+        return _stat(self._page(doc))
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
-        path = self.root / f"{doc.id}.rst.txt"
+        path = self._page(doc)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -669,6 +710,9 @@ class DocsCorpus(Corpus):
                 where = f"{section.heading} > {section.anchor}"
             for passage in chunk(section.text):
                 yield _Piece(where, passage, name=section.anchor, module=section.module)
+
+    def _page(self, doc: Document) -> Path:
+        return self.root / f"{doc.id}.rst.txt"
 
 
 # The documentation pages where the machine has them; the other sources everywhere.
