@@ -1,21 +1,22 @@
-"""A document's passages, split and tokenised once, kept beside its source's saved index.
+"""A document's passages and their BM25 index, made once, kept beside its source's index.
 
 Reading a document (`Corpus.read`) splits it into passages (a stdlib module's by parsing
-its source with `ast`, a documentation page's by its sections) and each passage into
-index terms. Once the indexes are read back from the cache, that was about half of an
-offline run, repeated for the same documents at every run. So what a document's
-passages are is saved too, one file per document, in its source's saved index
+its source with `ast`, a documentation page's by its sections), each passage into index
+terms, and indexes them for BM25. Once the sources' indexes are read back from the
+cache, that was about half of an offline run, repeated for the same documents at every
+run. So it is saved too, one directory per document, inside its source's saved index
 (`index_cache`): that directory's key already says what the source is built from (the
-interpreter, the code, the source's fingerprint), and each file is stamped with what
-its document's passages are read from beyond that (its files' sizes and times,
-`Corpus.stamp`). A file is used only for the same key, document and stamp: a changed
-file is read again, never answered from its old passages.
+interpreter, the code, the source's fingerprint), and each document's is named by what
+its passages are read from beyond that (its files' sizes and times, `Corpus.stamp`). A
+document whose file changed has another name: it is read again, never answered from
+its old passages.
 
-Saving is atomic and may race: a file is written under a temporary name and renamed
-over its place, so a reader sees a whole file or none, and two runs saving the same
-document at once leave one of two identical files. A file that cannot be read is
-derived again (and saved over); one that cannot be written is not saved: the cache only
-ever saves time, it never fails a search.
+Saving is atomic and may race: a document's directory is written under a temporary
+name and renamed into place, so a reader sees a whole one or none, and two runs saving
+the same document at once keep one of two identical results (what is derived from the
+same files by the same code is the same). A saved document that cannot be read is made
+again and saved over; one that cannot be written is not saved: the cache only ever
+saves time, it never fails a search.
 """
 
 from __future__ import annotations
@@ -23,32 +24,33 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .ranking import BM25Index
+
 __all__ = ["FORMAT", "PassageCache", "SavedPassage"]
 
-# The layout of a saved file; a change of layout changes it.
+# The layout of a saved document; a change of layout changes it.
 FORMAT = 1
+_META = "passages.json"
 
-# What a damaged file can raise while it is read: OSError (gone, unreadable), JSON's
-# ValueError (UnicodeDecodeError too), TypeError or LookupError for a valid file of the
-# wrong shape.
-_UNREADABLE = (OSError, ValueError, TypeError, LookupError)
+# What a damaged or vanished file can raise while it is read: OSError, NumPy's EOFError
+# and ValueError, JSON's ValueError (UnicodeDecodeError too), TypeError or LookupError
+# for a valid file of the wrong shape.
+_UNREADABLE = (OSError, EOFError, ValueError, TypeError, LookupError)
 
 
 @dataclass(frozen=True, slots=True)
 class SavedPassage:
-    """One passage as `Corpus.pieces` gave it, and its index terms."""
+    """One passage as `Corpus.pieces` gave it."""
 
     section: str
     text: str
     name: str
     module: str
-    terms: tuple[str, ...]
 
 
 class PassageCache:
@@ -59,60 +61,84 @@ class PassageCache:
         self.directory = directory
         self.key = key
 
-    def get(self, document: str, stamp: str) -> list[SavedPassage] | None:
-        """The saved passages of `document` as of `stamp`; None when there are none (or
-        they were saved for another key or stamp, or cannot be read)."""
+    def get(self, document: str, stamp: str) -> tuple[list[SavedPassage], BM25Index] | None:
+        """The saved passages of `document` as of `stamp`, and their index; None when
+        there are none (or they cannot be read)."""
+        place = self._place(document, stamp)
         try:
-            data = json.loads(self._place(document).read_text(encoding="utf-8"))
-            if [data["format"], data["key"], data["document"], data["stamp"]] != [
+            meta = json.loads((place / _META).read_text(encoding="utf-8"))
+            if [meta["format"], meta["key"], meta["document"], meta["stamp"]] != [
                 FORMAT,
                 self.key,
                 document,
                 stamp,
             ]:
                 return None
-            return [_passage(row) for row in data["passages"]]
+            passages = [_passage(row) for row in meta["passages"]]
+            index = BM25Index.load(place)
         except _UNREADABLE:
             return None
+        if len(index) != len(passages):
+            return None
+        return passages, index
 
-    def put(self, document: str, stamp: str, passages: Sequence[SavedPassage]) -> bool:
-        """Save `passages` as `document`'s as of `stamp`; False when it cannot be written."""
-        data = {
+    def put(
+        self, document: str, stamp: str, passages: Sequence[SavedPassage], index: BM25Index
+    ) -> bool:
+        """Save `passages` and their `index` as `document`'s as of `stamp`; False when
+        they cannot be written."""
+        meta = {
             "format": FORMAT,
             "key": self.key,
             "document": document,
             "stamp": stamp,
-            # A term never holds a space (`text.terms`): one string per passage is a
-            # fraction of a list's size and time to read.
-            "passages": [
-                [p.section, p.text, p.name, p.module, " ".join(p.terms)] for p in passages
-            ],
+            "passages": [[p.section, p.text, p.name, p.module] for p in passages],
         }
+        place = self._place(document, stamp)
         try:
             # Not `parents=True`: a saved index that another run just removed (its key
             # changed) is not made again half-empty; this document goes unsaved.
             self.directory.mkdir(exist_ok=True)
-            handle, staged = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as file:
-                    json.dump(data, file)
-                os.replace(staged, self._place(document))
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(staged)
-                raise
+            with tempfile.TemporaryDirectory(dir=self.directory, prefix=".") as work:
+                staged = Path(work) / "document"
+                index.save(staged)
+                # Written last: a directory without it is not a saved document.
+                (staged / _META).write_text(json.dumps(meta), encoding="utf-8")
+                _move(staged, place, Path(work) / "replaced")
         except OSError:
             return False
         return True
 
-    def _place(self, document: str) -> Path:
-        # A document id may hold any character ("library/os", "os.path"): name by its hash.
-        name = hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.directory / f"{name}.json"
+    def _place(self, document: str, stamp: str) -> Path:
+        # A document id may hold any character ("library/os", "os.path"): named by a
+        # hash, of its stamp too, so that a changed file is never looked up as before.
+        digest = hashlib.sha256(f"{document}\0{stamp}".encode("utf-8", "surrogatepass"))
+        return self.directory / digest.hexdigest()[:32]
+
+
+def _move(staged: Path, place: Path, aside: Path) -> None:
+    """Rename `staged` to `place`; a saved one there (unreadable, since it is being made
+    again) is first moved `aside`, into the temporary directory that goes after."""
+    try:
+        staged.rename(place)
+        return
+    except OSError:
+        if not place.is_dir():
+            raise
+    # Another run may have just saved the same (identical) document: replacing it with
+    # ours is harmless, and leaves no unreadable one behind.
+    with contextlib.suppress(OSError):
+        place.rename(aside)
+    try:
+        staged.rename(place)
+    except OSError:
+        # Another run renamed its own into place first: ours is not needed.
+        if not place.is_dir():
+            raise
 
 
 def _passage(row: object) -> SavedPassage:
-    if not (isinstance(row, list) and len(row) == 5 and all(isinstance(c, str) for c in row)):
+    if not (isinstance(row, list) and len(row) == 4 and all(isinstance(c, str) for c in row)):
         raise TypeError("not a saved passage")
-    section, text, name, module, terms = row
-    return SavedPassage(section, text, name, module, tuple(terms.split()))
+    section, text, name, module = row
+    return SavedPassage(section, text, name, module)

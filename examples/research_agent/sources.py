@@ -135,7 +135,7 @@ class Corpus(abc.ABC):
         self.documents = {doc.id: doc for doc in documents}
         self._ids = list(self.documents)
         self.indexes = indexes or self._build(list(self.documents.values()))
-        self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
+        self._pieces: dict[str, tuple[list[SavedPassage], BM25Index]] = {}
         self._saved: PassageCache | None = None
 
     def keep_passages(self, cache: PassageCache) -> None:
@@ -248,12 +248,7 @@ class Corpus(abc.ABC):
         """The `limit` best passages of `document` for `query`; raises KeyError if unknown."""
         doc = self.documents[document]
         if document not in self._pieces:
-            derived = self._derive(doc)
-            index = BM25Index([list(p.terms) for p in derived])
-            self._pieces[document] = (
-                [_Piece(p.section, p.text, p.name, p.module) for p in derived],
-                index,
-            )
+            self._pieces[document] = self._derive(doc)
         pieces, index = self._pieces[document]
         found = []
         for position, score in index.rank(query, limit, self.expansion(query)):
@@ -271,22 +266,23 @@ class Corpus(abc.ABC):
             found.append(passage)
         return found
 
-    def _derive(self, doc: Document) -> list[SavedPassage]:
-        """`doc`'s passages and their terms: read back when saved for its stamp, else split
-        and tokenised (and saved, when a passage cache is kept)."""
+    def _derive(self, doc: Document) -> tuple[list[SavedPassage], BM25Index]:
+        """`doc`'s passages and their index: read back when saved for its stamp, else
+        split, tokenised and indexed (and saved, when a passage cache is kept)."""
         cache = self._saved
         stamp = "" if cache is None else self.stamp(doc)
         if cache is not None and (saved := cache.get(doc.id, stamp)) is not None:
             return saved
-        derived = []
-        for piece in self.pieces(doc):
-            # The name a passage documents counts twice: `suppress` for "suppress".
-            named = f"{split_identifier(piece.name.replace('.', '_'))} " * 2
-            found = tuple(terms(f"{named}{piece.section} {piece.text}"))
-            derived.append(SavedPassage(piece.section, piece.text, piece.name, piece.module, found))
+        pieces = list(self.pieces(doc))
+        # The name a passage documents counts twice: `suppress` for "suppress".
+        named = [f"{split_identifier(p.name.replace('.', '_'))} " * 2 for p in pieces]
+        index = BM25Index(
+            [terms(f"{n}{p.section} {p.text}") for n, p in zip(named, pieces, strict=True)]
+        )
+        derived = [SavedPassage(p.section, p.text, p.name, p.module) for p in pieces]
         if cache is not None:
-            cache.put(doc.id, stamp, derived)
-        return derived
+            cache.put(doc.id, stamp, derived, index)
+        return derived, index
 
     def document_id(self, document: str, name: str) -> str:
         """The stable id of a passage of `document` about `name` ("" for the document)."""
