@@ -7,8 +7,8 @@ index code (a hash of the modules that build it), bm25s' version and the source'
 `fingerprint` (the pydoc topics file, the list of stdlib modules, the installed
 distributions). A run whose key has a saved index loads it (NumPy arrays and JSON, no
 pickle); any other run builds the index and saves it. What a search derives from each
-document it reads (its passages and their terms) is saved in the same directory as it
-goes (`passage_cache`), under the same key.
+document it reads (its passages and their BM25 index) is saved in the same directory as
+it goes (`passage_cache`), under the same key.
 
 A cache that cannot be read (a half-written or corrupt file, another format) is
 rebuilt: reading it is an optimisation, never a reason for the run to fail. So is a
