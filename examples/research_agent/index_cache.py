@@ -6,7 +6,9 @@ saved under a key of exactly that: the interpreter (implementation and version),
 index code (a hash of the modules that build it), bm25s' version and the source's own
 `fingerprint` (the pydoc topics file, the list of stdlib modules, the installed
 distributions). A run whose key has a saved index loads it (NumPy arrays and JSON, no
-pickle); any other run builds the index and saves it.
+pickle); any other run builds the index and saves it. What a search derives from each
+document it reads (its passages and their BM25 index) is saved in the same directory as
+it goes (`passage_cache`), under the same key.
 
 A cache that cannot be read (a half-written or corrupt file, another format) is
 rebuilt: reading it is an optimisation, never a reason for the run to fail. So is a
@@ -32,13 +34,14 @@ from pathlib import Path
 import bm25s
 
 from .associations import Associations
+from .passage_cache import PassageCache
 from .ranking import BM25Index
 from .sources import CORPORA, Corpus, Document, Indexes
 
 __all__ = ["FORMAT", "IndexCache", "Loaded", "Origin"]
 
-# The layout of a saved index; a change of layout changes it.
-FORMAT = 2
+# The layout of a saved index; a change of layout changes it (3: saved passages).
+FORMAT = 3
 # The modules whose code decides what an index holds.
 _CODE = (
     "sources.py",
@@ -47,8 +50,11 @@ _CODE = (
     "ranking.py",
     "text.py",
     "compounds.py",
+    "shapes.py",  # how a document is cut into the passages saved with it
+    "passage_cache.py",
     "index_cache.py",
 )
+_PASSAGES = "passages"
 _META = "corpus.json"
 
 # What a corrupt file can raise while it is read: NumPy's EOFError and ValueError,
@@ -95,15 +101,19 @@ class IndexCache:
         origin, reason = Origin.BUILT, "no saved index for this interpreter and code"
         if place.is_dir():
             try:
-                return Loaded(_read(kind, place, key), Origin.CACHE)
+                corpus = _read(kind, place, key)
             except _UNREADABLE as exc:
                 origin = Origin.REBUILT
                 reason = f"the saved index in {place} was unreadable ({type(exc).__name__})"
+            else:
+                corpus.keep_passages(PassageCache(place / _PASSAGES, key))
+                return Loaded(corpus, Origin.CACHE)
         corpus = kind.load()
         try:
             self._save(name, corpus, key, place)
         except OSError as exc:
             return Loaded(corpus, origin, reason, not_saved=f"{type(exc).__name__}: {exc}")
+        corpus.keep_passages(PassageCache(place / _PASSAGES, key))
         return Loaded(corpus, origin, reason)
 
     def key(self, name: str) -> str:

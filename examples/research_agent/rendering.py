@@ -204,10 +204,7 @@ def coverage_line(report: Report) -> str:
     (partial, "unsure"), found nothing relevant, or failed."""
     count = Counter(entry.status for entry in report.coverage)
     covered, empty = count[CoverageStatus.COVERED], count[CoverageStatus.EMPTY]
-    unsure = sum(
-        entry.status is CoverageStatus.PARTIAL and (entry.reason or "").startswith(UNSURE)
-        for entry in report.coverage
-    )
+    unsure = sum(map(is_unsure, report.coverage))
     failed = len(report.coverage) - covered - empty - unsure
     found = f"{unsure} with passages that may not answer; " if unsure else ""
     return (
@@ -231,6 +228,12 @@ def query_text(query: str | dict[str, Any]) -> str:
         return query
     arguments = ", ".join(f"{k}={v!r}" for k, v in query.get("arguments", {}).items())
     return f"{query.get('tool', '?')}({arguments})"
+
+
+def is_unsure(entry: CoverageEntry) -> bool:
+    """Partial because the passages it found may not answer (`merge.UNSURE`), not
+    because a search failed: nothing is missing, only the answer is in doubt."""
+    return entry.status is CoverageStatus.PARTIAL and (entry.reason or "").startswith(UNSURE)
 
 
 def reason(entry: CoverageEntry) -> str:
@@ -261,6 +264,23 @@ _COLOURS = {
     CoverageStatus.GAP: ("#c62828", "failed, nothing read"),
     CoverageStatus.ESCALATED: ("#8e24aa", "needs a person (not retried)"),
 }
+# A partial entry that is unsure of its passages (`is_unsure`) did not fail: its own
+# colour and label, not the failures' amber.
+_UNSURE = ("unsure", "#827717", "passages found that may not answer (partial, not a failure)")
+
+
+def _look(entry: CoverageEntry) -> tuple[str, str]:
+    """An entry's label and colour on the page."""
+    if is_unsure(entry):
+        return _UNSURE[0], _UNSURE[1]
+    return entry.status.value, _COLOURS[entry.status][0]
+
+
+def _legend() -> list[tuple[str, str, str]]:
+    """(label, colour, meaning) of every look a cell can have, unsure after covered."""
+    looks = [(status.value, colour, meaning) for status, (colour, meaning) in _COLOURS.items()]
+    return [looks[0], _UNSURE, *looks[1:]]
+
 
 _CSS = """
 body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -298,17 +318,19 @@ def to_html(report: Report, info: RunInfo) -> str:
             if entry is None:
                 out.append("<td>-</td>")
                 continue
-            colour, _ = _COLOURS[entry.status]
+            label, colour = _look(entry)
+            # The status first: the class a reader (or a test) looks for; then the look.
+            look = f" {label}" if label != entry.status.value else ""
             out.append(
-                f'<td class="status {entry.status.value}" style="background:{colour}" '
-                f'title="{e(reason(entry))}">{entry.status.value}</td>'
+                f'<td class="status {entry.status.value}{look}" style="background:{colour}" '
+                f'title="{e(reason(entry))}">{label}</td>'
             )
         out.append("</tr>")
     out.append('</tbody></table><p class="legend">')
-    for value, (colour, meaning) in _COLOURS.items():
+    for label, colour, meaning in _legend():
         out.append(
             f'<span><i class="swatch" style="background:{colour}"></i>'
-            f"<b>{value.value}</b>: {e(meaning)}</span>"
+            f"<b>{label}</b>: {e(meaning)}</span>"
         )
     out.append(f"</p><p>{e(coverage_line(report))}</p>")
     if report.summary:
@@ -338,8 +360,9 @@ def to_html(report: Report, info: RunInfo) -> str:
         c for c in report.coverage if c.status not in (CoverageStatus.COVERED, CoverageStatus.EMPTY)
     ]
     for entry in problems:
+        label = entry.status.value + (" (unsure)" if is_unsure(entry) else "")
         out.append(
-            f"<tr><td>{e(entry.topic)}</td><td>{e(entry.source)}</td><td>{entry.status.value}</td>"
+            f"<tr><td>{e(entry.topic)}</td><td>{e(entry.source)}</td><td>{label}</td>"
             f"<td>{e(reason(entry))}</td><td>{'yes' if entry.is_retryable else 'no'}</td></tr>"
         )
     if not problems:

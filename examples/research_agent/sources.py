@@ -21,7 +21,8 @@ Each source is searched in two stages, as a person would: `find` ranks whole doc
 passages and ranks those. The stdlib is only parsed in the second stage, module by
 module, when a search reaches it: the first stage needs nothing but each file's
 docstring and the names it defines, which a tokenizer and a regular expression give at
-a fraction of the cost of parsing ~550 files.
+a fraction of the cost of parsing ~550 files. With the index cache, a document read
+once is read back by later runs (`passage_cache`), not parsed again.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 from . import manual
 from .associations import Associations
 from .compounds import Compounds
+from .passage_cache import PassageCache, SavedPassage
 from .ranking import BM25Index, Query
 from .shapes import chunk
 from .text import split_identifier, terms
@@ -134,7 +136,18 @@ class Corpus(abc.ABC):
         self.documents = {doc.id: doc for doc in documents}
         self._ids = list(self.documents)
         self.indexes = indexes or self._build(list(self.documents.values()))
-        self._pieces: dict[str, tuple[list[_Piece], BM25Index]] = {}
+        self._pieces: dict[str, tuple[list[SavedPassage], BM25Index]] = {}
+        self._saved: PassageCache | None = None
+
+    def keep_passages(self, cache: PassageCache) -> None:
+        """Read each document's passages from `cache` when saved there, and save them there
+        when derived (`passage_cache`; the index cache gives each source its own)."""
+        self._saved = cache
+
+    def stamp(self, doc: Document) -> str:
+        """What `doc`'s passages are read from beyond the source's fingerprint, cheaply: it
+        changes when they may have ("": the document itself, or the fingerprint, says)."""
+        return ""
 
     @classmethod
     def _build(
@@ -236,13 +249,7 @@ class Corpus(abc.ABC):
         """The `limit` best passages of `document` for `query`; raises KeyError if unknown."""
         doc = self.documents[document]
         if document not in self._pieces:
-            pieces = list(self.pieces(doc))
-            # The name a passage documents counts twice: `suppress` for "suppress".
-            named = [f"{split_identifier(p.name.replace('.', '_'))} " * 2 for p in pieces]
-            index = BM25Index(
-                [terms(f"{n}{p.section} {p.text}") for n, p in zip(named, pieces, strict=True)]
-            )
-            self._pieces[document] = (pieces, index)
+            self._pieces[document] = self._derive(doc)
         pieces, index = self._pieces[document]
         found = []
         for position, score in index.rank(query, limit, self.expansion(query)):
@@ -259,6 +266,24 @@ class Corpus(abc.ABC):
                 passage["module"] = piece.module
             found.append(passage)
         return found
+
+    def _derive(self, doc: Document) -> tuple[list[SavedPassage], BM25Index]:
+        """`doc`'s passages and their index: read back when saved for its stamp, else
+        split, tokenised and indexed (and saved, when a passage cache is kept)."""
+        cache = self._saved
+        stamp = "" if cache is None else self.stamp(doc)
+        if cache is not None and (saved := cache.get(doc.id, stamp)) is not None:
+            return saved
+        pieces = list(self.pieces(doc))
+        # The name a passage documents counts twice: `suppress` for "suppress".
+        named = [f"{split_identifier(p.name.replace('.', '_'))} " * 2 for p in pieces]
+        index = BM25Index(
+            [terms(f"{n}{p.section} {p.text}") for n, p in zip(named, pieces, strict=True)]
+        )
+        derived = [SavedPassage(p.section, p.text, p.name, p.module) for p in pieces]
+        if cache is not None:
+            cache.put(doc.id, stamp, derived, index)
+        return derived, index
 
     def document_id(self, document: str, name: str) -> str:
         """The stable id of a passage of `document` about `name` ("" for the document)."""
@@ -489,6 +514,12 @@ class StdlibCorpus(Corpus):
     def document_id(self, document: str, name: str) -> str:
         return f"stdlib:{document}.{name}" if name else f"stdlib:{document}"
 
+    def stamp(self, doc: Document) -> str:
+        # A C module's documentation is the interpreter's own (its version is in the key).
+        if doc.id in self.c_modules:
+            return ""
+        return "\n".join(f"{path} {_stat(path)}" for path in self._files(doc.id))
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
         module = doc.id
         if module in self.c_modules:
@@ -497,8 +528,12 @@ class StdlibCorpus(Corpus):
                 loaded = importlib.import_module(module)
             yield from _c_pieces(module, loaded)
             return
-        for path in self.sources.get(module) or (self._path(module),):
+        for path in self._files(module):
             yield from self._file_pieces(module, path)
+
+    def _files(self, module: str) -> Sequence[Path]:
+        """The source files a pure-Python module's passages are read from."""
+        return self.sources.get(module) or (self._path(module),)
 
     def _file_pieces(self, module: str, path: Path) -> Iterator[_Piece]:
         try:
@@ -657,8 +692,11 @@ class DocsCorpus(Corpus):
     def document_id(self, document: str, name: str) -> str:
         return f"docs:{document}#{name}" if name else f"docs:{document}"
 
+    def stamp(self, doc: Document) -> str:
+        return _stat(self._page(doc))
+
     def pieces(self, doc: Document) -> Iterator[_Piece]:
-        path = self.root / f"{doc.id}.rst.txt"
+        path = self._page(doc)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -669,6 +707,9 @@ class DocsCorpus(Corpus):
                 where = f"{section.heading} > {section.anchor}"
             for passage in chunk(section.text):
                 yield _Piece(where, passage, name=section.anchor, module=section.module)
+
+    def _page(self, doc: Document) -> Path:
+        return self.root / f"{doc.id}.rst.txt"
 
 
 # The documentation pages where the machine has them; the other sources everywhere.

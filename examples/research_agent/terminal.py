@@ -32,12 +32,17 @@ from agentmesh.events import (
     TaskFinished,
     TaskStarted,
 )
-from agentmesh.report import CoverageStatus
+from agentmesh.report import CoverageEntry, CoverageStatus
+
+from .rendering import is_unsure
 
 __all__ = ["STYLES", "EventLog", "Progress", "coverage_grid", "note"]
 
+# A partial entry unsure of its passages (`rendering.is_unsure`) did not fail: "unsure",
+# in its own colour, not the failures' gold.
 STYLES: dict[str, str] = {
     CoverageStatus.COVERED: "bold white on green4",
+    "unsure": "bold white on #827717",  # the HTML page's olive
     CoverageStatus.EMPTY: "bold white on dodger_blue3",
     CoverageStatus.PARTIAL: "bold black on gold1",
     CoverageStatus.GAP: "bold white on red3",
@@ -45,6 +50,7 @@ STYLES: dict[str, str] = {
 }
 LEGEND: dict[str, str] = {
     CoverageStatus.COVERED: "passages found",
+    "unsure": "passages found that may not answer (partial, not a failure)",
     CoverageStatus.EMPTY: "searched, nothing relevant",
     CoverageStatus.PARTIAL: "failed, some documents read",
     CoverageStatus.GAP: "failed, nothing read",
@@ -157,17 +163,18 @@ def _describe(event: Event) -> str | Text | None:
         case EscalationPending(reason=reason):
             return f"waiting for a person: {reason}"
         case TaskFinished(entry=entry):
-            return _cell(entry.status)
+            return _cell(entry)
     return None
 
 
-def _cell(status: CoverageStatus) -> Text:
-    return Text(f" {status.value} ", style=STYLES[status])
+def _cell(entry: CoverageEntry) -> Text:
+    label = "unsure" if is_unsure(entry) else str(entry.status.value)
+    return Text(f" {label} ", style=STYLES[label])
 
 
 def coverage_grid(report: Report, topics: Sequence[str], sources: Sequence[str]) -> Group:
     """Subtopics x sources, one coloured cell per status, and the legend."""
-    status = {(e.topic, e.source): e.status for e in report.coverage}
+    status = {(e.topic, e.source): e for e in report.coverage}
     table = Table(title="Coverage", title_justify="left")
     table.add_column("subtopic")
     for source in sources:
@@ -176,7 +183,7 @@ def coverage_grid(report: Report, topics: Sequence[str], sources: Sequence[str])
         cells: list[Any] = []
         for source in sources:
             value = status.get((topic, source))
-            cells.append(_cell(value) if value else Text("-"))
+            cells.append(Text("-") if value is None else _cell(value))
         table.add_row(topic, *cells)
     # Columns wraps between entries, never inside one.
     legend = Columns(

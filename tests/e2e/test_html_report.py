@@ -8,6 +8,7 @@ when it is missing.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import struct
@@ -17,7 +18,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from agentmesh import Report
+from agentmesh.envelope import PartialResults
+from agentmesh.report import CoverageEntry, CoverageStatus
+from examples.research_agent.planner import Plan, Subtopic
+from examples.research_agent.rendering import RunInfo, to_html
+from examples.research_agent.terminal import coverage_grid
 from tests.e2e.conftest import Run
 
 # The cell colours of the page's grid, as RGB.
@@ -27,6 +35,7 @@ COLOURS = {
     "partial": (0xF9, 0xA8, 0x25),
     "gap": (0xC6, 0x28, 0x28),
     "escalated": (0x8E, 0x24, 0xAA),
+    "unsure": (0x82, 0x77, 0x17),  # partial, unsure its passages answer: not a failure
 }
 
 
@@ -116,6 +125,67 @@ class TestHtmlReport:
             painted = sum(1 for rgb in pixels if _near(rgb, COLOURS[status]))
             # Cells plus the legend's swatch; the swatch alone is ~50 pixels.
             assert painted > 200, f"{status} cells are not painted {COLOURS[status]}"
+
+
+class TestUnsure:
+    """A partial entry unsure of its passages did not fail: it is not painted as one."""
+
+    def test_unsure_has_its_own_colour_and_label(self, tmp_path: Path) -> None:
+        page = tmp_path / "unsure.html"
+        page.write_text(to_html(_unsure_and_failed(), _INFO), encoding="utf-8")
+        dom = browse(page, "--dump-dom").stdout
+        cells = _Cells()
+        cells.feed(dom)
+        assert cells.statuses == ["partial", "partial"]  # the status, as the JSON says
+        assert '<td class="status partial unsure"' in dom
+        assert ">unsure</td>" in dom
+        assert "partial (unsure)" in dom  # its row in the gaps table
+        shot = tmp_path / "unsure.png"
+        browse(page, "--hide-scrollbars", "--window-size=900,500", f"--screenshot={shot}")
+        pixels = _rgb_pixels(shot.read_bytes())
+        for status in ("unsure", "partial"):
+            painted = sum(1 for rgb in pixels if _near(rgb, COLOURS[status]))
+            assert painted > 800, f"{status} cells are not painted {COLOURS[status]}"
+
+    def test_the_terminal_grid_says_unsure_too(self) -> None:
+        console = Console(file=io.StringIO(), record=True, width=100, color_system="truecolor")
+        console.print(coverage_grid(_unsure_and_failed(), ["with"], ["pydoc", "stdlib"]))
+        text = console.export_text(clear=False)
+        (row,) = [line for line in text.splitlines() if "with" in line]
+        assert row.split() == ["│", "with", "│", "unsure", "│", "partial", "│"]
+        assert "passages found that may not answer" in text
+        # Painted olive, as on the page, not in the failures' gold.
+        assert "background-color: #827717" in console.export_html(inline_styles=True)
+
+
+_INFO = RunInfo(
+    plan=Plan("q", (Subtopic("with", "with statement"),)),
+    sources=("pydoc", "stdlib"),
+    mode="offline",
+    seed=1,
+)
+
+
+def _unsure_and_failed() -> Report:
+    """pydoc unsure of what it found; stdlib failed after reading one document."""
+    unsure = CoverageEntry(
+        topic="with",
+        source="pydoc",
+        status=CoverageStatus.PARTIAL,
+        reason="unsure: the passages found do not answer the question",
+        attempted_query="with statement",
+        is_retryable=False,
+    )
+    failed = CoverageEntry(
+        topic="with",
+        source="stdlib",
+        status=CoverageStatus.PARTIAL,
+        reason="timeout after local retries",
+        attempted_query="with statement",
+        is_retryable=True,
+        partial=PartialResults(completed=("contextlib",), pending=("abc",)),
+    )
+    return Report(run_id="r", findings=(), coverage=(unsure, failed), escalations=(), records=())
 
 
 def _near(rgb: tuple[int, int, int], target: tuple[int, int, int]) -> bool:

@@ -3,15 +3,20 @@ cannot be read or no longer match what they were built from."""
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Iterator
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
 from examples.research_agent.index_cache import IndexCache, Loaded, Origin
-from examples.research_agent.ranking import parse_query
-from examples.research_agent.sources import PydocCorpus, load_corpus
+from examples.research_agent.passage_cache import PassageCache, SavedPassage
+from examples.research_agent.ranking import BM25Index, parse_query
+from examples.research_agent.sources import Document, PydocCorpus, load_corpus
 
 from .conftest import QUESTION, run_agent
+from .test_docs_source import ATEXIT
 
 
 def report_body(markdown: str) -> list[str]:
@@ -90,6 +95,90 @@ class TestIndexCache:
         assert loaded.not_saved
         assert "not cached" in loaded.describe()
         assert loaded.corpus.find(parse_query("with statement"), 3)
+
+
+def never(self: object, doc: Document) -> Iterator[object]:
+    raise AssertionError(f"{doc.id} was split into passages again")
+
+
+class TestSavedPassages:
+    """What a search derives from a document it reads (its passages and their BM25
+    index) is saved with the source's index: the next run reads it back."""
+
+    def test_a_read_document_is_read_back_not_split_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        query = parse_query("with statement context manager exceptions")
+        first = IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3)
+        assert first == load_corpus("pydoc").read("with", query, 3)
+        monkeypatch.setattr(PydocCorpus, "pieces", never)
+        again = IndexCache(tmp_path).load("pydoc")
+        assert again.origin is Origin.CACHE
+        assert again.corpus.read("with", query, 3) == first
+
+    def test_a_changed_page_is_split_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Passages read back are those of the file as it is now, never as it was."""
+        page = tmp_path / "docs" / "library" / "atexit.rst.txt"
+        page.parent.mkdir(parents=True)
+        page.write_text(ATEXIT, encoding="utf-8")
+        monkeypatch.setenv("RESEARCH_AGENT_DOCS", str(tmp_path / "docs"))
+        cache = IndexCache(tmp_path / "cache")
+        query = parse_query("register function termination")
+        before = cache.load("docs").corpus.read("library/atexit", query, 3)
+        assert "executed at termination" in before[0]["text"]
+        running = cache.load("docs").corpus  # read back, as a run that is going on
+        page.write_text(ATEXIT.replace("executed at", "run at exit, at"), encoding="utf-8")
+        after = running.read("library/atexit", query, 3)
+        assert "run at exit, at termination" in after[0]["text"]
+        assert not any("executed at" in p["text"] for p in after)
+        # The index knows the page changed too: the next run builds it again.
+        assert cache.load("docs").origin is Origin.BUILT
+
+    def test_an_unreadable_saved_document_is_made_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        query = parse_query("with statement")
+        first = IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3)
+        (meta,) = saved(IndexCache(tmp_path), "pydoc").glob("passages/*/passages.json")
+        meta.write_text("{", encoding="utf-8")
+        assert IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3) == first
+        monkeypatch.setattr(PydocCorpus, "pieces", never)  # saved over, whole
+        assert IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3) == first
+
+    def test_two_processes_saving_one_document_at_once_leave_it_whole(self, tmp_path: Path) -> None:
+        """Each saves the same document many times from a barrier, reading it back after
+        each save: every read finds it whole or not at all, and nothing else is left."""
+        spawn = multiprocessing.get_context("spawn")
+        barrier = spawn.Barrier(2)
+        workers = [spawn.Process(target=save_often, args=(tmp_path, barrier)) for _ in "ab"]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [w.exitcode for w in workers] == [0, 0]
+        found = PassageCache(tmp_path, "key").get("doc", "stamp")
+        assert found is not None
+        assert found[0] == PASSAGES
+        assert [p.name for p in tmp_path.iterdir()] == [
+            PassageCache(tmp_path, "key")._place("doc", "stamp").name
+        ]
+
+
+PASSAGES = [SavedPassage(f"section {n}", f"text {n} of many words", "", "") for n in range(40)]
+
+
+def save_often(directory: Path, barrier: Barrier) -> None:
+    """One of the racing processes (spawned: a module-level function)."""
+    cache = PassageCache(directory, "key")
+    index = BM25Index([p.text.split() for p in PASSAGES])
+    barrier.wait(30)
+    for _ in range(20):
+        assert cache.put("doc", "stamp", PASSAGES, index)
+        # While the other replaces it, there may be none; never a part of one.
+        found = cache.get("doc", "stamp")
+        assert found is None or (found[0] == PASSAGES and len(found[1]) == len(PASSAGES))
 
 
 class TestCommandLine:
