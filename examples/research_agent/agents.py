@@ -63,15 +63,17 @@ def search_agent(
     analyse: Analyse,
     documents: int = 6,
     passages: int = 3,
+    call_timeout: float = CALL_TIMEOUT,
 ) -> Subagent:
-    """The subagent that searches `corpus`, named after it."""
+    """The subagent that searches `corpus`, named after it; a search call that has not
+    answered within `call_timeout` seconds is given up (and retried)."""
     source = corpus.name
 
     @tool(name=f"find_{source}", idempotent=True)
     async def find(query: str, limit: int = documents) -> list[str]:
         """Rank the source's documents for `query`; quoted words must appear."""
         parsed = _parse(query)
-        async with _answer_within(CALL_TIMEOUT, source):
+        async with _answer_within(call_timeout, source):
             empty = await faults.strike(source, f"find {query}", plain_query=not parsed.has_syntax)
             return [] if empty else corpus.find(parsed, limit)
 
@@ -81,7 +83,7 @@ def search_agent(
         parsed = _parse(query)
         if document not in corpus.documents:
             raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
-        async with _answer_within(CALL_TIMEOUT, source):
+        async with _answer_within(call_timeout, source):
             call = f"read {document} {query}"
             empty = await faults.strike(source, call, plain_query=not parsed.has_syntax)
             return [] if empty else corpus.read(document, parsed, limit)

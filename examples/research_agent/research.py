@@ -19,7 +19,7 @@ from agentmesh.events import Event
 from agentmesh.models import Model
 from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 
-from .agents import offline_analysis, plain_words, search_agent
+from .agents import CALL_TIMEOUT, offline_analysis, plain_words, search_agent
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
 from .planner import Plan
@@ -65,6 +65,7 @@ async def research(
     model: Model | None = None,
     web: bool = True,
     timeout: float = 30.0,  # noqa: ASYNC109  # the run's, passed to the Coordinator
+    call_timeout: float = CALL_TIMEOUT,
     store: CheckpointStore | None = None,
     run_id: str | None = None,
     calls: Counter[str] | None = None,
@@ -76,14 +77,16 @@ async def research(
     Claude selects the passages, rewrites rejected queries and writes the summary, and
     the `web` source joins the local ones (unless `web` is false). With a `store`, a
     run id that has checkpoints resumes: the searches continue where they stopped.
-    `calls` counts each source's tool calls; each of `listeners` sees every event of
+    `call_timeout` bounds each search call (`agents.CALL_TIMEOUT`). `calls` counts each
+    source's tool calls; each of `listeners` sees every event of
     the run as it happens (the live progress, the `--events` file).
     """
     # One yardstick for every passage of every source: findings rank across tasks.
     scorer = Scorer.of(corpora.values())
     analyse = offline_analysis(scorer) if model is None else model_analysis(model)
     subagents: list[Subagent] = [
-        search_agent(corpus, faults, analyse=analyse) for corpus in corpora.values()
+        search_agent(corpus, faults, analyse=analyse, call_timeout=call_timeout)
+        for corpus in corpora.values()
     ]
     rewriter: Rewriter = plain_words
     synthesizer: Synthesizer = ExtractiveSynthesizer(scorer, plan.question)
