@@ -95,6 +95,8 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     runs in an empty temporary directory (the repository on PYTHONPATH) that is also its
     user cache directory (XDG_CACHE_HOME), so the default checkpoint file goes there and
     never into the user's cache; a test that resumes a run passes `--checkpoints` itself.
+    That cache starts with a copy of the session's prebuilt indexes (`_Prebuilt`); a
+    test that sets XDG_CACHE_HOME in `env` gets its own cache, untouched.
     """
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTMESH_MODEL"):
