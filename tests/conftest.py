@@ -6,12 +6,41 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentmesh.checkpoints import CheckpointStore, MemoryStore, PostgresStore, SQLiteStore
 
 POSTGRES_DSN_VARIABLE = "AGENTMESH_TEST_POSTGRES_DSN"
+RAY_TESTS = "tests/ray/"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the Ray tests as one unit, handed out first.
+
+    One worker then starts the session's local Ray instance, not each worker (seconds,
+    and two instances on a small machine slow each other); and the unit, the longest of
+    the suite but few tests, is not left to the end by xdist's order (most tests first),
+    where it would make the other worker wait for it.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(RAY_TESTS):
+                return RAY_TESTS
+            return super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if RAY_TESTS in self.workqueue:
+                self.workqueue.move_to_end(RAY_TESTS, last=False)
+            super()._assign_work_unit(node)
+
+    return RayFirst(config, log)
 
 
 @pytest.fixture(scope="session")

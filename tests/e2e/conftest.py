@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,11 +18,33 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Python's documentation pages (the `docs` source) are left out of these runs: every run
-# builds its indexes afresh in its own cache, and the pages take the longest to index.
-# The source has its own tests (test_docs_source.py), on a few pages.
+# Python's documentation pages (the `docs` source) are left out of these runs: they take
+# the longest to index. The source has its own tests (test_docs_source.py), on a few pages.
 os.environ.setdefault("RESEARCH_AGENT_DOCS", "")
 QUESTION = "How does the with statement handle exceptions in context managers?"
+# Where the research agent keeps its indexes under a cache home (platformdirs on Linux).
+INDEXES = Path("agentmesh", "research_agent", "indexes")
+
+
+class _Prebuilt:
+    """The default sources' indexes, built once a session by a run of the example itself
+    (so under exactly the key later runs look for): each run in a cache of its own starts
+    from a copy instead of building them again, half of an offline run. How indexes are
+    built, saved and read back is test_index_cache's (runs given their own cache)."""
+
+    home: Path | None = None  # where to build them; set by `prebuilt_indexes`
+    built: Path | None = None
+
+    @classmethod
+    def indexes(cls) -> Path | None:
+        """The built indexes, built by the first call; None outside the session fixture
+        or if the building run failed (then each run builds its own, as it would)."""
+        home, cls.home = cls.home, None  # one attempt
+        if home is not None:
+            warm_up = run_agent(QUESTION, "--seed", "1", env={"XDG_CACHE_HOME": str(home)})
+            if warm_up.returncode == 0 and (home / INDEXES).is_dir():
+                cls.built = home / INDEXES
+        return cls.built
 
 
 def answered(entry: dict[str, Any]) -> bool:
@@ -71,6 +95,8 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     runs in an empty temporary directory (the repository on PYTHONPATH) that is also its
     user cache directory (XDG_CACHE_HOME), so the default checkpoint file goes there and
     never into the user's cache; a test that resumes a run passes `--checkpoints` itself.
+    That cache starts with a copy of the session's prebuilt indexes (`_Prebuilt`); a
+    test that sets XDG_CACHE_HOME in `env` gets its own cache, untouched.
     """
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTMESH_MODEL"):
@@ -78,7 +104,11 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
     environment.update(env or {})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="research-agent-") as workdir:
-        environment.setdefault("XDG_CACHE_HOME", str(Path(workdir) / "cache"))
+        if "XDG_CACHE_HOME" not in environment:
+            environment["XDG_CACHE_HOME"] = str(Path(workdir) / "cache")
+            indexes = _Prebuilt.indexes()
+            if indexes is not None:
+                shutil.copytree(indexes, Path(workdir, "cache", INDEXES))
         completed = subprocess.run(
             [sys.executable, "-m", "examples.research_agent", *args],
             cwd=workdir,
@@ -96,6 +126,16 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> Run:
         stderr=completed.stderr,
         seconds=time.perf_counter() - started,
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuilt_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A place for the session's prebuilt indexes; built only if a test runs the example."""
+    _Prebuilt.home = tmp_path_factory.mktemp("index-cache")
+    try:
+        yield
+    finally:
+        _Prebuilt.home = _Prebuilt.built = None
 
 
 # One run per scenario, shared by every test that reads it.

@@ -8,6 +8,7 @@ it again.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,17 @@ class LocalRay:
         if executor is not None:
             executor.close()
             ray.shutdown()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The two-node tests after the other Ray tests: their cluster stops the local
+    instance, and a Ray test after them would start it again (seconds)."""
+    here = Path(__file__).parent
+    positions = [i for i, item in enumerate(items) if here in item.path.parents]
+    ray_items = [items[i] for i in positions]
+    ray_items.sort(key=lambda item: item.path.name == "test_two_nodes.py")  # stable
+    for position, item in zip(positions, ray_items, strict=True):
+        items[position] = item
 
 
 @pytest.fixture(scope="session")

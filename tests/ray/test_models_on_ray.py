@@ -29,9 +29,14 @@ KEY = "sk-ant-test"
 RETRY = RetryPolicy(max_attempts=3, initial_delay=0.05, jitter="none")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def eight_at_once(local_ray: LocalRay) -> Iterator[RayExecutor]:
-    """Eight tasks in flight on the session's two CPUs, with an actor of their own."""
+    """Eight tasks in flight on the session's two CPUs, with an actor of their own.
+
+    One for the module: starting its workers takes seconds, and each test's run keeps
+    its model health and usage in the actor under its own run id, as a user's runs on
+    one executor do.
+    """
     local_ray.start()
     executor = RayExecutor(task_options={"num_cpus": 0.25}).connect()
     try:

@@ -5,6 +5,7 @@ a lazy import that breaks a circle at run time still points the wrong way."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -55,7 +56,8 @@ def modules_of(package: str) -> list[Path]:
     return files
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.cache  # each file is parsed once for the module's tests (the sources do not change)
+def imports_of(path: Path) -> frozenset[str]:
     """Every module `path` imports, wherever the import statement stands."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -64,7 +66,7 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def offending(package: str, forbidden: tuple[str, ...]) -> list[str]:
@@ -135,6 +137,7 @@ class TestRouteName:
             _ = agentmesh.coordinator.RouteDecisions
 
 
+@functools.cache  # loaded once; its walks over the package are shared below
 def _house() -> ModuleType:
     spec = importlib.util.spec_from_file_location("house", ROOT / "scripts" / "house.py")
     assert spec is not None
@@ -144,14 +147,35 @@ def _house() -> ModuleType:
     return module
 
 
-def reached_from(start: str) -> set[str]:
-    """The agentmesh modules `start` depends on, directly or not."""
+@functools.cache
+def _import_graph(*, by_design: bool) -> dict[str, frozenset[str]]:
+    """Each agentmesh module's imports of agentmesh modules, as `scripts/house.py` finds
+    them; `by_design`: as it draws them, a package's `__init__` re-exporting (its own
+    imports are no edges: a module that imports the package root for its name does not
+    thereby depend on everything the root re-exports)."""
     house = _house()
     found = house.modules()
+    if by_design:
+        return {
+            name: frozenset() if found[name].name == "__init__.py" else targets
+            for name, targets in _import_graph(by_design=False).items()
+        }
     defined = house.definitions(found)
-    graph = {
-        name: house.imports_of(name, path, set(found), defined) for name, path in found.items()
+    return {
+        name: frozenset(house.imports_of(name, path, set(found), defined))
+        for name, path in found.items()
     }
+
+
+@functools.cache
+def _house_figures() -> dict[str, object]:
+    """`scripts/house.py`'s figures of the package, measured once."""
+    figures: dict[str, object] = _house().measure()
+    return figures
+
+
+def _reached(graph: dict[str, frozenset[str]], start: str) -> set[str]:
+    """The modules `start` depends on in `graph`, directly or not."""
     seen: set[str] = set()
     todo = [start]
     while todo:
@@ -159,6 +183,11 @@ def reached_from(start: str) -> set[str]:
             seen.add(target)
             todo.append(target)
     return seen
+
+
+def reached_from(start: str) -> set[str]:
+    """The agentmesh modules `start` depends on, directly or not."""
+    return _reached(_import_graph(by_design=False), start)
 
 
 class TestRedactionLayer:
@@ -198,8 +227,7 @@ class TestTaskEngine:
     def test_the_package_has_no_import_circles(self) -> None:
         """No two modules of agentmesh import each other, directly or not, lazily or not
         (as `scripts/house.py` counts them: a package's `__init__` re-exports)."""
-        figures = _house().measure()
-        assert figures["circles"] == []
+        assert _house_figures()["circles"] == []
 
 
 class TestPrivateImports:
@@ -209,7 +237,7 @@ class TestPrivateImports:
         """Only the task engine (`agentmesh._engine`) and the root's own helpers
         (`agentmesh._redaction`, ...) are private modules every room may import; a public
         name comes from its public package (as `scripts/house.py` counts the imports)."""
-        assert _house().measure()["crossing"] == []
+        assert _house_figures()["crossing"] == []
 
     @pytest.mark.parametrize(
         ("source", "target", "crosses"),
@@ -243,25 +271,8 @@ class TestUsageLayer:
 
 
 def reached_by_design(start: str) -> set[str]:
-    """What `start` depends on as `scripts/house.py` draws it: a package's `__init__`
-    re-exports, so its own imports are no edges (a module that imports the package root
-    for its name does not thereby depend on everything the root re-exports)."""
-    house = _house()
-    found = house.modules()
-    defined = house.definitions(found)
-    graph = {
-        name: set()
-        if path.name == "__init__.py"
-        else house.imports_of(name, path, set(found), defined)
-        for name, path in found.items()
-    }
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for target in graph[todo.pop()] - seen:
-            seen.add(target)
-            todo.append(target)
-    return seen
+    """What `start` depends on as `scripts/house.py` draws it (`_import_graph`)."""
+    return _reached(_import_graph(by_design=True), start)
 
 
 class TestHubRooms:
