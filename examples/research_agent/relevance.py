@@ -21,8 +21,9 @@ so a passage that says the same thing in other words is not dropped as irrelevan
 The words alone miss a passage that says the same thing in other words ("remove a folder"
 and "delete a directory tree"): `MEANING` of a passage's relevance is the cosine of the
 question's and the passage's vectors (`meaning`: static word vectors, each word weighted
-by its idf), the rest its share of the words. That only orders what is found: whether a
-passage is relevant at all, and whether it answers, still counts the words.
+by its idf), the rest its share of the words. It orders what is found (and so which four
+relevant passages a search keeps); whether a passage is relevant at all, and whether it
+answers, still counts the words.
 
 A passage is relevant when it has the words that carry at least half (`FLOOR`) of the
 weight of the query that found it, and a tenth (`QUESTION_FLOOR`) of the question's.
@@ -77,7 +78,8 @@ SOURCE_WEIGHTS: Mapping[str, float] = {"pydoc": 1.0, "stdlib": 1.0, "packages": 
 # A deprecated module (the documentation says so: `aifc`, `asyncore`, `optparse`) is rarely
 # what a question should be answered with today: it ranks below at equal relevance.
 DEPRECATED = 0.7
-# How much of a passage's relevance is its closeness in meaning to the query (`meaning`).
+# How much of a passage's relevance is its closeness in meaning to the query (`meaning`),
+# when the scorer has word vectors.
 MEANING = 0.45
 
 
@@ -106,7 +108,10 @@ class Scorer:
         documents: int,
         associations: Sequence[Associations] = (),
         deprecated: Collection[str] = (),
+        vectors: meaning.WordVectors | None = None,
     ) -> None:
+        """`vectors`: the word vectors of closeness in meaning (`meaning.shipped()`);
+        without them, relevance is the share of the words alone."""
         self._frequencies = frequencies
         self._deprecated = frozenset(deprecated)
         self._documents = max(documents, 1)
@@ -115,12 +120,12 @@ class Scorer:
         # Each passage is scored many times (analysis, merge, coverage): split it once.
         self._passages: dict[tuple[str, str, str, str], _Words] = {}
         self._associates: dict[str, dict[str, float]] = {}
-        vectors = meaning.shipped() if MEANING else None
         self._embedder = None if vectors is None else meaning.Embedder(vectors, self._word_idf)
-        self._vectors: dict[str, np.ndarray] = {}
+        self._text_vectors: dict[str, np.ndarray] = {}
 
     @classmethod
-    def of(cls, corpora: Iterable[Corpus]) -> Scorer:
+    def of(cls, corpora: Iterable[Corpus], vectors: meaning.WordVectors | None = None) -> Scorer:
+        """The scorer of these sources' statistics; `vectors` as in `Scorer`."""
         frequencies: Counter[str] = Counter()
         documents = 0
         associations = []
@@ -130,7 +135,7 @@ class Scorer:
             documents += len(corpus)
             associations.append(corpus.indexes.associations)
             deprecated |= corpus.deprecated
-        return cls(frequencies, documents, associations, deprecated)
+        return cls(frequencies, documents, associations, deprecated, vectors)
 
     def idf(self, term: str) -> float:
         # A word no document has weighs as much as one that only one document has.
@@ -147,9 +152,9 @@ class Scorer:
         texts = (query, f"{_name_words(passage)} {passage['section']} {passage['text']}")
         found = []
         for text in texts:
-            vector = self._vectors.get(text)
+            vector = self._text_vectors.get(text)
             if vector is None:
-                vector = self._vectors[text] = self._embedder.embed([text])[0]
+                vector = self._text_vectors[text] = self._embedder.embed([text])[0]
             found.append(vector)
         return max(0.0, float(found[0] @ found[1]))
 
@@ -166,7 +171,7 @@ class Scorer:
         )
         named = sum(w for t, w in zip(weighted.terms, weighted.weights, strict=True) if t in name)
         share = (found + NAME_BONUS * named) / ((1 + NAME_BONUS) * weighted.total)
-        if MEANING:
+        if self._embedder is not None:
             share = (1 - MEANING) * share + MEANING * self.similarity(query, passage)
         if self._deprecated and _module(passage) in self._deprecated:
             share *= DEPRECATED

@@ -19,6 +19,7 @@ from agentmesh.events import Event
 from agentmesh.models import Model
 from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 
+from . import meaning
 from .agents import CALL_TIMEOUT, offline_analysis, plain_words, search_agent
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
@@ -82,7 +83,7 @@ async def research(
     the run as it happens (the live progress, the `--events` file).
     """
     # One yardstick for every passage of every source: findings rank across tasks.
-    scorer = Scorer.of(corpora.values())
+    scorer = Scorer.of(corpora.values(), meaning.shipped())
     analyse = offline_analysis(scorer) if model is None else model_analysis(model)
     subagents: list[Subagent] = [
         search_agent(corpus, faults, analyse=analyse, call_timeout=call_timeout)
