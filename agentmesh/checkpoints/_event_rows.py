@@ -70,7 +70,11 @@ class LogHead(NamedTuple):
 
 
 class Watch(abc.ABC):
-    """Notifications about one run, registered before its caller looks at the store."""
+    """Notifications about one run, registered before its caller looks at the store.
+
+    `EventTable.watch` yields one while its block runs; a table that can wake its
+    readers (`PostgresStore`: LISTEN/NOTIFY) overrides it with a `Watch` of its own.
+    """
 
     # Whether a change wakes the watcher (else `changed` only waits a little).
     notifies: ClassVar[bool] = True
