@@ -87,7 +87,7 @@ async def _one(
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     if isinstance(store, PostgresStore):
         await store.delete(run_id)
-        table = store._event_table()
+        table = store.event_table()
         await table._tables(_forget(table, run_id))  # the next round starts from nothing
     await store.close()
     if report.coverage_ratio != 1.0:

@@ -10,6 +10,9 @@
   the run console (`agentmesh.console`) lists.
 * `WritesBehind`: what a store may add to take writes without each writer waiting for
   its commit (the built-in stores do; a store of one's own needs nothing of it).
+* `KeepsEventLogs`: what a store adds to keep its runs' event logs (`store.event_table()`,
+  an `EventTable` of `LogHead`s and `LoggedRow`s, watched through a `Watch`); the
+  built-in stores do, and `event_table_of(store)` finds them (None: a store keeps none).
 
 `Pipeline` (in `agentmesh.coordinator`) checkpoints each stage's output; a subagent run
 with `store=` records its non-idempotent tool calls (and, with `checkpoint=True`, its
@@ -19,6 +22,14 @@ partial results) so that a resumed run neither repeats a side effect nor starts 
 from agentmesh import _codec
 from agentmesh._signatures import kept_for_one_release
 from agentmesh.checkpoints import _sqlite
+from agentmesh.checkpoints._event_rows import (
+    EventTable,
+    KeepsEventLogs,
+    LoggedRow,
+    LogHead,
+    Watch,
+    event_table_of,
+)
 from agentmesh.checkpoints._memory import MemoryStore
 from agentmesh.checkpoints._postgres import PostgresStore
 from agentmesh.checkpoints._sqlite import SQLiteStore
@@ -29,11 +40,17 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
+    "EventTable",
+    "KeepsEventLogs",
+    "LogHead",
+    "LoggedRow",
     "MemoryStore",
     "PostgresStore",
     "RunStamp",
     "SQLiteStore",
+    "Watch",
     "WritesBehind",
+    "event_table_of",
 ]
 
 __getattr__ = kept_for_one_release(

@@ -11,6 +11,10 @@ one came and whether the run's last `RunStarted` has its `RunFinished`. Past the
 `max_bytes` the oldest non-essential rows go first, then the oldest essential ones; a
 `RunFinished` is never dropped. A log is trimmed to `TRIM_TO` of its bound at once, so
 that a full log is trimmed once per many appends, not at every one.
+
+The seam: a store keeps event logs when it has `event_table()` (`KeepsEventLogs`), and
+`event_table_of(store)` is the one way agentmesh asks a store for them. A store of
+one's own implements `EventTable.append` and `EventTable.read` and keeps logs too.
 """
 
 from __future__ import annotations
@@ -19,15 +23,20 @@ import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import ClassVar, Final, NamedTuple, TypeAlias
+from typing import ClassVar, Final, NamedTuple, Protocol, TypeAlias, runtime_checkable
+
+from agentmesh.checkpoints._batch import Batcher
+from agentmesh.errors import UsageError
 
 __all__ = [
     "Appended",
     "EventTable",
+    "KeepsEventLogs",
     "LogHead",
     "LoggedRow",
     "Watch",
     "doomed",
+    "event_table_of",
 ]
 
 FINISHED: Final = "RunFinished"
@@ -61,7 +70,11 @@ class LogHead(NamedTuple):
 
 
 class Watch(abc.ABC):
-    """Notifications about one run, registered before its caller looks at the store."""
+    """Notifications about one run, registered before its caller looks at the store.
+
+    `EventTable.watch` yields one while its block runs; a table that can wake its
+    readers (`PostgresStore`: LISTEN/NOTIFY) overrides it with a `Watch` of its own.
+    """
 
     # Whether a change wakes the watcher (else `changed` only waits a little).
     notifies: ClassVar[bool] = True
@@ -80,13 +93,32 @@ class _Polled(Watch):
 
 
 class EventTable(abc.ABC):
-    """A store's event logs, one per run (`store._event_table()`)."""
+    """A store's event logs, one per run: what `KeepsEventLogs.event_table()` gives.
+
+    A table of one's own implements `append` and `read`; the rest has defaults: `heads`
+    reads each run's head, `watch` looks again every 0.25 s, `nudge` does nothing, and
+    `append_behind` / `flush` queue the run's events for `append` in batches (group
+    commit: the events that come while a batch is written share the next one).
+    """
+
+    # The queue of appends nobody waits for; a built-in store shares its own among the
+    # tables it hands out, so that its runs' events share batches.
+    _writes: Batcher[Appended, None] | None = None
 
     @abc.abstractmethod
     async def append(self, items: Sequence[Appended]) -> Sequence[None]:
-        """Append `items` (of any runs) in one transaction, trimming what is over bounds."""
+        """Append `items` (of any runs) in one transaction, each run's in the order given,
+        and return one None per item.
+
+        Each item is `(run_id, kind, essential, json_text, max_bytes)`: the event's class
+        name, whether a full log should keep it longest (`EventLog`), its JSON text, and
+        the most bytes of text its run's log should keep. Number each run's rows from 1
+        in the order committed; the built-in stores then drop the oldest non-essential
+        rows past `max_bytes` (never a `RunFinished`) and count them in the head.
+        """
 
     async def append_one(self, item: Appended) -> None:
+        """Append one item alone (what a failed batch falls back to, item by item)."""
         await self.append([item])
 
     @abc.abstractmethod
@@ -95,9 +127,14 @@ class EventTable(abc.ABC):
     ) -> tuple[LogHead | None, list[LoggedRow]]:
         """The log's head (None: the run has no log) and up to `limit` rows after `after`."""
 
-    @abc.abstractmethod
     async def heads(self, run_ids: Sequence[str]) -> dict[str, LogHead]:
         """The heads of the logs of `run_ids` that have one."""
+        found: dict[str, LogHead] = {}
+        for run_id in run_ids:
+            head, _rows = await self.read(run_id, 0, 0)
+            if head is not None:
+                found[run_id] = head
+        return found
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str) -> AsyncIterator[Watch]:
@@ -107,6 +144,59 @@ class EventTable(abc.ABC):
 
     async def nudge(self, run_id: str) -> None:  # noqa: B027  # a store that cannot notify
         """Tell the watchers of `run_id` that something of it changed (a person answered)."""
+
+    def append_behind(self, item: Appended) -> None:
+        """Queue `item` for the next batch of `append`s without waiting for it; `flush`
+        of its run raises its failure. Needs a running event loop."""
+        writes = self._writes
+        if writes is None:
+            writes = self._writes = Batcher()
+        writes.behind(item, item[0], self.append, self.append_one)
+
+    async def flush(self, run_id: str) -> None:
+        """Wait until every item queued so far is appended; raise the first failure of an
+        item of `run_id` queued (`append_behind`) since its last flush."""
+        writes = self._writes
+        if writes is None:
+            return
+        await writes.drained()
+        failed = writes.failed.pop(run_id, None)
+        if failed is not None:
+            raise failed
+
+
+@runtime_checkable
+class KeepsEventLogs(Protocol):
+    """What a `CheckpointStore` adds to keep its runs' event logs (`EventLog`).
+
+    A coordinator with such a store (and `event_log=`) appends each event of its runs to
+    `store.event_table()`, and `read_events`, `follow_events` and the run console read
+    them back from it. The built-in stores implement it; a store of one's own can too,
+    with an `EventTable` subclass. A store without it keeps checkpoints and no events.
+    """
+
+    def event_table(self) -> EventTable:
+        """The store's event logs, ready once the store is open (a new handle each call
+        is fine: the logs are in the store)."""
+        ...
+
+
+def event_table_of(store: object) -> EventTable | None:
+    """The event logs `store` keeps (`store.event_table()`), or None for a store that
+    keeps none (it has no `event_table`).
+
+    Raises:
+        UsageError: `store.event_table()` gave something other than an `EventTable`.
+    """
+    if not isinstance(store, KeepsEventLogs):
+        return None
+    table = store.event_table()
+    if not isinstance(table, EventTable):
+        raise UsageError(
+            f"{store!r}.event_table() gave {type(table).__name__}, not an "
+            "agentmesh.checkpoints.EventTable"
+        )
+    return table
 
 
 def doomed(

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from agentmesh.checkpoints._batch import Batcher
 from agentmesh.checkpoints._event_rows import (
     Appended,
     EventTable,
@@ -57,8 +58,9 @@ class _Woken(Watch):
 class MemoryEventTable(EventTable):
     """The event logs in `data` (no await between a look and a write: one step each)."""
 
-    def __init__(self, data: MemoryEvents) -> None:
+    def __init__(self, data: MemoryEvents, writes: Batcher[Appended, None]) -> None:
         self.data = data
+        self._writes = writes
 
     async def append(self, items: Sequence[Appended]) -> Sequence[None]:
         now = time.time()

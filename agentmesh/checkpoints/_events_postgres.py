@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._logging import get_logger
+from agentmesh.checkpoints._batch import Batcher
 from agentmesh.checkpoints._event_rows import (
     POLL,
     Appended,
@@ -55,13 +56,22 @@ def channel_of(schema: str) -> str:
 
 class PostgresEventTable(EventTable):
     """The event logs in `schema`, reached through `run(work)` (the store's pool);
-    `conninfo` opens the listening connection; `owner` is the store (its listener's key)."""
+    `conninfo` opens the listening connection; `owner` is the store (its listener's key);
+    `writes` is the store's queue of appends."""
 
-    def __init__(self, run: Run, schema: str, conninfo: str, owner: object) -> None:
+    def __init__(
+        self,
+        run: Run,
+        schema: str,
+        conninfo: str,
+        owner: object,
+        writes: Batcher[Appended, None],
+    ) -> None:
         self._run = run
         self.schema = schema
         self.conninfo = conninfo
         self.owner = owner
+        self._writes = writes
 
     def _sql(self, text: str) -> Composed:
         from psycopg.sql import SQL, Identifier

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from agentmesh.checkpoints._batch import Batcher
 from agentmesh.checkpoints._event_rows import (
     Appended,
     EventTable,
@@ -50,10 +51,11 @@ Run = Callable[[Callable[[sqlite3.Connection], Any]], Awaitable[Any]]
 class SQLiteEventTable(EventTable):
     """The event logs of the SQLite file that `run(work)` runs `work(connection)` on."""
 
-    __slots__ = ("_run",)
+    __slots__ = ("_run", "_writes")
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, writes: Batcher[Appended, None]) -> None:
         self._run = run
+        self._writes = writes
 
     async def append(self, items: Sequence[Appended]) -> Sequence[None]:
         def append(connection: sqlite3.Connection) -> None:

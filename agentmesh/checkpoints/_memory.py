@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentmesh.checkpoints._event_rows import EventTable
 from agentmesh.checkpoints._events_memory import MemoryEvents, MemoryEventTable
 from agentmesh.checkpoints._store import Row, RunSpan, StoreBase
 
@@ -22,9 +23,9 @@ class MemoryStore(StoreBase):
         self._rows: dict[tuple[str, str, str], Row] = {}
         self._events = MemoryEvents()
 
-    def _event_table(self) -> MemoryEventTable:
-        """The runs' event logs (`agentmesh.events.read_events`)."""
-        return MemoryEventTable(self._events)
+    def event_table(self) -> EventTable:
+        """The runs' event logs (`KeepsEventLogs`: `agentmesh.events.read_events`)."""
+        return MemoryEventTable(self._events, self._event_writes)
 
     async def _open(self) -> None:
         pass

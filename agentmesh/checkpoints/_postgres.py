@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number, whole
+from agentmesh.checkpoints._event_rows import EventTable
 from agentmesh.checkpoints._events_postgres import PostgresEventTable
 from agentmesh.checkpoints._postgres_driver import describe, require_driver
 from agentmesh.checkpoints._store import Address, Row, RunSpan, StoreBase
@@ -417,9 +418,10 @@ class PostgresStore(StoreBase):
 
         return await self._run(select)
 
-    def _event_table(self) -> PostgresEventTable:
-        """The runs' event logs (`agentmesh.events.read_events`), notified with NOTIFY."""
-        return PostgresEventTable(self._run, self.schema, self._conninfo, self)
+    def event_table(self) -> EventTable:
+        """The runs' event logs (`KeepsEventLogs`: `agentmesh.events.read_events`),
+        notified with NOTIFY."""
+        return PostgresEventTable(self._run, self.schema, self._conninfo, self, self._event_writes)
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self._server} schema={self.schema}>"

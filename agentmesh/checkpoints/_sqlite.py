@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 
 from agentmesh._codec import SCHEMA_VERSION
 from agentmesh._numbers import number
+from agentmesh.checkpoints._event_rows import EventTable
 from agentmesh.checkpoints._events_sqlite import SQLiteEventTable
 from agentmesh.checkpoints._store import Address, Row, RunSpan, StoreBase
 from agentmesh.errors import CheckpointError, UsageError
@@ -360,9 +361,10 @@ class SQLiteStore(StoreBase):
 
         return await self._run(self._execute(select))
 
-    def _event_table(self) -> SQLiteEventTable:
-        """The runs' event logs (`agentmesh.events.read_events`), on the store's thread."""
-        return SQLiteEventTable(lambda work: self._run(self._execute(work)))
+    def event_table(self) -> EventTable:
+        """The runs' event logs (`KeepsEventLogs`: `agentmesh.events.read_events`), on
+        the store's thread."""
+        return SQLiteEventTable(lambda work: self._run(self._execute(work)), self._event_writes)
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path}>"

@@ -175,7 +175,8 @@ class StoreBase(abc.ABC):
         self._opening = asyncio.Lock()
         self._writes: Batcher[Row, None] = Batcher()
         self._reads: Batcher[Address, Row | None] = Batcher()
-        # The runs' events, appended in batches of their own (`agentmesh.events.EventLog`).
+        # The runs' events, appended in batches of their own (`agentmesh.events.EventLog`):
+        # shared by the tables a store hands out (`event_table()`, `EventTable.append_behind`).
         self._event_writes: Batcher[Appended, None] = Batcher()
 
     # -- lifecycle -----------------------------------------------------------------------

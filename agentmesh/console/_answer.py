@@ -21,7 +21,7 @@ from agentmesh._engine._answer_checks import AlreadyAnswered, answer_of_form, de
 from agentmesh._engine._human import DecisionBook
 from agentmesh._redaction import REDACTED
 from agentmesh.approvals import Approval, ApprovalKind, Edit, PendingApproval
-from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore, event_table_of
 from agentmesh.errors import UsageError
 
 __all__ = ["AnswerTaken", "answer_approval", "answer_from_form"]
@@ -56,10 +56,10 @@ async def answer_approval(
         won = exc.entry
         assert won.answer is not None
         return AnswerTaken(describe(won.answer), won.answered_by, won.answered_at)
-    table = getattr(store, "_event_table", None)
+    table = event_table_of(store)
     if table is not None:
         # An application waiting in `resume_when_answered` is woken (PostgreSQL: NOTIFY).
-        await table().nudge(run_id)
+        await table.nudge(run_id)
     return None
 
 

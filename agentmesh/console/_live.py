@@ -20,7 +20,7 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore, event_table_of
 from agentmesh.console._html import e, run_url
 from agentmesh.console._runs import RunStatus, RunView
 from agentmesh.events import (
@@ -80,7 +80,7 @@ async def recent_events(store: CheckpointStore, view: RunView) -> list[str]:
     run goes on, the script that appends the ones to come and updates the grid; nothing
     for a run without an event log."""
     run_id = view.summary.run_id
-    if getattr(store, "_event_table", None) is None:
+    if event_table_of(store) is None:
         return []
     head = await read_events(store, run_id, limit=0)
     if head.last_event_at is None:
@@ -101,7 +101,7 @@ async def recent_events(store: CheckpointStore, view: RunView) -> list[str]:
 async def stream_events(store: CheckpointStore, run_id: str, request: Request) -> Response:
     """The run's events from `after=` (or `Last-Event-ID`) on, as server-sent events; 404
     for a store that keeps no event log or a run with none (a stream open for ever)."""
-    if getattr(store, "_event_table", None) is None:
+    if event_table_of(store) is None:
         return PlainTextResponse("this store keeps no event log", status_code=404)
     if (await read_events(store, run_id, limit=0)).last_event_at is None:
         return PlainTextResponse(f"no events for run {run_id!r}", status_code=404)

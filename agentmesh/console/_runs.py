@@ -27,7 +27,7 @@ from agentmesh._codec import read_as
 from agentmesh._engine._at_rest import expanded_plan, expanded_record
 from agentmesh._engine._human import DecisionBook
 from agentmesh.approvals import Approval, PendingApproval
-from agentmesh.checkpoints import CheckpointStore, RunStamp
+from agentmesh.checkpoints import CheckpointStore, RunStamp, event_table_of
 from agentmesh.coordinator import DeterministicSynthesizer
 from agentmesh.errors import UsageError
 from agentmesh.events import EventLogPage, read_events
@@ -218,7 +218,7 @@ async def _view(store: CheckpointStore, stamp: RunStamp, stale_after: float) -> 
 async def _log_head(store: CheckpointStore, run_id: str) -> EventLogPage | None:
     """Where the run's event log stands, or None: no log, or a store of the user's own
     that keeps none."""
-    if getattr(store, "_event_table", None) is None:
+    if event_table_of(store) is None:
         return None
     head = await read_events(store, run_id, limit=0)
     return None if head.last_event_at is None else head

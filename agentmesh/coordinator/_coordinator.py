@@ -18,7 +18,7 @@ from typing import TypeAlias
 from agentmesh._engine._human import DecisionBook, refuse_asks_without_store
 from agentmesh._numbers import number, whole
 from agentmesh.approvals import Approval
-from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore, event_table_of
 from agentmesh.coordinator._answers import given_approvals
 from agentmesh.coordinator._limits import RunLimits
 from agentmesh.coordinator._plan import plan
@@ -293,10 +293,10 @@ class Coordinator:
         if store is None:
             raise UsageError("Coordinator.resume_when_answered() needs the Coordinator's store=")
         self._check_store()  # before the wait, not after it
-        table = getattr(store, "_event_table", None)
+        table = event_table_of(store)
         # Watching before the first look: an answer given after it wakes the wait.
         async with contextlib.AsyncExitStack() as stack:
-            watching = None if table is None else table().watch(run_id)
+            watching = None if table is None else table.watch(run_id)
             watch = None if watching is None else await stack.enter_async_context(watching)
             while (await DecisionBook.load(store, run_id)).unanswered():
                 if watch is not None and watch.notifies:

@@ -4,23 +4,32 @@
 below writes them. Each event is encoded as the `--events FILE` lines are
 (`event.to_json()`: camelCase, secrets masked) and queued for the store's next batch of
 appends: one transaction per batch (group commit), never one per event, and the run
-never waits for a write. The run's end waits until its events are committed.
+never waits for a write. The run's end waits until its events are committed. A store
+keeps event logs when it implements `KeepsEventLogs` (`agentmesh.checkpoints`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from agentmesh._logging import get_logger
 from agentmesh._numbers import whole
+from agentmesh.checkpoints import EventTable, event_table_of
 from agentmesh.events._channel import EventSink
 from agentmesh.events._types import RunEvent
 
 if TYPE_CHECKING:
     from agentmesh.envelope import PartialResults
 
-__all__ = ["DEFAULT_EVENT_LOG_BYTES", "ESSENTIAL", "EventLog", "LoggedSink", "log_target"]
+__all__ = [
+    "DEFAULT_EVENT_LOG_BYTES",
+    "ESSENTIAL",
+    "EventLog",
+    "LoggedSink",
+    "log_target",
+    "opened",
+]
 
 DEFAULT_EVENT_LOG_BYTES: Final = 16 * 1024 * 1024
 """The most bytes of events a store keeps per run, by default (16 MiB)."""
@@ -53,34 +62,43 @@ class EventLog:
         whole("EventLog(max_bytes=)", self.max_bytes, at_least=1)
 
 
-def log_target(store: object, log: EventLog | None) -> tuple[Any, EventLog] | None:
-    """`(store, log)` when `store` keeps event logs and `log` asks for one; else None."""
+def log_target(store: object, log: EventLog | None) -> tuple[object, EventTable, EventLog] | None:
+    """`(store, its event logs, log)` when `store` keeps event logs (`KeepsEventLogs`) and
+    `log` asks for one; else None."""
     if log is None or store is None:
         return None
-    keeps = getattr(store, "_event_table", None) and getattr(store, "_event_writes", None)
-    if keeps is None:
-        return None  # a store of the user's own: it keeps checkpoints, not events
-    return store, log
+    table = event_table_of(store)
+    if table is None:
+        return None  # a store that keeps checkpoints, not events
+    return store, table, log
+
+
+async def opened(store: object) -> None:
+    """Open `store` if it opens (the built-in stores do; `CheckpointStore` has no `open`)."""
+    opening = getattr(store, "open", None)
+    if opening is not None:
+        await opening()
 
 
 class LoggedSink(EventSink):
-    """Numbers a run's events, writes each to the store's event log, and passes it on
-    to `inner` (a stream's channel), if any."""
+    """Numbers a run's events, appends each to `table` (the store's event logs), and
+    passes it on to `inner` (a stream's channel), if any."""
 
     __slots__ = ("_inner", "_max_bytes", "_store", "_table")
 
-    def __init__(self, run_id: str, store: Any, log: EventLog, inner: EventSink | None) -> None:
+    def __init__(
+        self, run_id: str, store: object, table: EventTable, log: EventLog, inner: EventSink | None
+    ) -> None:
         super().__init__(run_id)
         self._store = store
-        self._table = store._event_table()
+        self._table = table
         self._max_bytes = log.max_bytes
         self._inner = inner
 
     def _put(self, event: RunEvent) -> None:
         kind = type(event).__name__
         item = (self.run_id, kind, kind in ESSENTIAL, event.to_json(), self._max_bytes)
-        table = self._table
-        self._store._event_writes.behind(item, self.run_id, table.append, table.append_one)
+        self._table.append_behind(item)
         if self._inner is not None:
             self._inner._put(event)
 
@@ -97,10 +115,9 @@ class LoggedSink(EventSink):
         A write that failed is logged, not raised: the run's report does not depend on
         its event log, which only a console reads.
         """
-        writes = self._store._event_writes
-        await writes.drained()
-        failed = writes.failed.pop(self.run_id, None)
-        if failed is not None:
+        try:
+            await self._table.flush(self.run_id)
+        except Exception as failed:
             get_logger(run_id=self.run_id).error(
                 "event_log_write_failed", store=repr(self._store), error=repr(failed)
             )

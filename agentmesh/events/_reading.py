@@ -15,16 +15,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import ValidationError
 
 from agentmesh._numbers import number, whole
-from agentmesh.checkpoints import CheckpointStore
+from agentmesh.checkpoints import CheckpointStore, EventTable, LoggedRow, event_table_of
 from agentmesh.errors import CheckpointError, UsageError
+from agentmesh.events._log import opened
 from agentmesh.events._types import Event, RunFinished, parse_event
 
-__all__ = ["EventLogPage", "LoggedEvent", "event_table", "follow_events", "read_events"]
+__all__ = ["EventLogPage", "LoggedEvent", "follow_events", "read_events"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +63,15 @@ class EventLogPage:
     last_event_at: datetime | None
 
 
-def event_table(store: CheckpointStore) -> Any:
+def _logs_of(store: CheckpointStore) -> EventTable:
     """The store's event logs; a `UsageError` for a store that keeps none."""
-    table = getattr(store, "_event_table", None)
+    table = event_table_of(store)
     if table is None:
         raise UsageError(
-            f"{store!r} keeps no event log: use SQLiteStore, PostgresStore or MemoryStore"
+            f"{store!r} keeps no event log: use SQLiteStore, PostgresStore or MemoryStore, "
+            "or give the store an event_table() (agentmesh.checkpoints.KeepsEventLogs)"
         )
-    return table()
+    return table
 
 
 async def read_events(
@@ -96,10 +97,8 @@ async def read_events(
     after = whole("read_events(after=)", after, at_least=0)
     limit = whole("read_events(limit=)", limit, at_least=0)
     wait = number("read_events(wait=)", wait, unit="seconds")
-    table = event_table(store)
-    opening = getattr(store, "open", None)
-    if opening is not None:
-        await opening()
+    table = _logs_of(store)
+    await opened(store)
     if wait <= 0 or limit == 0:
         head, rows = await table.read(run_id, after, limit)
     else:
@@ -138,7 +137,7 @@ async def follow_events(
         after = page.position
 
 
-def _logged(store: CheckpointStore, run_id: str, row: Any) -> LoggedEvent:
+def _logged(store: CheckpointStore, run_id: str, row: LoggedRow) -> LoggedEvent:
     position, _kind, text, saved_at = row
     try:
         event = parse_event(text)

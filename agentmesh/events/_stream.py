@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol, Self
 from agentmesh._logging import get_logger
 from agentmesh.errors import UsageError
 from agentmesh.events._channel import EventChannel, EventSink
-from agentmesh.events._log import EventLog, LoggedSink, log_target
+from agentmesh.events._log import EventLog, LoggedSink, log_target, opened
 from agentmesh.events._types import Event
 from agentmesh.report import Report, TaskRecord
 from agentmesh.task import Task
@@ -173,9 +173,9 @@ class RunStream:
         self._channel = channel
         if self._log is None:
             return channel
-        store, log = self._log
-        await store.open()  # the log's appends are queued from plain functions
-        self._logged = LoggedSink(self.run_id, store, log, channel)
+        store, table, log = self._log
+        await opened(store)  # the log's appends are queued from plain functions
+        self._logged = LoggedSink(self.run_id, store, table, log, channel)
         return self._logged
 
     async def _open(self) -> _Start:

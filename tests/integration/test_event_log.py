@@ -53,7 +53,7 @@ class TestTheLog:
         assert page.dropped == 0
         assert page.position == len(streamed)
         assert isinstance(page.events[-1].event, RunFinished)
-        _head, rows = await store._event_table().read("r1", 0, 1_000)  # the text at rest
+        _head, rows = await store.event_table().read("r1", 0, 1_000)  # the text at rest
         assert not any(SECRET in row.text for row in rows)
         report = page.events[-1].event.report
         assert [finding.content["key"] for finding in report.findings] == ["[REDACTED]"] * 3
@@ -160,7 +160,7 @@ class TestTwoWriters:
         def writer(name: str) -> None:
             async def append() -> None:
                 async with make() as store:
-                    table = store._event_table()
+                    table = store.event_table()
                     barrier.wait()
                     for index in range(count):
                         text = f'{{"writer":"{name}","index":{index}}}'
@@ -176,7 +176,7 @@ class TestTwoWriters:
 
         async def rows() -> list[Any]:
             async with make() as store:
-                head, found = await store._event_table().read("shared", 0, 1_000)
+                head, found = await store.event_table().read("shared", 0, 1_000)
                 assert head is not None
                 assert head.position == 2 * count
                 return found
@@ -205,7 +205,7 @@ class TestPostgresNotifies:
             await AsyncConnection.connect(postgres_dsn, autocommit=True) as listener,
         ):
             await writer.open()
-            await writer._event_table().append([("warm", "Note", False, "{}", 10**6)])
+            await writer.event_table().append([("warm", "Note", False, "{}", 10**6)])
             await listener.execute(SQL("LISTEN {}").format(Identifier(channel_of(postgres_schema))))
             waiting = asyncio.create_task(read_events(reader, "n1", wait=30))
             await asyncio.sleep(0.2)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from agentmesh import Coordinator, Report, Task, subagent
-from agentmesh.checkpoints import SQLiteStore
+from agentmesh.checkpoints import (
+    EventTable,
+    KeepsEventLogs,
+    LoggedRow,
+    LogHead,
+    SQLiteStore,
+    Watch,
+    event_table_of,
+)
 from agentmesh.context import Context
 from agentmesh.coordinator import CoverageEntry
 from agentmesh.events import (
@@ -65,3 +74,33 @@ async def watch_from_another_process(store: SQLiteStore, run_id: str) -> Report 
         if isinstance(found.event, RunFinished):
             return found.event.report
     return None
+
+
+class OwnEvents(EventTable):
+    """A user's event logs: `append` and `read` are all a table of one's own needs."""
+
+    async def append(self, items: Sequence[tuple[str, str, bool, str, int]]) -> Sequence[None]:
+        return [None] * len(items)
+
+    async def read(
+        self, run_id: str, after: int, limit: int
+    ) -> tuple[LogHead | None, list[LoggedRow]]:
+        return LogHead(0, 0, 0, 0.0, False), [LoggedRow(1, "RunStarted", "{}", 0.0)][:limit]
+
+
+class OwnStore:
+    def event_table(self) -> EventTable:
+        return OwnEvents()
+
+
+async def seam(store: SQLiteStore) -> None:
+    keeps: KeepsEventLogs = OwnStore()
+    table: EventTable | None = event_table_of(keeps)
+    built_in: EventTable | None = event_table_of(store)
+    if table is not None and built_in is not None:
+        head, rows = await table.read("r1", 0, 10)
+        positions: list[int] = [row.position for row in rows]
+        finished: bool = head is not None and head.finished
+        async with built_in.watch("r1") as watch:
+            changed: bool = await watch.changed(1.0)
+        print(positions, finished, changed, isinstance(watch, Watch))
