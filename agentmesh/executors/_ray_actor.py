@@ -150,9 +150,11 @@ class TaskWorker:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._epoch = 0
 
-    async def submit(self, packed: bytes, refs: dict[str, Any]) -> None:
-        """Queue dispatches (`pack`ed specs); they start in this order as slots come
-        free. `refs`: the object refs of shipments new to this worker, by key."""
+    async def submit(self, epoch: int, packed: bytes, refs: dict[str, Any]) -> None:
+        """Queue dispatches (`pack`ed specs) of the driver's event loop `epoch`; they
+        start in this order as slots come free. `refs`: the object refs of shipments new
+        to this worker, by key."""
+        self._newer(epoch)  # before their news can come: an older poll must not take it
         REFS.update(refs)
         specs: list[Spec] = pickle.loads(packed)
         self._mailbox.running += len(specs)
@@ -195,13 +197,22 @@ class TaskWorker:
         polls with a higher `epoch`, and the older poll, whose caller is gone, must
         not take what the new one is owed.
         """
+        self._newer(epoch)
         if packed is not None:
-            await self.submit(packed, refs)
+            await self.submit(epoch, packed, refs)
+        await self._mailbox.news()
+        return None if epoch < self._epoch else pack(self._mailbox.take())
+
+    def _newer(self, epoch: int) -> None:
+        """A call of the driver's event loop `epoch`: from a newer loop, the older loop's
+        poll answers None from now on. Said by the dispatches too, not only by the new
+        loop's poll: Ray does not order an async actor's calls, and a worker still
+        starting when the driver's loop changed may run the old loop's poll, then the
+        new loop's dispatches, then its poll; the old poll would take their ends, and
+        the new loop would wait for them for ever."""
         if epoch > self._epoch:
             self._epoch = epoch
             self._mailbox.wake()
-        await self._mailbox.news()
-        return None if epoch < self._epoch else pack(self._mailbox.take())
 
     def ping(self) -> int:
         """This worker's process id (it is up)."""

@@ -207,7 +207,7 @@ class WorkerPool:
             # Its poll waits for news that will not come: the batch goes now. A busy
             # worker's poll comes back soon, and the next one takes the batch along.
             if worker.out:
-                worker.actor.submit.remote(*_outgoing(worker))
+                worker.actor.submit.remote(self._epoch, *_outgoing(worker))
 
     def _add_refs(self, spec: Spec, worker: Worker) -> None:
         """The refs of `spec`'s shipments that `worker` lacks go with its next message."""
@@ -227,7 +227,11 @@ class WorkerPool:
                 return
             if packed is None:
                 return  # a poll of a newer event loop took over
-            await self._deliver(worker, pickle.loads(packed))
+            try:
+                await self._deliver(worker, pickle.loads(packed))
+            except Exception as exc:  # a fault of ours: it must not leave the run waiting
+                self._broken(worker, exc)
+                return
             # One turn of the loop: the tasks that ended free their slots, and the
             # dispatches that take them ride on the next poll, not on the one after it.
             await asyncio.sleep(0)
@@ -251,6 +255,19 @@ class WorkerPool:
             self._measured(job.spec.subagent.key, item[3])
             kind, value = item[2]
             job.end(kind, value)
+
+    def _broken(self, worker: Worker, exc: Exception) -> None:
+        """Reading `worker`'s news failed: the tasks sent to it fail with the error (raised
+        where the run awaits them, as a bug should be), the worker is killed and replaced,
+        and those not sent yet go back to the queue."""
+        import ray
+
+        for call, job in list(worker.jobs.items()):
+            if call not in worker.out:
+                del worker.jobs[call]
+                job.end("error", exc)
+        self._lost(worker, exc)
+        ray.kill(worker.actor, no_restart=True)
 
     def _measured(self, subagent: str, seconds: float) -> None:
         """A task of `subagent` ran `seconds`: how many of its tasks a worker may hold."""

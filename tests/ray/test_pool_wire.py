@@ -12,7 +12,7 @@ import pytest
 from agentmesh import Context, Task, subagent
 from agentmesh.executors import _ray_actor
 from agentmesh.executors._local import Dispatch
-from agentmesh.executors._ray_actor import Mailbox, pack
+from agentmesh.executors._ray_actor import Mailbox, TaskWorker, pack
 from agentmesh.executors._ray_spec import Shipment, SpecMaker
 from agentmesh.scope import RunScope
 
@@ -98,3 +98,32 @@ class TestPollBatches:
         mailbox.ended("a", "ok", {}, 61.0)  # longer than a poll lingers
         await asyncio.wait_for(poll, 5)
         assert [item[:2] for item in mailbox.take()] == [("started", "a"), ("ended", "a")]
+
+
+class TestANewEventLoop:
+    async def test_an_older_loops_poll_leaves_the_new_loops_news_to_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A closed event loop's poll may still wait on a worker, and Ray does not order
+        an async actor's calls: the new loop's dispatch can run before the new loop's
+        poll. The old poll then answers None, and the task's end goes to the new loop
+        (taken by the old poll, it was lost and the new loop waited for ever)."""
+
+        async def run_spec(spec: Any, events: Any) -> dict[str, Any]:
+            return {"outcome": spec.task.query}
+
+        monkeypatch.setattr(_ray_actor, "run_spec", run_spec)
+        monkeypatch.setenv("RAY_WARN_BLOCKING_GET_INSIDE_ASYNC", "0")  # the worker sets it
+        worker = TaskWorker(1)
+        assert pickle.loads(await worker.poll(1, None, {})) == []  # the first loop's
+        old = asyncio.create_task(worker.poll(1, None, {}))  # its next: the loop closes
+        await asyncio.sleep(0)
+        spec = maker().spec(echo, Task(query="a"), Dispatch(RunScope("run"), "a"), None)
+        await worker.submit(2, pack([spec]), {})  # the new loop's dispatch, before its poll
+        assert await asyncio.wait_for(old, 5) is None
+        news: list[tuple[Any, ...]] = []
+        while not any(item[0] == "ended" for item in news):
+            news += pickle.loads(await asyncio.wait_for(worker.poll(2, None, {}), 5))
+        assert [item[:3] for item in news if item[0] == "ended"] == [
+            ("ended", spec.call, ("ok", {"outcome": "a"}))
+        ]

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from agentmesh import (
     Report,
     RetryBudget,
     RetryPolicy,
+    Success,
     Task,
     TransientError,
     UsageError,
@@ -36,7 +38,7 @@ from agentmesh import (
 from agentmesh.checkpoints import MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus
 from agentmesh.executors import Dispatch, LocalExecutor, RayExecutor
-from agentmesh.executors._ray_pool import pool_slots
+from agentmesh.executors._ray_pool import WorkerPool, pool_slots
 from agentmesh.policies import deny_after_permission_error
 from agentmesh.scope import RunScope
 
@@ -209,6 +211,34 @@ class TestWorkerDeath:
         assert lost.is_retryable
         assert "unavailable" in (lost.reason or "")
         assert [f.content for f in report.findings if f.preliminary] == ["kept"]
+
+
+class TestAFaultReadingAWorker:
+    async def test_fails_the_workers_tasks_instead_of_leaving_the_run_waiting(
+        self, ray_executor: RayExecutor, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A bug in the driver's reading of a worker's news (injected here) is raised where
+        the task is awaited, not left as a run that waits forever; the next task runs on
+        the worker that replaces it."""
+        reading = WorkerPool._deliver
+        faults: list[str] = []
+
+        async def faulty(pool: WorkerPool, worker: Any, items: list[tuple[Any, ...]]) -> None:
+            if not faults and any(item[0] not in ("started", "event") for item in items):
+                faults.append("raised")
+                raise RuntimeError("a bug reading the worker's news")
+            await reading(pool, worker, items)
+
+        monkeypatch.setattr(WorkerPool, "_deliver", faulty)
+        with pytest.raises(RuntimeError, match="a bug reading"):
+            await asyncio.wait_for(
+                ray_executor.execute(mixed, Task(query="ok-1"), dispatch()), GUARD
+            )
+        assert faults == ["raised"]
+        outcome = await asyncio.wait_for(
+            ray_executor.execute(mixed, Task(query="ok-2"), dispatch()), GUARD
+        )
+        assert isinstance(outcome, Success)
 
 
 class TestDeadline:
