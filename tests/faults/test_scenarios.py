@@ -43,8 +43,11 @@ from .conftest import PLANTED_KEY, Captured
 F = FakeMessagesAPI
 Figure = Callable[[str, object], None]
 
-# A deadline is kept when the report is back within this much of it.
-DEADLINE_SLACK = 0.1
+# A deadline is kept when the report is back within this much of it. Not less: on 2 cores
+# with the other test worker busy (a Ray cluster starting), the event loop itself is late
+# by 0.1 s now and then (0.116 s once on 3 Dec 2026, in a full run); a run that waits for
+# a hung source instead of its deadline misses any such bound by far.
+DEADLINE_SLACK = 0.3
 
 
 def now() -> float:
