@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
 import pytest
@@ -18,18 +17,17 @@ from structlog.testing import capture_logs
 
 from agentmesh import Context, Coordinator, Task, subagent
 from agentmesh.checkpoints import (
-    Checkpoint,
     CheckpointStore,
     EventTable,
     KeepsEventLogs,
     LoggedRow,
     LogHead,
-    MemoryStore,
     event_table_of,
 )
 from agentmesh.console import Access, RunStatus, create_app, load_run
 from agentmesh.errors import UsageError
 from agentmesh.events import EventLog, RunFinished, RunStarted, follow_events, read_events
+from tests.user_store import UserStore
 
 TOKEN = "seam-test-token-0123456789abcdef"
 
@@ -41,31 +39,6 @@ async def docs(task: Task, ctx: Context) -> str:
 
 def tasks(count: int) -> list[Task]:
     return [Task(query=f"question {index}", topic=f"topic {index}") for index in range(count)]
-
-
-class PlainStore:
-    """A user's store: put, claim, get, list, delete, close; no event log."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryStore()
-
-    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
-        await self.inner.put(run_id, stage, key, value)
-
-    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Any:
-        return await self.inner.claim(run_id, stage, key, value)
-
-    async def get(self, run_id: str, stage: str, key: str, **kwargs: Any) -> Any:
-        return await self.inner.get(run_id, stage, key, **kwargs)
-
-    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
-        return await self.inner.list(run_id, stage)
-
-    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
-        return await self.inner.delete(run_id, stage, key)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class ListTable(EventTable):
@@ -94,7 +67,7 @@ class ListTable(EventTable):
         return head, log[after : after + limit]
 
 
-class LoggingStore(PlainStore):
+class LoggingStore(UserStore):
     """A user's store that keeps its runs' event logs too (`KeepsEventLogs`)."""
 
     def __init__(self) -> None:
@@ -166,7 +139,7 @@ class TestAStoreOfOnesOwnWithTheSeam:
         assert "disk is full" in failed["error"]
 
     def test_a_table_that_is_not_an_event_table_is_refused(self) -> None:
-        class Wrong(PlainStore):
+        class Wrong(UserStore):
             def event_table(self) -> object:
                 return {}
 
@@ -178,7 +151,7 @@ class TestAStoreWithoutTheSeam:
     async def test_a_run_keeps_its_checkpoints_and_no_events(self) -> None:
         """`event_log=` asks for a log a plain store cannot keep: the run goes on as
         always, and whoever asks for its events is told the store keeps none."""
-        store = PlainStore()
+        store = UserStore()
         assert event_table_of(store) is None
         report = await Coordinator([docs], store=store, event_log=EventLog()).run(
             tasks(2), run_id="plain"

@@ -8,11 +8,11 @@ the report, and each task's saved progress queued; a store without it gets an aw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 from agentmesh import Context, Coordinator, Task, subagent
-from agentmesh.checkpoints import Checkpoint, MemoryStore, SQLiteStore, WritesBehind
+from agentmesh.checkpoints import MemoryStore, SQLiteStore, WritesBehind
+from tests.user_store import UserStore
 
 
 @subagent(name="notes", checkpoint=True)
@@ -21,34 +21,7 @@ async def notes(task: Task, ctx: Context) -> str:
     return f"noted {task.query}"
 
 
-class OwnStore:
-    """A user's store: put, claim, get, list, delete, close; nothing written behind."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryStore()
-        self.puts = 0
-
-    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
-        self.puts += 1
-        await self.inner.put(run_id, stage, key, value)
-
-    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Any:
-        return await self.inner.claim(run_id, stage, key, value)
-
-    async def get(self, run_id: str, stage: str, key: str, **kwargs: Any) -> Any:
-        return await self.inner.get(run_id, stage, key, **kwargs)
-
-    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
-        return await self.inner.list(run_id, stage)
-
-    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
-        return await self.inner.delete(run_id, stage, key)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-class BehindStore(OwnStore):
+class BehindStore(UserStore):
     """A user's store that also writes behind: queued writes land at `flush`."""
 
     def __init__(self) -> None:
@@ -97,7 +70,7 @@ class TestWritesBehind:
 
     async def test_a_store_of_ones_own_without_it_gets_a_put_for_each_write(self) -> None:
         """No `WritesBehind` methods: the same run, each write an awaited `put`."""
-        store = OwnStore()
+        store = UserStore()
         assert not isinstance(store, WritesBehind)
         report = await Coordinator([notes], store=store).run(["a", "b", "c"], run_id="r")
         assert report.coverage_ratio == 1.0
