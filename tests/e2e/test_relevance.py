@@ -17,6 +17,7 @@ from examples.research_agent.compounds import Compounds
 from examples.research_agent.eval import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
+    HOLDOUT4_QUESTIONS,
     TEST_QUESTIONS,
     load_questions,
 )
@@ -286,22 +287,24 @@ class TestEvalSet:
         development, held_out = load_questions(), load_questions(TEST_QUESTIONS)
         second = load_questions(HOLDOUT2_QUESTIONS)
         third = load_questions(HOLDOUT3_QUESTIONS)
+        fourth = load_questions(HOLDOUT4_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
         assert len(second) == 40
         assert len(third) == 50
-        asked = [q.question for q in (*development, *held_out, *second, *third)]
+        assert len(fourth) == 50
+        asked = [q.question for q in (*development, *held_out, *second, *third, *fourth)]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in (*held_out, *second, *third):
+            for other in (*held_out, *second, *third, *fourth):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
                 assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
-        for expected in (*development, *held_out, *second, *third):
+        for expected in (*development, *held_out, *second, *third, *fourth):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
                     page = cite.removeprefix("docs:")
@@ -322,14 +325,18 @@ class TestEvalSet:
     ) -> None:
         """`--sets dev` evaluates the development set alone, while tuning; a misspelt name
         stops before any research, saying which names there are."""
-        assert [name for name, _, _ in parse_sets("holdout3, dev")] == ["dev", "holdout3"]
-        assert [name for name, _, _ in SETS] == ["dev", "test", "holdout2", "holdout3"]
+        assert [name for name, _, _ in parse_sets("holdout4, holdout3, dev")] == [
+            "dev",
+            "holdout3",
+            "holdout4",
+        ]
+        assert [name for name, _, _ in SETS] == ["dev", "test", "holdout2", "holdout3", "holdout4"]
         with pytest.raises(SystemExit) as stopped:
             main(["--sets", "dev,holdot3"])
         assert stopped.value.code == 2
         error = capsys.readouterr().err
         assert "'holdot3'" in error
-        assert "dev,test,holdout2,holdout3" in error
+        assert "dev,test,holdout2,holdout3,holdout4" in error
 
 
 class TestRelevanceFloor:

@@ -8,8 +8,9 @@ Every question of the development set `questions.toml` (written for this project
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
 issue 32 before any tuning, never tuned on) and of the second held-out set
 `holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
-once) and of the third held-out set `holdout3_questions.toml` (written before a session's
-tuning by someone who tuned nothing, evaluated once at its end) is researched offline, as
+once) and of the third and fourth held-out sets `holdout3_questions.toml` and
+`holdout4_questions.toml` (each written before a session's tuning by someone who tuned
+nothing, evaluated once at its end) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
 
@@ -22,6 +23,7 @@ the documents a correct answer must cite:
 from .scoring import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
+    HOLDOUT4_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -32,6 +34,7 @@ from .scoring import (
 __all__ = [
     "HOLDOUT2_QUESTIONS",
     "HOLDOUT3_QUESTIONS",
+    "HOLDOUT4_QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
     "Score",

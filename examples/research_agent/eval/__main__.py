@@ -1,4 +1,4 @@
-"""`python -m examples.research_agent.eval [--each] [--sets dev,test,holdout2,holdout3]`
+"""`python -m examples.research_agent.eval [--each] [--sets dev,test,holdout2,holdout3,holdout4]`
 (from the repository root)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ..sources import SOURCES, Corpus, load_corpus
 from .scoring import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
+    HOLDOUT4_QUESTIONS,
     QUESTIONS,
     TEST_QUESTIONS,
     Expected,
@@ -34,6 +35,7 @@ SETS: tuple[tuple[str, str, Path], ...] = (
     ("test", "test set (held out)", TEST_QUESTIONS),
     ("holdout2", "second held-out set", HOLDOUT2_QUESTIONS),
     ("holdout3", "third held-out set", HOLDOUT3_QUESTIONS),
+    ("holdout4", "fourth held-out set", HOLDOUT4_QUESTIONS),
 )
 
 

@@ -13,6 +13,7 @@ from agentmesh.report import CoverageStatus
 __all__ = [
     "HOLDOUT2_QUESTIONS",
     "HOLDOUT3_QUESTIONS",
+    "HOLDOUT4_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -28,6 +29,8 @@ HOLDOUT2_QUESTIONS = Path(__file__).with_name("holdout2_questions.toml")
 # A third, written before a session's tuning by someone who tuned nothing; evaluated once,
 # at the session's end (tune with `--sets dev`).
 HOLDOUT3_QUESTIONS = Path(__file__).with_name("holdout3_questions.toml")
+# A fourth, written the same way before a later session's tuning; evaluated once, at its end.
+HOLDOUT4_QUESTIONS = Path(__file__).with_name("holdout4_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
