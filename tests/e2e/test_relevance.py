@@ -18,6 +18,7 @@ from examples.research_agent.eval import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
+    HOLDOUT5_QUESTIONS,
     TEST_QUESTIONS,
     load_questions,
 )
@@ -288,23 +289,25 @@ class TestEvalSet:
         second = load_questions(HOLDOUT2_QUESTIONS)
         third = load_questions(HOLDOUT3_QUESTIONS)
         fourth = load_questions(HOLDOUT4_QUESTIONS)
+        fifth = load_questions(HOLDOUT5_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
         assert len(second) == 40
         assert len(third) == 50
         assert len(fourth) == 50
-        asked = [q.question for q in (*development, *held_out, *second, *third, *fourth)]
+        assert len(fifth) == 50
+        asked = [q.question for q in (*development, *held_out, *second, *third, *fourth, *fifth)]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in (*held_out, *second, *third, *fourth):
+            for other in (*held_out, *second, *third, *fourth, *fifth):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
                 assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
-        for expected in (*development, *held_out, *second, *third, *fourth):
+        for expected in (*development, *held_out, *second, *third, *fourth, *fifth):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
                     page = cite.removeprefix("docs:")
@@ -325,18 +328,25 @@ class TestEvalSet:
     ) -> None:
         """`--sets dev` evaluates the development set alone, while tuning; a misspelt name
         stops before any research, saying which names there are."""
-        assert [name for name, _, _ in parse_sets("holdout4, holdout3, dev")] == [
+        assert [name for name, _, _ in parse_sets("holdout5, holdout3, dev")] == [
             "dev",
             "holdout3",
-            "holdout4",
+            "holdout5",
         ]
-        assert [name for name, _, _ in SETS] == ["dev", "test", "holdout2", "holdout3", "holdout4"]
+        assert [name for name, _, _ in SETS] == [
+            "dev",
+            "test",
+            "holdout2",
+            "holdout3",
+            "holdout4",
+            "holdout5",
+        ]
         with pytest.raises(SystemExit) as stopped:
             main(["--sets", "dev,holdot3"])
         assert stopped.value.code == 2
         error = capsys.readouterr().err
         assert "'holdot3'" in error
-        assert "dev,test,holdout2,holdout3,holdout4" in error
+        assert "dev,test,holdout2,holdout3,holdout4,holdout5" in error
 
 
 class TestRelevanceFloor:

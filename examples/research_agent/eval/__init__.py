@@ -8,9 +8,9 @@ Every question of the development set `questions.toml` (written for this project
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
 issue 32 before any tuning, never tuned on) and of the second held-out set
 `holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
-once) and of the third and fourth held-out sets `holdout3_questions.toml` and
-`holdout4_questions.toml` (each written before a session's tuning by someone who tuned
-nothing, evaluated once at its end) is researched offline, as
+once) and of the third, fourth and fifth held-out sets `holdout3_questions.toml`,
+`holdout4_questions.toml` and `holdout5_questions.toml` (each written before a session's
+tuning by someone who tuned nothing, evaluated once at its end) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
 
@@ -24,6 +24,7 @@ from .scoring import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
+    HOLDOUT5_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -35,6 +36,7 @@ __all__ = [
     "HOLDOUT2_QUESTIONS",
     "HOLDOUT3_QUESTIONS",
     "HOLDOUT4_QUESTIONS",
+    "HOLDOUT5_QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
     "Score",

@@ -1,5 +1,5 @@
-"""`python -m examples.research_agent.eval [--each] [--sets dev,test,holdout2,holdout3,holdout4]`
-(from the repository root)."""
+"""`python -m examples.research_agent.eval [--each] [--sets NAMES]` (from the repository root),
+NAMES comma-separated from dev,test,holdout2,holdout3,holdout4,holdout5."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .scoring import (
     HOLDOUT2_QUESTIONS,
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
+    HOLDOUT5_QUESTIONS,
     QUESTIONS,
     TEST_QUESTIONS,
     Expected,
@@ -36,6 +37,7 @@ SETS: tuple[tuple[str, str, Path], ...] = (
     ("holdout2", "second held-out set", HOLDOUT2_QUESTIONS),
     ("holdout3", "third held-out set", HOLDOUT3_QUESTIONS),
     ("holdout4", "fourth held-out set", HOLDOUT4_QUESTIONS),
+    ("holdout5", "fifth held-out set", HOLDOUT5_QUESTIONS),
 )
 
 

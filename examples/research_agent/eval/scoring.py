@@ -14,6 +14,7 @@ __all__ = [
     "HOLDOUT2_QUESTIONS",
     "HOLDOUT3_QUESTIONS",
     "HOLDOUT4_QUESTIONS",
+    "HOLDOUT5_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -31,6 +32,8 @@ HOLDOUT2_QUESTIONS = Path(__file__).with_name("holdout2_questions.toml")
 HOLDOUT3_QUESTIONS = Path(__file__).with_name("holdout3_questions.toml")
 # A fourth, written the same way before a later session's tuning; evaluated once, at its end.
 HOLDOUT4_QUESTIONS = Path(__file__).with_name("holdout4_questions.toml")
+# A fifth, written the same way before a later session's tuning; evaluated once, at its end.
+HOLDOUT5_QUESTIONS = Path(__file__).with_name("holdout5_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
