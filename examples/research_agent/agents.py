@@ -37,7 +37,8 @@ from .sources import Corpus, Passage
 
 __all__ = ["CALL_TIMEOUT", "RETRY", "Analyse", "offline_analysis", "plain_words", "search_agent"]
 
-# A search that has not answered in this time is stuck: give up on the attempt.
+# A source that has not answered a search call in this time is stuck: give up on the
+# attempt. Its own time: not the time the call waited for a busy loop (`_answer_within`).
 CALL_TIMEOUT = 0.2
 # Small real delays: a transient fault is retried within a fraction of a second.
 RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
@@ -66,8 +67,8 @@ def search_agent(
     passages: int = 3,
     call_timeout: float = CALL_TIMEOUT,
 ) -> Subagent:
-    """The subagent that searches `corpus`, named after it; a search call that has not
-    answered within `call_timeout` seconds is given up (and retried)."""
+    """The subagent that searches `corpus`, named after it; a search call whose source
+    has not answered `call_timeout` seconds after it was asked is given up (and retried)."""
     source = corpus.name
 
     @tool(name=f"find_{source}", idempotent=True)
