@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import suppress
 from functools import cache
+from typing import Any
 
 from agentmesh import Context, Coordinator, Report, Task
 from agentmesh.events import AttemptFailed, Event, TaskStarted, ToolCalled
@@ -60,7 +61,7 @@ async def keep_all(ctx: Context, query: str, passages: Sequence[Passage]) -> lis
 async def search(
     faults: FaultInjector,
     *,
-    busy: Callable[[], Awaitable[None]] | None = None,
+    busy: Callable[[], Coroutine[Any, Any, None]] | None = None,
     documents: int = 2,
     bound: float = BOUND,
     policies: Sequence[PreToolUse] = (),
