@@ -15,9 +15,8 @@ attempt, or `--resume`) starts with it, so documents already read are not read a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import TypeAlias
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias, TypeVar
 
 from agentmesh import (
     Context,
@@ -38,10 +37,13 @@ from .sources import Corpus, Passage
 
 __all__ = ["CALL_TIMEOUT", "RETRY", "Analyse", "offline_analysis", "plain_words", "search_agent"]
 
-# A search that has not answered in this time is stuck: give up on the attempt.
+# A source that has not answered a search call in this time is stuck: give up on the
+# attempt. Its own time: not the time the call waited for a busy loop (`_answer_within`).
 CALL_TIMEOUT = 0.2
 # Small real delays: a transient fault is retried within a fraction of a second.
 RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
+
+T = TypeVar("T")
 
 Analyse: TypeAlias = Callable[[Context, str, Sequence[Passage]], Awaitable[list[Passage]]]
 """`analyse(ctx, query, passages)`: the relevant passages, best first."""
@@ -65,17 +67,17 @@ def search_agent(
     passages: int = 3,
     call_timeout: float = CALL_TIMEOUT,
 ) -> Subagent:
-    """The subagent that searches `corpus`, named after it; a search call that has not
-    answered within `call_timeout` seconds is given up (and retried)."""
+    """The subagent that searches `corpus`, named after it; a search call whose source
+    has not answered `call_timeout` seconds after it was asked is given up (and retried)."""
     source = corpus.name
 
     @tool(name=f"find_{source}", idempotent=True)
     async def find(query: str, limit: int = documents) -> list[str]:
         """Rank the source's documents for `query`; quoted words must appear."""
         parsed = _parse(query)
-        async with _answer_within(call_timeout, source):
-            empty = await faults.strike(source, f"find {query}", plain_query=not parsed.has_syntax)
-            return [] if empty else corpus.find(parsed, limit)
+        strike = faults.strike(source, f"find {query}", plain_query=not parsed.has_syntax)
+        empty = await _answer_within(call_timeout, source, strike)
+        return [] if empty else corpus.find(parsed, limit)
 
     @tool(name=f"read_{source}", idempotent=True)
     async def read(document: str, query: str, limit: int = passages) -> list[Passage]:
@@ -83,10 +85,10 @@ def search_agent(
         parsed = _parse(query)
         if document not in corpus.documents:
             raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
-        async with _answer_within(call_timeout, source):
-            call = f"read {document} {query}"
-            empty = await faults.strike(source, call, plain_query=not parsed.has_syntax)
-            return [] if empty else corpus.read(document, parsed, limit)
+        call = f"read {document} {query}"
+        strike = faults.strike(source, call, plain_query=not parsed.has_syntax)
+        empty = await _answer_within(call_timeout, source, strike)
+        return [] if empty else corpus.read(document, parsed, limit)
 
     @subagent(name=source, retry=RETRY, checkpoint=True)
     async def search(task: Task, ctx: Context) -> list[Passage]:
@@ -123,14 +125,44 @@ def plain_words(task: Task, envelope: ErrorEnvelope) -> str | None:
     return plain if plain and plain != task.query else None
 
 
-@asynccontextmanager
-async def _answer_within(seconds: float, source: str) -> AsyncIterator[None]:
-    """asyncio.timeout, with a message that says which source did not answer."""
+async def _answer_within(seconds: float, source: str, answer: Awaitable[T]) -> T:
+    """What `source` answers, or TimeoutError naming it if it has not answered `seconds`
+    after it was asked: the wait on a stuck backend is given up (and the call retried).
+
+    The source's own time is bounded, not this call's wait for the event loop. While it
+    waits, other tasks score passages synchronously for tens to hundreds of
+    milliseconds. With `asyncio.timeout` around the await, a prompt answer and the
+    deadline fall due in the same turn of a loop that was busy, and the timer, first in
+    line, cancels the call that had its answer: a spurious retry, or a gap in the
+    report. So the source is asked in a task of its own; the clock starts when that task
+    asks it (not when this call meant to); and past the deadline, this call lets the
+    loop take one more turn, so that an answer that arrived while the loop was busy
+    elsewhere reaches the asking task, before giving up.
+    """
+    loop = asyncio.get_running_loop()
+    asked_at: list[float] = []  # when the source was asked: set by the asking task
+
+    async def ask() -> T:
+        asked_at.append(loop.time())
+        return await answer
+
+    asking = asyncio.ensure_future(ask())
     try:
-        async with asyncio.timeout(seconds):
-            yield
-    except TimeoutError:
-        raise TimeoutError(f"{source} did not answer within {seconds:g}s") from None
+        due = seconds
+        while not asking.done():
+            await asyncio.wait((asking,), timeout=max(due, 0))
+            if due <= 0:
+                break  # the last look, a turn after the deadline: no answer
+            # The asking task ran before this call's timer could: asked_at is set.
+            due = (asked_at[0] if asked_at else loop.time()) + seconds - loop.time()
+    except BaseException:
+        asking.cancel()  # this call was cancelled: its wait on the source ends with it
+        raise
+    if asking.done():
+        return asking.result()
+    asking.cancel()
+    await asyncio.wait((asking,))  # the source has stopped waiting before a retry asks again
+    raise TimeoutError(f"{source} did not answer within {seconds:g}s")
 
 
 def _parse(query: str) -> Query:

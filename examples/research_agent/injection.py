@@ -70,7 +70,7 @@ class FaultInjector:
 async def _fail(fault: Fault, source: str) -> None:
     note = "(injected fault)"
     if fault.kind == "timeout":
-        # Hang like a stuck backend; the caller's asyncio.timeout turns it into TimeoutError.
+        # Hang like a stuck backend; the caller's bound gives up on it (TimeoutError).
         await asyncio.sleep(3600)
     elif fault.kind == "rate_limit":
         raise TransientError(
