@@ -35,10 +35,18 @@ from .ranking import Query, QuerySyntaxError, parse_query
 from .relevance import Scorer
 from .sources import Corpus, Passage
 
-__all__ = ["CALL_TIMEOUT", "RETRY", "Analyse", "offline_analysis", "plain_words", "search_agent"]
+__all__ = [
+    "CALL_TIMEOUT",
+    "RETRY",
+    "Analyse",
+    "answer_within",
+    "offline_analysis",
+    "plain_words",
+    "search_agent",
+]
 
 # A source that has not answered a search call in this time is stuck: give up on the
-# attempt. Its own time: not the time the call waited for a busy loop (`_answer_within`).
+# attempt. Its own time: not the time the call waited for a busy loop (`answer_within`).
 CALL_TIMEOUT = 0.2
 # Small real delays: a transient fault is retried within a fraction of a second.
 RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
@@ -75,8 +83,12 @@ def search_agent(
     async def find(query: str, limit: int = documents) -> list[str]:
         """Rank the source's documents for `query`; quoted words must appear."""
         parsed = _parse(query)
-        strike = faults.strike(source, f"find {query}", plain_query=not parsed.has_syntax)
-        empty = await _answer_within(call_timeout, source, strike)
+        call = f"find {query}"
+        empty = await answer_within(
+            call_timeout,
+            source,
+            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
+        )
         return [] if empty else corpus.find(parsed, limit)
 
     @tool(name=f"read_{source}", idempotent=True)
@@ -86,8 +98,11 @@ def search_agent(
         if document not in corpus.documents:
             raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
         call = f"read {document} {query}"
-        strike = faults.strike(source, call, plain_query=not parsed.has_syntax)
-        empty = await _answer_within(call_timeout, source, strike)
+        empty = await answer_within(
+            call_timeout,
+            source,
+            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
+        )
         return [] if empty else corpus.read(document, parsed, limit)
 
     @subagent(name=source, retry=RETRY, checkpoint=True)
@@ -125,9 +140,10 @@ def plain_words(task: Task, envelope: ErrorEnvelope) -> str | None:
     return plain if plain and plain != task.query else None
 
 
-async def _answer_within(seconds: float, source: str, answer: Awaitable[T]) -> T:
-    """What `source` answers, or TimeoutError naming it if it has not answered `seconds`
-    after it was asked: the wait on a stuck backend is given up (and the call retried).
+async def answer_within(seconds: float, source: str, ask_source: Callable[[], Awaitable[T]]) -> T:
+    """What `source` answers (`ask_source()`, called in a task of its own), or
+    TimeoutError naming it if it has not answered `seconds` after it was asked: the wait
+    on a stuck backend is given up (and the call retried).
 
     The source's own time is bounded, not this call's wait for the event loop. While it
     waits, other tasks score passages synchronously for tens to hundreds of
@@ -143,8 +159,10 @@ async def _answer_within(seconds: float, source: str, answer: Awaitable[T]) -> T
     asked_at: list[float] = []  # when the source was asked: set by the asking task
 
     async def ask() -> T:
+        # The call is made here, not by the caller: a wait cancelled before this task
+        # starts leaves no coroutine never awaited.
         asked_at.append(loop.time())
-        return await answer
+        return await ask_source()
 
     asking = asyncio.ensure_future(ask())
     try:

@@ -38,7 +38,7 @@ from agentmesh.models import (
     resolve_model,
 )
 
-from .agents import Analyse
+from .agents import CALL_TIMEOUT, Analyse, answer_within
 from .injection import FaultInjector
 from .options import qualified
 from .planner import MAX_SUBTOPICS, Plan, Subtopic
@@ -251,7 +251,12 @@ def web_agent(model: Model, faults: FaultInjector) -> Subagent:
     async def search_web(query: str, ctx: Context) -> list[Passage]:
         """Search the web through Claude's server-side web_search tool."""
         plain = " ".join(query.replace('"', " ").split())
-        if await faults.strike("web", f"search {plain}", plain_query=True):
+        # A hung web backend (an injected `timeout`) is given up as a search source's is,
+        # not waited for until the run's deadline.
+        call = f"search {plain}"
+        if await answer_within(
+            CALL_TIMEOUT, "web", lambda: faults.strike("web", call, plain_query=True)
+        ):
             return []
         response = await ctx.call_model(
             model,

@@ -92,7 +92,7 @@ def overloaded(request: RecordedRequest) -> Reply:
     return FakeMessagesAPI.error(529, retry_after=60)
 
 
-def run_online(handler: Any) -> tuple[Run, list[RecordedRequest]]:
+def run_online(handler: Any, *args: str) -> tuple[Run, list[RecordedRequest]]:
     with FakeMessagesAPI(handler=handler) as api:
         run = run_agent(
             QUESTION,
@@ -101,6 +101,7 @@ def run_online(handler: Any) -> tuple[Run, list[RecordedRequest]]:
             "1",
             "--model",
             "claude-fake",
+            *args,
             env={"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": api.base_url},
         )
         return run, list(api.requests)
@@ -192,6 +193,19 @@ class TestDegraded:
         run, _ = degraded
         assert run.report["synthesisNote"].startswith("Summary unavailable")
         assert run.report["summary"].startswith("Extractive summary")
+
+
+def test_a_hung_web_search_is_given_up_at_the_call_bound() -> None:
+    """An injected `web=timeout` hangs the web backend: each attempt is given up at the
+    search-call bound (and retried), and the web's entries are gaps that say so, not a
+    run that waits for its own deadline while the other sources' work is done."""
+    run, _ = run_online(claude, "--inject", "web=timeout")
+    entries = run.coverage("web")
+    assert entries
+    for entry in entries:
+        assert entry["status"] == "gap"
+        assert "web did not answer within 0.2s" in entry["reason"]
+    assert any(entry["status"] == "covered" for entry in run.report["coverage"])
 
 
 def primary_overloaded(request: RecordedRequest) -> Reply:
