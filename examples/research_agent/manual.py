@@ -211,7 +211,8 @@ def page_sections(text: str) -> list[Section]:
     found: list[Section] = []
     headings: list[tuple[str, str]] = []  # (underline character, title), outermost first
     module = ""
-    anchor, heading, body = "", "", []
+    anchor, heading = "", ""
+    body: list[str] = []
     classes: list[tuple[int, str]] = []  # enclosing class directives: (indent, name)
 
     def flush() -> None:
