@@ -15,8 +15,9 @@ Saving is atomic and may race: a document's directory is written under a tempora
 name and renamed into place, so a reader sees a whole one or none, and two runs saving
 the same document at once keep one of two identical results (what is derived from the
 same files by the same code is the same). A saved document that cannot be read is made
-again and saved over; one that cannot be written is not saved: the cache only ever
-saves time, it never fails a search.
+again and saved over; one that cannot be written is not saved, and the first such
+failure is logged (`passages_unsaved`): the cache only ever saves time, it never fails a
+search.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
 
 from .ranking import BM25Index
 
@@ -41,6 +44,8 @@ _META = "passages.json"
 # and ValueError, JSON's ValueError (UnicodeDecodeError too), TypeError or LookupError
 # for a valid file of the wrong shape.
 _UNREADABLE = (OSError, EOFError, ValueError, TypeError, LookupError)
+
+_log = structlog.get_logger("examples.research_agent.passage_cache")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,7 @@ class PassageCache:
         """`directory` is made inside the saved index (which must exist) on the first save."""
         self.directory = directory
         self.key = key
+        self._failed = False  # a save failed: said once, not for every document after it
 
     def get(self, document: str, stamp: str) -> tuple[list[SavedPassage], BM25Index] | None:
         """The saved passages of `document` as of `stamp`, and their index; None when
@@ -105,7 +111,10 @@ class PassageCache:
                 # Written last: a directory without it is not a saved document.
                 (staged / _META).write_text(json.dumps(meta), encoding="utf-8")
                 _move(staged, place, Path(work) / "replaced")
-        except OSError:
+        except OSError as exc:
+            if not self._failed:
+                self._failed = True
+                _log.warning("passages_unsaved", directory=str(self.directory), reason=str(exc))
             return False
         return True
 

@@ -9,6 +9,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from examples.research_agent.index_cache import IndexCache, Loaded, Origin
 from examples.research_agent.passage_cache import PassageCache, SavedPassage
@@ -146,6 +147,18 @@ class TestSavedPassages:
         assert IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3) == first
         monkeypatch.setattr(PydocCorpus, "pieces", never)  # saved over, whole
         assert IndexCache(tmp_path).load("pydoc").corpus.read("with", query, 3) == first
+
+    def test_a_document_that_cannot_be_saved_is_said_once(self, tmp_path: Path) -> None:
+        """The search goes on unsaved; the first failure is logged, not every one."""
+        index = BM25Index([["with"], ["statement"]])
+        passages = [SavedPassage("s", "with", "", ""), SavedPassage("s", "statement", "", "")]
+        cache = PassageCache(tmp_path / "removed" / "passages", "key")
+        with capture_logs() as logs:
+            assert cache.put("with", "", passages, index) is False
+            assert cache.put("for", "", passages, index) is False
+        assert [log["event"] for log in logs] == ["passages_unsaved"]
+        assert logs[0]["log_level"] == "warning"
+        assert str(tmp_path / "removed" / "passages") == logs[0]["directory"]
 
     def test_two_processes_saving_one_document_at_once_leave_it_whole(self, tmp_path: Path) -> None:
         """Each saves the same document many times from a barrier, reading it back after
