@@ -19,7 +19,6 @@ from typing import Final
 
 from agentmesh._engine._serving import ASGIApp, BearerToken, load_target, seconds
 from agentmesh.errors import UsageError
-from agentmesh.mcp._serve import serve
 
 __all__ = ["TOKEN_VARIABLE", "main"]
 
@@ -49,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if token is None and address is not None:
         token = os.environ.get(TOKEN_VARIABLE) or None
     subagents = load_target(serve_parser, args.target, "subagents")
+    # The SDK loads only now: a bad argument is said in a fraction of its import time.
+    from agentmesh.mcp._serve import serve
+
     # Configured before the SDK's server is made, whose own setup then leaves it as is.
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +24,25 @@ def desk(checkpoints: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def first(tmp_path: Path) -> tuple[Path, str, str]:
-    """A first run: its output and the id of the approval it waits for."""
-    done = desk(tmp_path)
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One first run for the module: its checkpoints, its output and the id of the
+    approval it waits for."""
+    checkpoints = tmp_path_factory.mktemp("first-run")
+    done = desk(checkpoints)
     assert done.returncode == 0, done.stderr
     match = re.search(r"--approve ([0-9a-f]{12})", done.stdout)
     assert match is not None, done.stdout
-    return tmp_path, done.stdout, match.group(1)
+    return checkpoints, done.stdout, match.group(1)
+
+
+@pytest.fixture
+def first(first_run: tuple[Path, str, str], tmp_path: Path) -> tuple[Path, str, str]:
+    """A first run's checkpoints, copied: each test answers and resumes its own copy, as
+    after a first run of its own (the run ended: its store file is closed)."""
+    checkpoints, out, approval = first_run
+    shutil.copytree(checkpoints, tmp_path, dirs_exist_ok=True)
+    return tmp_path, out, approval
 
 
 class TestSupportDesk:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.test_support_desk import desk, first
+from tests.e2e.test_support_desk import desk, first, first_run
 
-__all__ = ["first"]  # the fixture, shared with the desk's own tests
+__all__ = ["first", "first_run"]  # the fixtures, shared with the desk's own tests
 
 
 class TestAnswerInTheOutput:

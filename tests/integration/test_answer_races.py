@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -279,10 +280,14 @@ class TestTwoCoordinatorsInOneLoop:
 
 
 class Desk:
-    """`approvals_worker` in fresh processes against one store: the refunds it made."""
+    """`approvals_worker` in fresh processes against one store: the refunds it made.
 
-    def __init__(self, store: str, tmp: Path) -> None:
+    `first_run`: the decision id of a first run already in the store (a copy of it).
+    """
+
+    def __init__(self, store: str, tmp: Path, first_run: str | None = None) -> None:
         self.store, self.tmp, self.counter = store, tmp, tmp / "refunds"
+        self.first_run = first_run
 
     def command(self, *args: str) -> list[str]:
         worker = "tests.integration.approvals_worker"
@@ -310,6 +315,9 @@ class Desk:
 
     def first(self) -> str:
         """The first run: A-1 is refunded, B-2 waits for a person; its decision id."""
+        if self.first_run is not None:
+            assert self.calls() == ["A-1 40"]
+            return self.first_run
         report = self("run")
         assert self.calls() == ["A-1 40"]
         [pending] = report["pendingApprovals"]
@@ -340,11 +348,25 @@ class Desk:
                     process.wait()
 
 
+@pytest.fixture(scope="module")
+def sqlite_first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One first run on SQLite for the module: its folder (store file, refunds) and the
+    id of the decision it waits for."""
+    where = tmp_path_factory.mktemp("first-run")
+    return where, Desk(f"sqlite:{where / 'checkpoints.sqlite'}", where).first()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def desk(request: pytest.FixtureRequest, tmp_path: Path) -> Desk:
-    """Worker processes on one SQLite file, then on one PostgreSQL schema (with a server)."""
+    """Worker processes on one SQLite file, then on one PostgreSQL schema (with a server).
+
+    On SQLite each test starts from a copy of one first run (its file closed, as after
+    a run of its own); a PostgreSQL schema cannot be copied so, and runs it per test.
+    """
     if request.param == "sqlite":
-        return Desk(f"sqlite:{tmp_path / 'checkpoints.sqlite'}", tmp_path)
+        where, decision = request.getfixturevalue("sqlite_first_run")
+        shutil.copytree(where, tmp_path, dirs_exist_ok=True)
+        return Desk(f"sqlite:{tmp_path / 'checkpoints.sqlite'}", tmp_path, first_run=decision)
     request.getfixturevalue("postgres_dsn")
     return Desk(f"postgres:{request.getfixturevalue('postgres_schema')}", tmp_path)
 

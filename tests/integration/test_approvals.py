@@ -4,6 +4,7 @@ and `Coordinator.resume(run_id, approvals=...)` goes on with Approve / Reject / 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -411,10 +412,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Worker:
-    """`approvals_worker` in a fresh process per step, against one store."""
+    """`approvals_worker` in a fresh process per step, against one store.
 
-    def __init__(self, store: str, counter: Path) -> None:
-        self.store, self.counter = store, counter
+    `first_run`: the decision id of a first run already in the store (a copy of it).
+    """
+
+    def __init__(self, store: str, counter: Path, first_run: str | None = None) -> None:
+        self.store, self.counter, self.first_run = store, counter, first_run
 
     def __call__(self, *args: str, code: int = 0) -> dict[str, Any]:
         done = subprocess.run(
@@ -440,6 +444,9 @@ class Worker:
 
     def first(self) -> str:
         """The first run: the small refund is made, the big one waits; its decision id."""
+        if self.first_run is not None:
+            assert self.refunds() == ["A-1 40"]
+            return self.first_run
         report = self("run")
         assert self.refunds() == ["A-1 40"]
         [pending] = report["pendingApprovals"]
@@ -448,11 +455,26 @@ class Worker:
         return str(pending["id"])
 
 
+@pytest.fixture(scope="module")
+def sqlite_first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One first run on SQLite for the module: its folder (store file, refunds) and the
+    id of the decision it waits for."""
+    where = tmp_path_factory.mktemp("first-run")
+    return where, Worker(f"sqlite:{where / 'checkpoints.sqlite'}", where / "refunds").first()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def worker(request: pytest.FixtureRequest, tmp_path: Path) -> Worker:
-    """The worker against a SQLite file, then a PostgreSQL schema (with a test server)."""
+    """The worker against a SQLite file, then a PostgreSQL schema (with a test server).
+
+    On SQLite each test starts from a copy of one first run (its file closed, as after
+    a run of its own); a PostgreSQL schema cannot be copied so, and runs it per test.
+    """
     if request.param == "sqlite":
-        return Worker(f"sqlite:{tmp_path / 'checkpoints.sqlite'}", tmp_path / "refunds")
+        where, decision = request.getfixturevalue("sqlite_first_run")
+        shutil.copytree(where, tmp_path, dirs_exist_ok=True)
+        store = f"sqlite:{tmp_path / 'checkpoints.sqlite'}"
+        return Worker(store, tmp_path / "refunds", first_run=decision)
     request.getfixturevalue("postgres_dsn")
     return Worker(f"postgres:{request.getfixturevalue('postgres_schema')}", tmp_path / "refunds")
 

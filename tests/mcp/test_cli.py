@@ -111,8 +111,9 @@ class _Served:
         return text
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def served_with_token() -> Iterator[_Served]:
+    """One server for the token tests: each is a client of its own, as a user's would be."""
     served = _Served(token="s3cret-token")
     yield served
     served.stop()

@@ -405,6 +405,20 @@ class TestImports:
         )
         assert result.stdout == "False"
 
+    def test_a_bad_target_is_refused_before_the_sdk_loads(self) -> None:
+        """`serve` checks its arguments first: a typo is said without the SDK's import time."""
+        code = (
+            "import sys\n"
+            "from agentmesh.mcp._cli import main\n"
+            "try:\n    main(['serve', 'no_colon_here'])\n"
+            "except SystemExit as exited:\n    print(exited.code, 'mcp' in sys.modules, end='')"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        assert result.stdout == "2 False"
+        assert "'no_colon_here' is not package.module:subagents" in result.stderr
+
     def test_serve_is_exported(self) -> None:
         """`serve` is public in `agentmesh.mcp`."""
         import agentmesh.mcp

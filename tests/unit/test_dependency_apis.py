@@ -67,8 +67,10 @@ class _Scanner(ast.NodeVisitor):
         `throttler = self._throttler`: both names hold a `Throttler`, whose private
         attributes are as private as the module's.
         """
+        # The assignments in the order a walk meets them, found once for the three rounds.
+        assignments = [n for n in ast.walk(tree) if isinstance(n, ast.AnnAssign | ast.Assign)]
         for _ in range(3):  # aliases of aliases, a few levels deep
-            for node in ast.walk(tree):
+            for node in assignments:
                 if isinstance(node, ast.AnnAssign) and self._mentions(node.annotation):
                     self._bind(node.target)
                 elif (

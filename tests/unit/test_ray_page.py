@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -18,17 +19,18 @@ def table(heading: str) -> list[list[str]]:
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
 
 
-def methods_of(path: str) -> set[tuple[str, str]]:
+@functools.cache  # the table names a few files many times: each is parsed once
+def methods_of(path: str) -> frozenset[tuple[str, str]]:
     """(class, test) of every test method of a test file."""
     tree = ast.parse((ROOT / path).read_text())
-    return {
+    return frozenset(
         (node.name, item.name)
         for node in tree.body
         if isinstance(node, ast.ClassDef)
         for item in node.body
         if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
         and item.name.startswith("test_")
-    }
+    )
 
 
 class TestFeatureTable:
