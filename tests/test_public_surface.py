@@ -183,7 +183,11 @@ def _public_type_names() -> set[str]:
     names: set[str] = set()
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
-        names.update(getattr(module, "__all__", ()))
+        for name in getattr(module, "__all__", ()):
+            # A name loaded at first use (`agentmesh.mcp`, `agentmesh.a2a`) is loaded now:
+            # the private types of its modules are then known, whatever ran before.
+            getattr(module, name)
+            names.add(name)
     return names
 
 

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Final
 
 from agentmesh._engine._serving import ASGIApp, load_target, seconds
-from agentmesh.a2a._server import serve
 from agentmesh.errors import UsageError
 
 __all__ = ["TOKEN_VARIABLE", "app_of", "main", "parser"]
@@ -29,11 +28,11 @@ _LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv`, build the app and serve it until stopped; 0 when it ends."""
-    import uvicorn
-
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     app = app_of(args)
+    import uvicorn  # after the arguments are checked: a typo is said at once
+
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -59,6 +58,9 @@ def app_of(args: argparse.Namespace) -> ASGIApp:
         )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = args.url or f"http://{host}:{args.port}"
+    # The SDK loads only now: a bad argument is said in a fraction of its import time.
+    from agentmesh.a2a._server import serve
+
     try:
         return serve(target, name=args.name, url=url, token=token, timeout=args.timeout)
     except UsageError as exc:

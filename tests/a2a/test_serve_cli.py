@@ -61,6 +61,22 @@ class TestCommandLine:
         assert exited.value.code == 2
         assert said in capsys.readouterr().err
 
+    def test_a_bad_target_is_refused_before_the_sdk_loads(self) -> None:
+        """`serve` checks its arguments first: a typo is said without the SDK's (nor
+        uvicorn's) import time."""
+        code = (
+            "import sys\n"
+            "from agentmesh.a2a._server_cli import main\n"
+            "try:\n    main(['serve', 'no_colon_here'])\n"
+            "except SystemExit as exited:\n"
+            "    print(exited.code, 'a2a' in sys.modules, 'uvicorn' in sys.modules, end='')"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        assert result.stdout == "2 False False"
+        assert "'no_colon_here' is not package.module:agents" in result.stderr
+
     def test_another_address_than_loopback_needs_a_token_or_no_auth(
         self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
