@@ -156,31 +156,31 @@ async def answer_within(seconds: float, source: str, ask_source: Callable[[], Aw
     elsewhere reaches the asking task, before giving up.
     """
     loop = asyncio.get_running_loop()
-    asked_at: list[float] = []  # when the source was asked: set by the asking task
+    asked_at = 0.0  # when the source was asked: set by the asking task, which runs first
 
     async def ask() -> T:
+        nonlocal asked_at
         # The call is made here, not by the caller: a wait cancelled before this task
         # starts leaves no coroutine never awaited.
-        asked_at.append(loop.time())
+        asked_at = loop.time()
         return await ask_source()
 
-    asking = asyncio.ensure_future(ask())
+    asking = loop.create_task(ask())
     try:
         due = seconds
         while not asking.done():
             await asyncio.wait((asking,), timeout=max(due, 0))
             if due <= 0:
                 break  # the last look, a turn after the deadline: no answer
-            # The asking task ran before this call's timer could: asked_at is set.
-            due = (asked_at[0] if asked_at else loop.time()) + seconds - loop.time()
-    except BaseException:
-        asking.cancel()  # this call was cancelled: its wait on the source ends with it
-        raise
-    if asking.done():
-        return asking.result()
-    asking.cancel()
-    await asyncio.wait((asking,))  # the source has stopped waiting before a retry asks again
-    raise TimeoutError(f"{source} did not answer within {seconds:g}s")
+            due = asked_at + seconds - loop.time()
+    finally:
+        # Given up, or this call was cancelled: the source stops waiting before this call
+        # ends (a retry asks again). Already done: cancel() only drops its outcome's log.
+        if asking.cancel():
+            await asyncio.wait((asking,))
+    if asking.cancelled():
+        raise TimeoutError(f"{source} did not answer within {seconds:g}s")
+    return asking.result()  # the answer, or the source's error (its own type)
 
 
 def _parse(query: str) -> Query:

@@ -161,7 +161,8 @@ class TestStuckSourceIsGivenUp:
         assert failed.source == "pydoc/find_pydoc"
         assert failed.envelope.error_type == "timeout"
         assert failed.envelope.message == f"pydoc did not answer within {BOUND:g}s"
-        # Given up near the bound: 0.3 s is the slack a loaded 2-core machine needs.
-        assert BOUND <= failed.timestamp - started.timestamp < BOUND + 0.3
+        # Given up at the bound, not at the hang's end (an hour) nor the run's deadline:
+        # generous slack for a starved CI core.
+        assert BOUND <= failed.timestamp - started.timestamp < BOUND + 2.0
         assert sorted(calls(events).values()) == [1, 2]  # the read, the find retried once
         assert report.coverage[0].status == "covered"
