@@ -1,9 +1,10 @@
 """The agentmesh pytest plugin, registered through the `pytest11` entry point.
 
 It gives every project that installs agentmesh the `fake_messages_api` and
-`fake_chat_completions_api` and `fake_gemini_api` fixtures. The fake servers are
-imported inside the fixtures, so merely having agentmesh installed costs other projects'
-test sessions nothing at start-up.
+`fake_chat_completions_api` and `fake_gemini_api` fixtures. The fake servers (and the
+vendor SDKs they serve) are imported inside the fixtures; loading the plugin imports
+agentmesh's core, about as much as `import agentmesh`, in every test session of an
+environment that has agentmesh installed.
 """
 
 from __future__ import annotations
