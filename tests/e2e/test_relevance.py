@@ -20,9 +20,12 @@ from examples.research_agent.eval import (
     HOLDOUT4_QUESTIONS,
     HOLDOUT5_QUESTIONS,
     TEST_QUESTIONS,
+    Expected,
+    Score,
     load_questions,
 )
 from examples.research_agent.eval.__main__ import SETS, main, parse_sets
+from examples.research_agent.eval.scoring import summary
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.manual import PARTS, documentation_root
 from examples.research_agent.merge import _diversified
@@ -347,6 +350,32 @@ class TestEvalSet:
         error = capsys.readouterr().err
         assert "'holdot3'" in error
         assert "dev,test,holdout2,holdout3,holdout4,holdout5" in error
+
+    def test_held_out_sets_are_summed_when_more_than_one_is_evaluated(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Each held-out set is small; with two or more evaluated, their sum is printed
+        too (the development set's questions never in it). No research here: each
+        question's score is made up from its position."""
+        from examples.research_agent.eval import __main__ as evaluation
+
+        def made_up(questions: list[Expected], corpora: object) -> list[Score]:
+            ranks = (2, 7, None)
+            return [Score(q, ranks[n % 3], n % 2, 4, ()) for n, q in enumerate(questions)]
+
+        async def evaluate(questions: list[Expected], corpora: object) -> list[Score]:
+            return made_up(questions, corpora)
+
+        monkeypatch.setattr(evaluation, "_evaluate", evaluate)
+        monkeypatch.setattr(evaluation, "load_corpus", lambda name: None)
+        main(["--sets", "dev,test,holdout4"])
+        printed = capsys.readouterr().out.split("== the held-out sets together\n")
+        assert len(printed) == 2
+        pooled = made_up(load_questions(TEST_QUESTIONS), None)
+        pooled += made_up(load_questions(HOLDOUT4_QUESTIONS), None)
+        assert printed[1].splitlines()[:-1] == summary(pooled)
+        main(["--sets", "dev,holdout4"])  # one held-out set: nothing to sum
+        assert "together" not in capsys.readouterr().out
 
 
 class TestRelevanceFloor:
