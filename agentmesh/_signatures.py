@@ -1,7 +1,8 @@
 """What the public surface shows beyond the code: signatures and names kept for a release.
 
 `help()` shows the options a `**options: Unpack[...]` signature stands for;
-`kept_for_one_release` serves a module's renamed or internal names, with a warning.
+`kept_for_one_release` serves a module's renamed or internal names, with a warning;
+`loaded_at_first_use` serves public names whose modules are imported only when used.
 
 The options are defined once, as a TypedDict and its checked dataclass; the constructors
 take them as `**options` so that a new option is not a parameter in every signature.
@@ -12,12 +13,14 @@ take them as `**options` so that a new option is not a parameter in every signat
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ForwardRef
 
-__all__ = ["kept_for_one_release", "spell_out"]
+__all__ = ["kept_for_one_release", "loaded_at_first_use", "spell_out"]
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
@@ -69,3 +72,31 @@ def kept_for_one_release(
         return value()
 
     return __getattr__
+
+
+def loaded_at_first_use(
+    module: str, homes: Mapping[str, str], *, first: str | None = None
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module's `__getattr__` and `__dir__` (PEP 562) for names imported at first use.
+
+    `homes` maps each name to the module that defines it: importing that module (a
+    vendor SDK, or a circle) waits until the name is used, and the value is then kept
+    in `module`, so later uses do not come here. `first` is imported before any home
+    (the one that says which extra to install when an SDK is missing). `dir()` lists
+    the names before they are loaded.
+    """
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if first is not None:
+            importlib.import_module(first)
+        value = getattr(importlib.import_module(home), name)
+        setattr(sys.modules[module], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[module])) | set(homes))
+
+    return __getattr__, __dir__

@@ -15,7 +15,9 @@ as an A2A agent whose every outcome is a task state.
 of these names used, so `python -m agentmesh.a2a serve` checks its arguments before.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentmesh._signatures import loaded_at_first_use
 
 if TYPE_CHECKING:
     from agentmesh.a2a._agent import A2AAgent
@@ -23,18 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["A2AAgent", "serve"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # `_server` first: it imports the SDK, or says which extra to install when it is missing.
-    from agentmesh.a2a import _agent, _server
-
-    value = {"serve": _server.serve, "A2AAgent": _agent.A2AAgent}[name]
-    globals()[name] = value  # loaded once: later uses find it without this function
-    return value
-
-
-def __dir__() -> list[str]:
-    # The lazy names are there too, though not loaded yet: `dir()` and completion see them.
-    return sorted(set(globals()) | set(__all__))
+# `_server` first: it imports the SDK, or says which extra to install when it is missing.
+__getattr__, __dir__ = loaded_at_first_use(
+    __name__,
+    {"serve": "agentmesh.a2a._server", "A2AAgent": "agentmesh.a2a._agent"},
+    first="agentmesh.a2a._server",
+)

@@ -11,7 +11,9 @@ MCP servers' tools as agentmesh tools, and subagents served as the tools of an M
 of these names used, so `python -m agentmesh.mcp serve` checks its arguments before.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentmesh._signatures import loaded_at_first_use
 
 if TYPE_CHECKING:
     from agentmesh.mcp._serve import serve
@@ -20,18 +22,13 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPServer", "MCPTool", "serve"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # `_serve` first: it imports the SDK, or says which extra to install when it is missing.
-    from agentmesh.mcp import _serve, _server, _tool
-
-    value = {"serve": _serve.serve, "MCPServer": _server.MCPServer, "MCPTool": _tool.MCPTool}[name]
-    globals()[name] = value  # loaded once: later uses find it without this function
-    return value
-
-
-def __dir__() -> list[str]:
-    # The lazy names are there too, though not loaded yet: `dir()` and completion see them.
-    return sorted(set(globals()) | set(__all__))
+# `_serve` first: it imports the SDK, or says which extra to install when it is missing.
+__getattr__, __dir__ = loaded_at_first_use(
+    __name__,
+    {
+        "serve": "agentmesh.mcp._serve",
+        "MCPServer": "agentmesh.mcp._server",
+        "MCPTool": "agentmesh.mcp._tool",
+    },
+    first="agentmesh.mcp._serve",
+)

@@ -14,8 +14,9 @@ assert sleep.delays == [0.1, 0.2, 0.4]
 are imported on first use, so `RecordingSleep` and `FailTimes` cost nothing more.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentmesh._signatures import loaded_at_first_use
 from agentmesh.testing._faults import FailTimes, RecordingSleep
 
 if TYPE_CHECKING:
@@ -74,26 +75,37 @@ __all__ = [
     "StreamErrorReply",
 ]
 
-_FAKE_API_NAMES = frozenset(__all__) - {"FailTimes", "RecordingSleep"}
-_CHAT_NAMES = frozenset(name for name in __all__ if name.startswith(("Chat", "FakeChat")))
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _FAKE_API_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name in _CHAT_NAMES:
-        from agentmesh.testing import _fake_chat_completions
-
-        return getattr(_fake_chat_completions, name)
-    if name.startswith(("FakeGemini", "Gemini")):
-        from agentmesh.testing import _fake_gemini_api, _gemini_replies
-
-        return getattr(_fake_gemini_api, name, None) or getattr(_gemini_replies, name)
-    from agentmesh.testing import _fake_messages_api
-
-    return getattr(_fake_messages_api, name)
-
-
-def __dir__() -> list[str]:
-    # The lazy names are there too, though not loaded yet: `dir()` and completion see them.
-    return sorted(set(globals()) | _FAKE_API_NAMES)
+_HOMES = {
+    **dict.fromkeys(
+        [
+            "ChatCompletionReply",
+            "ChatErrorReply",
+            "ChatRawReply",
+            "ChatReply",
+            "ChatSlowReply",
+            "ChatStreamCut",
+        ],
+        "agentmesh.testing._chat_replies",
+    ),
+    "FakeChatCompletionsAPI": "agentmesh.testing._fake_chat_completions",
+    "FakeGeminiAPI": "agentmesh.testing._fake_gemini_api",
+    "GeminiRequest": "agentmesh.testing._fake_gemini_api",
+    **dict.fromkeys(
+        ["GeminiAnswer", "GeminiError", "GeminiReply", "GeminiSlow", "GeminiStreamCut"],
+        "agentmesh.testing._gemini_replies",
+    ),
+    **dict.fromkeys(
+        [
+            "ErrorReply",
+            "FakeMessagesAPI",
+            "MessageReply",
+            "RawReply",
+            "RecordedRequest",
+            "Reply",
+            "SlowReply",
+            "StreamErrorReply",
+        ],
+        "agentmesh.testing._fake_messages_api",
+    ),
+}
+__getattr__, __dir__ = loaded_at_first_use(__name__, _HOMES)

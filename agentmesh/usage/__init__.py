@@ -10,8 +10,9 @@ The usage records sit below the envelope that carries them; the limits and price
 their arguments with `UsageError`, above it, so they are loaded on first use.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentmesh._signatures import loaded_at_first_use
 from agentmesh.usage._records import ModelFailover, ModelUsage, UsageSummary
 
 if TYPE_CHECKING:
@@ -29,25 +30,16 @@ __all__ = [
     "UsageSummary",
 ]
 
-_CHECKED_NAMES = frozenset(
-    {"DEFAULT_PRICES", "ModelPrice", "PriceTable", "UsageLimits", "UsageMeter"}
+# `agentmesh.envelope` imports the records from here, and `agentmesh.errors` imports the
+# envelope: loading the limits and prices (which import `errors`) with the records would
+# be a circle.
+__getattr__, __dir__ = loaded_at_first_use(
+    __name__,
+    {
+        "UsageLimits": "agentmesh.usage._meter",
+        "UsageMeter": "agentmesh.usage._meter",
+        "DEFAULT_PRICES": "agentmesh.usage._prices",
+        "ModelPrice": "agentmesh.usage._prices",
+        "PriceTable": "agentmesh.usage._prices",
+    },
 )
-
-
-def __getattr__(name: str) -> Any:
-    # `agentmesh.envelope` imports the records from here, and `agentmesh.errors` imports the
-    # envelope: loading the limits (which import `errors`) with the records would be a circle.
-    if name in ("UsageLimits", "UsageMeter"):
-        from agentmesh.usage import _meter
-
-        return getattr(_meter, name)
-    if name in _CHECKED_NAMES:
-        from agentmesh.usage import _prices
-
-        return getattr(_prices, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    # The lazy names are there too, though not loaded yet: `dir()` and completion see them.
-    return sorted(set(globals()) | _CHECKED_NAMES)

@@ -66,3 +66,27 @@ class TestImportCost:
             """
         )
         assert built == [[], False]
+
+    def test_a_name_loaded_at_first_use_is_listed_before_and_kept_after(self) -> None:
+        """`agentmesh.testing`'s fake APIs (`loaded_at_first_use`): `dir()` lists them
+        before their module is imported; the first use imports it and keeps the value in
+        the package; an unknown name is an AttributeError naming the package."""
+        seen = after_import(
+            """
+            import agentmesh.testing as testing
+            home = "agentmesh.testing._fake_messages_api"
+            before = [home in sys.modules, "FakeMessagesAPI" in dir(testing)]
+            api = testing.FakeMessagesAPI
+            after = [home in sys.modules, vars(testing)["FakeMessagesAPI"] is api]
+            try:
+                testing.FakeMessageAPI
+            except AttributeError as exc:
+                unknown = str(exc)
+            print(json.dumps([before, after, unknown]))
+            """
+        )
+        assert seen == [
+            [False, True],
+            [True, True],
+            "module 'agentmesh.testing' has no attribute 'FakeMessageAPI'",
+        ]
