@@ -19,6 +19,7 @@ from examples.research_agent.eval import (
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
     HOLDOUT5_QUESTIONS,
+    HOLDOUT6_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -293,24 +294,28 @@ class TestEvalSet:
         third = load_questions(HOLDOUT3_QUESTIONS)
         fourth = load_questions(HOLDOUT4_QUESTIONS)
         fifth = load_questions(HOLDOUT5_QUESTIONS)
+        sixth = load_questions(HOLDOUT6_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
         assert len(second) == 40
         assert len(third) == 50
         assert len(fourth) == 50
         assert len(fifth) == 50
-        asked = [q.question for q in (*development, *held_out, *second, *third, *fourth, *fifth)]
+        assert len(sixth) == 50
+        asked = [
+            q.question for q in (*development, *held_out, *second, *third, *fourth, *fifth, *sixth)
+        ]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in (*held_out, *second, *third, *fourth, *fifth):
+            for other in (*held_out, *second, *third, *fourth, *fifth, *sixth):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
                 assert near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
-        for expected in (*development, *held_out, *second, *third, *fourth, *fifth):
+        for expected in (*development, *held_out, *second, *third, *fourth, *fifth, *sixth):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
                     page = cite.removeprefix("docs:")
@@ -343,13 +348,14 @@ class TestEvalSet:
             "holdout3",
             "holdout4",
             "holdout5",
+            "holdout6",
         ]
         with pytest.raises(SystemExit) as stopped:
             main(["--sets", "dev,holdot3"])
         assert stopped.value.code == 2
         error = capsys.readouterr().err
         assert "'holdot3'" in error
-        assert "dev,test,holdout2,holdout3,holdout4,holdout5" in error
+        assert "dev,test,holdout2,holdout3,holdout4,holdout5,holdout6" in error
 
     def test_held_out_sets_are_summed_when_more_than_one_is_evaluated(
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

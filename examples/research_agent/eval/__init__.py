@@ -8,8 +8,8 @@ Every question of the development set `questions.toml` (written for this project
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
 issue 32 before any tuning, never tuned on) and of the second held-out set
 `holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
-once) and of the third, fourth and fifth held-out sets `holdout3_questions.toml`,
-`holdout4_questions.toml` and `holdout5_questions.toml` (each written before a session's
+once) and of the third to sixth held-out sets `holdout3_questions.toml`, `holdout4_questions.toml`,
+`holdout5_questions.toml` and `holdout6_questions.toml` (each written before a session's
 tuning by someone who tuned nothing, evaluated once at its end) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
@@ -25,6 +25,7 @@ from .scoring import (
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
     HOLDOUT5_QUESTIONS,
+    HOLDOUT6_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -37,6 +38,7 @@ __all__ = [
     "HOLDOUT3_QUESTIONS",
     "HOLDOUT4_QUESTIONS",
     "HOLDOUT5_QUESTIONS",
+    "HOLDOUT6_QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
     "Score",

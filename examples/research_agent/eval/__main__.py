@@ -1,5 +1,5 @@
 """`python -m examples.research_agent.eval [--each] [--sets NAMES]` (from the repository root),
-NAMES comma-separated from dev,test,holdout2,holdout3,holdout4,holdout5."""
+NAMES comma-separated from dev,test,holdout2,holdout3,holdout4,holdout5,holdout6."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .scoring import (
     HOLDOUT3_QUESTIONS,
     HOLDOUT4_QUESTIONS,
     HOLDOUT5_QUESTIONS,
+    HOLDOUT6_QUESTIONS,
     QUESTIONS,
     TEST_QUESTIONS,
     Expected,
@@ -38,6 +39,7 @@ SETS: tuple[tuple[str, str, Path], ...] = (
     ("holdout3", "third held-out set", HOLDOUT3_QUESTIONS),
     ("holdout4", "fourth held-out set", HOLDOUT4_QUESTIONS),
     ("holdout5", "fifth held-out set", HOLDOUT5_QUESTIONS),
+    ("holdout6", "sixth held-out set", HOLDOUT6_QUESTIONS),
 )
 
 

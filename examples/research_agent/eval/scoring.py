@@ -15,6 +15,7 @@ __all__ = [
     "HOLDOUT3_QUESTIONS",
     "HOLDOUT4_QUESTIONS",
     "HOLDOUT5_QUESTIONS",
+    "HOLDOUT6_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -34,6 +35,8 @@ HOLDOUT3_QUESTIONS = Path(__file__).with_name("holdout3_questions.toml")
 HOLDOUT4_QUESTIONS = Path(__file__).with_name("holdout4_questions.toml")
 # A fifth, written the same way before a later session's tuning; evaluated once, at its end.
 HOLDOUT5_QUESTIONS = Path(__file__).with_name("holdout5_questions.toml")
+# A sixth, written the same way before a later session's tuning; evaluated once, at its end.
+HOLDOUT6_QUESTIONS = Path(__file__).with_name("holdout6_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
