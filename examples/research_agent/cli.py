@@ -32,6 +32,7 @@ from agentmesh.models import Model, UsageSummary
 from .index_cache import IndexCache
 from .injection import FaultInjector
 from .online import claude, close, plan_with_model
+from .openings import Openings
 from .options import BadInput, Options, RunSpec, check_faults
 from .rendering import RunInfo, to_html, to_json, to_markdown, usage_line
 from .research import build_tasks, research
@@ -183,6 +184,8 @@ class _Session:
                     corpora[name], how = loaded.corpus, f" ({loaded.describe()})"
                 elapsed = time.perf_counter() - began
                 self.say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s{how}")
+        # What the documents are about, kept beside the indexes (none with --no-cache).
+        saved = None if cache is None else cache.directory.parent / "openings"
         tasks = build_tasks(spec.plan, list(spec.sources))
         progress = Progress(
             self.console,
@@ -194,12 +197,19 @@ class _Session:
         listeners: list[Callable[[Event], None]] = []
         if self.options.verbose:
             configure_logging("INFO")  # asked for: every log line instead of the progress
-        elif not self.options.quiet:
-            listeners.append(progress)
+        else:
+            # The example's own warnings (an unreadable cache, no sentence encoder) go
+            # to stderr with the framework's: stdout is the report's.
+            configure_logging("WARNING")
+            if not self.options.quiet:
+                listeners.append(progress)
         with contextlib.ExitStack() as stack:
             if self.options.events is not None:
                 lines = stack.enter_context(self.options.events.open("w", encoding="utf-8"))
                 listeners.append(EventLog(lines))
+            openings = Openings.load(corpora, saved)  # after logging is configured
+            if openings is not None:
+                stack.callback(openings.save)
             if progress in listeners:
                 progress.start()
                 stack.callback(progress.stop)
@@ -214,4 +224,5 @@ class _Session:
                 run_id=run_id,
                 calls=calls,
                 listeners=listeners,
+                openings=openings,
             )

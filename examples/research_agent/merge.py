@@ -5,8 +5,10 @@ then the next) and calls an entry `covered` when its source returned anything. H
 the findings of all tasks are merged:
 
 * each finding is scored against the whole question (`relevance.Scorer`), the same
-  yardstick for every source and subtopic; a finding that is not relevant to its own
-  task's query is dropped (the online analysis may choose one, the web may return it);
+  yardstick for every source and subtopic, plus `openings.ABOUT` times its document's
+  closeness to the question (`openings`: what the document says it is about, by the
+  sentence encoder), when there is an encoder; a finding that is not relevant to its
+  own task's query is dropped (the online analysis may choose one, the web may return it);
 * the same passage of the same document found by several subtopics is kept once, at
   its best place, naming the other subtopics in `also_topics` (it answers them too);
   the second and later passages of one document count a little less (`REPEAT`), and
@@ -37,6 +39,7 @@ from typing import Any
 from agentmesh import Report
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
+from .openings import ABOUT, Openings
 from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
@@ -53,19 +56,29 @@ SAME_SECTION = 0.5
 ANSWERS = 0.5
 
 
-def merge(report: Report, scorer: Scorer, question: str) -> Report:
-    """The report with its findings in one ranking and its coverage made honest."""
-    ranked: list[tuple[float, int, Finding]] = []
+def merge(
+    report: Report, scorer: Scorer, question: str, openings: Openings | None = None
+) -> Report:
+    """The report with its findings in one ranking and its coverage made honest; with
+    `openings`, a passage whose document is about what is asked ranks higher (`ABOUT`)."""
+    kept: list[tuple[int, Finding, Passage | None]] = []
     for position, finding in enumerate(report.findings):
         passage = _passage(finding)
+        query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
+        if passage is None or finding.preliminary or _relevant(scorer, query, question, passage):
+            kept.append((position, finding, passage))
+    passages = [passage for _, _, passage in kept if passage is not None]
+    about = iter(openings.closeness(question, passages) if openings else [0.0] * len(passages))
+    ranked: list[tuple[float, int, Finding]] = []
+    for position, finding, passage in kept:
         if passage is None:
             ranked.append((0.0, position, finding))
             continue
         query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
-        if not finding.preliminary and not _relevant(scorer, query, question, passage):
-            continue
-        # The whole question is the yardstick; the own query breaks ties.
+        # The whole question is the yardstick; the own query breaks ties; what the
+        # document is about weighs as much as the passage's own words.
         score = scorer.relevance(question, passage) + 0.1 * scorer.relevance(query, passage)
+        score += ABOUT * next(about)
         rescored = dataclasses.replace(finding, content={**passage, "relevance": round(score, 3)})
         ranked.append((score, position, rescored))
     ranked.sort(key=lambda item: (-item[0], item[1]))

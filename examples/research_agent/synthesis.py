@@ -17,6 +17,7 @@ from agentmesh.coordinator import DeterministicSynthesizer
 from agentmesh.report import CoverageStatus, Finding, TaskRecord
 
 from .merge import merge
+from .openings import Openings
 from .relevance import Scorer
 
 __all__ = ["ExtractiveSynthesizer"]
@@ -29,9 +30,12 @@ class ExtractiveSynthesizer:
     """A `Synthesizer`: the deterministic report, ranked against `question`, with a quoted
     summary on top."""
 
-    def __init__(self, scorer: Scorer, question: str, *, words: int = 40) -> None:
+    def __init__(
+        self, scorer: Scorer, question: str, *, words: int = 40, openings: Openings | None = None
+    ) -> None:
         self.scorer = scorer
         self.question = question
+        self.openings = openings
         self.words = words
         self.fallback = DeterministicSynthesizer()
 
@@ -39,7 +43,7 @@ class ExtractiveSynthesizer:
         self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
     ) -> Report:
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
-        report = merge(report, self.scorer, self.question)
+        report = merge(report, self.scorer, self.question, self.openings)
         topics = list(dict.fromkeys(entry.topic for entry in report.coverage))
         lines: list[str] = []
         for topic in topics:

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # Python's documentation pages (the `docs` source) are left out of these runs: they take
 # the longest to index. The source has its own tests (test_docs_source.py), on a few pages.
 os.environ.setdefault("RESEARCH_AGENT_DOCS", "")
+# The sentence encoder reads each document a run finds the first time (`openings`): a
+# second or two in each run's fresh cache. test_openings.py runs the example with it.
+os.environ.setdefault("RESEARCH_AGENT_ENCODER", "off")
 QUESTION = "How does the with statement handle exceptions in context managers?"
 # Where the research agent keeps its indexes under a cache home (platformdirs on Linux).
 INDEXES = Path("agentmesh", "research_agent", "indexes")

@@ -369,10 +369,13 @@ class TestEvalSet:
             ranks = (2, 7, None)
             return [Score(q, ranks[n % 3], n % 2, 4, ()) for n, q in enumerate(questions)]
 
-        async def evaluate(questions: list[Expected], corpora: object) -> list[Score]:
+        async def evaluate(
+            questions: list[Expected], corpora: object, openings: object = None
+        ) -> list[Score]:
             return made_up(questions, corpora)
 
         monkeypatch.setattr(evaluation, "_evaluate", evaluate)
+        monkeypatch.setattr(evaluation.Openings, "load", lambda *args: None)
         monkeypatch.setattr(evaluation, "load_corpus", lambda name: None)
         main(["--sets", "dev,test,holdout4"])
         printed = capsys.readouterr().out.split("== the held-out sets together\n")

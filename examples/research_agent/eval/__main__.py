@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..injection import FaultInjector
+from ..openings import Openings
+from ..options import DEFAULT_INDEX_CACHE
 from ..planner import plan
 from ..research import research
 from ..sources import SOURCES, Corpus, load_corpus
@@ -67,7 +69,9 @@ def parse_sets(text: str) -> tuple[tuple[str, str, Path], ...]:
 EVAL_CALL_TIMEOUT = 30.0
 
 
-async def _evaluate(questions: list[Expected], corpora: dict[str, Corpus]) -> list[Score]:
+async def _evaluate(
+    questions: list[Expected], corpora: dict[str, Corpus], openings: Openings | None = None
+) -> list[Score]:
     scores = []
     for expected in questions:
         report = await research(
@@ -75,6 +79,7 @@ async def _evaluate(questions: list[Expected], corpora: dict[str, Corpus]) -> li
             corpora,
             faults=FaultInjector(),
             call_timeout=EVAL_CALL_TIMEOUT,
+            openings=openings,
         )
         scores.append(score_report(expected, report))
     return scores
@@ -103,9 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     corpora = {name: load_corpus(name) for name in SOURCES}
+    # As a run of the example keeps them: encoded once, then read back.
+    openings = Openings.load(corpora, DEFAULT_INDEX_CACHE.parent / "openings")
     held_out: list[Score] = []  # every set's but the development set's
     for _, title, path in args.sets:
-        scores = asyncio.run(_evaluate(load_questions(path), corpora))
+        scores = asyncio.run(_evaluate(load_questions(path), corpora, openings))
+        if openings is not None:
+            openings.save()
         if path != QUESTIONS:
             held_out += scores
         print(f"== {title}: {path.name}")

