@@ -360,9 +360,10 @@ class TestEvalSet:
     def test_held_out_sets_are_summed_when_more_than_one_is_evaluated(
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Each held-out set is small; with two or more evaluated, their sum is printed
-        too (the development set's questions never in it). No research here: each
-        question's score is made up from its position."""
+        """Each held-out set is small; with two or more nobody tuned on evaluated, their
+        sum is printed too (never the development set's questions, nor a held-out set's
+        whose misses were read while tuning). No research here: each question's score
+        is made up from its position."""
         from examples.research_agent.eval import __main__ as evaluation
 
         def made_up(questions: list[Expected], corpora: object) -> list[Score]:
@@ -376,14 +377,19 @@ class TestEvalSet:
 
         monkeypatch.setattr(evaluation, "_evaluate", evaluate)
         monkeypatch.setattr(evaluation.Openings, "load", lambda *args: None)
+        # Not structlog's global configuration: it would outlive this test (and write to
+        # this test's captured stderr after it is closed).
+        monkeypatch.setattr(evaluation, "configure_logging", lambda level: None)
         monkeypatch.setattr(evaluation, "load_corpus", lambda name: None)
-        main(["--sets", "dev,test,holdout4"])
-        printed = capsys.readouterr().out.split("== the held-out sets together\n")
-        assert len(printed) == 2
+        main(["--sets", "dev,test,holdout4,holdout6"])
+        printed = capsys.readouterr().out
+        assert "== fourth held-out set (its misses read while tuning" in printed
+        together = printed.split("== the held-out sets nobody tuned on together: test, holdout6\n")
+        assert len(together) == 2
         pooled = made_up(load_questions(TEST_QUESTIONS), None)
-        pooled += made_up(load_questions(HOLDOUT4_QUESTIONS), None)
-        assert printed[1].splitlines()[:-1] == summary(pooled)
-        main(["--sets", "dev,holdout4"])  # one held-out set: nothing to sum
+        pooled += made_up(load_questions(HOLDOUT6_QUESTIONS), None)
+        assert together[1].splitlines()[:-1] == summary(pooled)
+        main(["--sets", "dev,holdout4,holdout6"])  # one set nobody tuned on: nothing to sum
         assert "together" not in capsys.readouterr().out
 
 
