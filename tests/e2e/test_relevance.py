@@ -383,7 +383,13 @@ class TestEvalSet:
         monkeypatch.setattr(evaluation, "load_corpus", lambda name: None)
         main(["--sets", "dev,test,holdout4,holdout6"])
         printed = capsys.readouterr().out
+        assert "== test set (held out) (its figures gated every change)" in printed
         assert "== fourth held-out set (its misses read while tuning" in printed
+        assert "together" not in printed  # the sixth set is the only one nobody tuned on
+        # Were the test set's figures never seen, it would be summed with the sixth's.
+        monkeypatch.delitem(evaluation.SEEN, "test")
+        main(["--sets", "dev,test,holdout4,holdout6"])
+        printed = capsys.readouterr().out
         together = printed.split("== the held-out sets nobody tuned on together: test, holdout6\n")
         assert len(together) == 2
         pooled = made_up(load_questions(TEST_QUESTIONS), None)
