@@ -43,7 +43,7 @@ from .openings import ABOUT, Openings
 from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
-__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "SAME_SECTION", "UNSURE", "merge"]
+__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "SAME_SECTION", "UNSURE", "merge", "passages"]
 
 NOTHING_RELEVANT = "nothing relevant found"
 # How the reason of an entry whose passages may not answer opens (status partial).
@@ -96,6 +96,11 @@ def merge(
         for entry in report.coverage
     )
     return report.model_copy(update={"findings": tuple(findings), "coverage": coverage})
+
+
+def passages(report: Report) -> list[Passage]:
+    """The passages among a report's findings (a finding may hold something else)."""
+    return [passage for finding in report.findings if (passage := _passage(finding))]
 
 
 def _answers(scorer: Scorer, finding: Finding, question: str) -> bool:

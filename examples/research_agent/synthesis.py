@@ -9,6 +9,7 @@ ranking with honest coverage (`merge`), so the summary can never hide a gap.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 
@@ -16,7 +17,7 @@ from agentmesh import Report
 from agentmesh.coordinator import DeterministicSynthesizer
 from agentmesh.report import CoverageStatus, Finding, TaskRecord
 
-from .merge import merge
+from .merge import merge, passages
 from .openings import Openings
 from .relevance import Scorer
 
@@ -43,6 +44,12 @@ class ExtractiveSynthesizer:
         self, records: Sequence[TaskRecord], *, run_id: str, min_coverage: float | None
     ) -> Report:
         report = await self.fallback.synthesize(records, run_id=run_id, min_coverage=min_coverage)
+        if self.openings is not None:
+            # The encoder's first reading of the documents found (~50 ms each) runs in a
+            # thread: the event loop goes on serving the run (its deadline, its progress),
+            # and the merge finds every vector ready.
+            found = passages(report)
+            await asyncio.to_thread(self.openings.closeness, self.question, found)
         report = merge(report, self.scorer, self.question, self.openings)
         topics = list(dict.fromkeys(entry.topic for entry in report.coverage))
         lines: list[str] = []

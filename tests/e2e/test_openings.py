@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,14 @@ import structlog
 
 from agentmesh import Report
 from agentmesh.report import Finding
+from examples.research_agent.injection import FaultInjector
 from examples.research_agent.merge import merge
 from examples.research_agent.minilm import Encoder
 from examples.research_agent.openings import Openings
+from examples.research_agent.planner import plan
 from examples.research_agent.relevance import Scorer
-from examples.research_agent.sources import Corpus, Document, Passage
+from examples.research_agent.research import research
+from examples.research_agent.sources import Corpus, Document, Passage, load_corpus
 from tests.e2e.conftest import INDEXES, _Prebuilt, run_agent
 from tests.e2e.conftest import QUESTION as SAMPLE
 from tests.e2e.test_meaning import encoder
@@ -266,3 +270,24 @@ class TestRun:
         assert vectors.stat().st_mtime_ns == saved.st_mtime_ns
         ids = [[f["content"]["id"] for f in run.report["findings"]] for run in (first, again)]
         assert ids[0] == ids[1]
+
+
+class TestResearch:
+    async def test_the_encoder_reads_openings_off_the_event_loop(self) -> None:
+        """A run's openings are encoded in a thread, not on the loop that serves the run;
+        its findings then rank with them (the merge finds every vector ready)."""
+        corpora = {"pydoc": load_corpus("pydoc")}
+        threads: set[str] = set()
+
+        class Recording(CountingEncoder):
+            def encode(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+                threads.add(threading.current_thread().name)
+                return super().encode(batch)
+
+        recording = Recording(encoder())
+        report = await research(
+            plan(SAMPLE), corpora, faults=FaultInjector(), openings=Openings(recording, corpora)
+        )
+        assert report.findings
+        assert recording.encoded > 1  # the question and the openings found
+        assert threading.current_thread().name not in threads
