@@ -16,6 +16,7 @@ __all__ = [
     "HOLDOUT4_QUESTIONS",
     "HOLDOUT5_QUESTIONS",
     "HOLDOUT6_QUESTIONS",
+    "HOLDOUT7_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -37,6 +38,8 @@ HOLDOUT4_QUESTIONS = Path(__file__).with_name("holdout4_questions.toml")
 HOLDOUT5_QUESTIONS = Path(__file__).with_name("holdout5_questions.toml")
 # A sixth, written the same way before a later session's tuning; evaluated once, at its end.
 HOLDOUT6_QUESTIONS = Path(__file__).with_name("holdout6_questions.toml")
+# A seventh, written after one session's tuning and before the next one's.
+HOLDOUT7_QUESTIONS = Path(__file__).with_name("holdout7_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
