@@ -1,6 +1,7 @@
-"""A checkpoint store of a user's own, as the protocol asks and nothing more: put, claim,
-get, list, delete, close (over a `MemoryStore`), counting its `put`s. Tests subclass it
-to add a seam (writes behind, event logs) and check what the framework does with it."""
+"""Checkpoint stores of a user's own, as the protocol asks and nothing more, over a
+`MemoryStore`: `PlainStore` was written before `claim` existed (put, get, list, delete,
+close); `UserStore` has `claim` too and counts its `put`s. Tests subclass them to add a
+seam (writes behind, event logs) and check what the framework does with it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 from agentmesh.checkpoints import Checkpoint, MemoryStore
 
 
-class UserStore:
-    """A user's store: put, claim, get, list, delete, close; no optional seam."""
+class PlainStore:
+    """A user's store written before `claim` existed: put, get, list, delete, close."""
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
@@ -20,9 +21,6 @@ class UserStore:
     async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
         self.puts += 1
         await self.inner.put(run_id, stage, key, value)
-
-    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Any:
-        return await self.inner.claim(run_id, stage, key, value)
 
     async def get(self, run_id: str, stage: str, key: str, **kwargs: Any) -> Any:
         return await self.inner.get(run_id, stage, key, **kwargs)
@@ -35,3 +33,10 @@ class UserStore:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+class UserStore(PlainStore):
+    """A user's store: put, claim, get, list, delete, close; no optional seam."""
+
+    async def claim(self, run_id: str, stage: str, key: str, value: object) -> Any:
+        return await self.inner.claim(run_id, stage, key, value)

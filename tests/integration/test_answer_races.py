@@ -23,6 +23,7 @@ from agentmesh.approvals import Approval, Approve, PendingApproval, Reject
 from agentmesh.checkpoints import Checkpoint, CheckpointStore, MemoryStore, SQLiteStore
 from agentmesh.coordinator import CoverageStatus, Report
 from agentmesh.policies import Ruling, ToolCallEvent, pre_tool_use
+from tests.user_store import PlainStore
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = Task(query="refund order B-2", topic="B-2", metadata={"order": "B-2", "amount": 900})
@@ -81,28 +82,6 @@ class TestClaim:
                 await store.claim("r", "s", "", 1)
             with pytest.raises(UsageError, match="not JSON"):
                 await store.claim("r", "s", "k", object())
-
-
-class PlainStore:
-    """A user's store written before `claim` existed: put, get, list, delete, close."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryStore()
-
-    async def put(self, run_id: str, stage: str, key: str, value: object) -> None:
-        await self.inner.put(run_id, stage, key, value)
-
-    async def get(self, run_id: str, stage: str, key: str, **kwargs: Any) -> Any:
-        return await self.inner.get(run_id, stage, key, **kwargs)
-
-    async def list(self, run_id: str, stage: str | None = None) -> Sequence[Checkpoint]:
-        return await self.inner.list(run_id, stage)
-
-    async def delete(self, run_id: str, stage: str | None = None, key: str | None = None) -> int:
-        return await self.inner.delete(run_id, stage, key)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class TestAStoreWithoutClaim:
