@@ -36,6 +36,7 @@ import importlib.metadata
 import json
 import os
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -91,6 +92,9 @@ class Openings:
         self._vectors: dict[str, np.ndarray] = _read(self._file)
         self._new: set[str] = set()  # encoded here, not yet saved
         self._questions: dict[str, np.ndarray] = {}
+        # The synthesis encodes in a thread: runs sharing these openings may encode and
+        # save at once, and a save must not miss (or drop) what another encodes.
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, corpora: Mapping[str, Corpus], directory: Path | None = None) -> Openings | None:
@@ -107,7 +111,8 @@ class Openings:
         opening; 0 for a passage of a source or document it does not know, and for every
         passage when the encoder fails (logged as `openings_failed`)."""
         try:
-            return self._closeness(question, passages)
+            with self._lock:
+                return self._closeness(question, passages)
         except (ValueError, KeyError, IndexError, MemoryError) as exc:
             _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
             return [0.0] * len(passages)
@@ -136,6 +141,10 @@ class Openings:
         """Add the vectors encoded since the last save to the directory's file, with
         those other runs saved meanwhile; a failure is logged (the next run encodes
         them again), never raised."""
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
         if self._file is None or not self._new:
             return
         try:

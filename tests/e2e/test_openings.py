@@ -187,6 +187,53 @@ class TestOpenings:
         )
         assert counting.encoded == 1  # both openings were saved: only the question
 
+    def test_runs_sharing_openings_encode_and_save_at_once_without_a_loss(
+        self, tmp_path: Path
+    ) -> None:
+        """One thread encodes forty documents' openings one by one (as runs sharing the
+        openings do, their synthesis in a thread) while another saves in a loop: nothing
+        fails, and the last save holds all forty."""
+        many = {
+            "shelf": Shelf(
+                [Document(f"d{n}", f"module {n}", f"Tools for task number {n}.") for n in range(40)]
+            )
+        }
+        openings = Openings(encoder(), many, tmp_path)
+        start = threading.Barrier(2)
+        done = threading.Event()
+        failures: list[BaseException] = []
+
+        def encode() -> None:
+            try:
+                start.wait(timeout=30)
+                for n in range(40):
+                    openings.closeness(QUESTION, [passage(f"d{n}", "")])
+            except BaseException as exc:
+                failures.append(exc)
+            finally:
+                done.set()
+
+        def save() -> None:
+            try:
+                start.wait(timeout=30)
+                while not done.is_set():
+                    openings.save()
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=encode), threading.Thread(target=save)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert failures == []
+        openings.save()
+        counting = CountingEncoder(encoder())
+        Openings(counting, many, tmp_path).closeness(
+            QUESTION, [passage(f"d{n}", "") for n in range(40)]
+        )
+        assert counting.encoded == 1  # every opening was saved: only the question
+
     def test_switched_off_there_are_none(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("RESEARCH_AGENT_ENCODER", "off")
         with structlog.testing.capture_logs() as logs:
