@@ -15,7 +15,7 @@ attempt, or `--resume`) starts with it, so documents already read are not read a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeAlias, TypeVar
 
 from agentmesh import (
@@ -25,22 +25,26 @@ from agentmesh import (
     RetryPolicy,
     Subagent,
     Task,
+    Tool,
     subagent,
     tool,
 )
 
 from .analysis import relevant
 from .injection import FaultInjector
+from .openings import NEAREST, Openings
 from .ranking import Query, QuerySyntaxError, parse_query
 from .relevance import Scorer
 from .sources import Corpus, Passage
 
 __all__ = [
     "CALL_TIMEOUT",
+    "OPENINGS",
     "RETRY",
     "Analyse",
     "answer_within",
     "offline_analysis",
+    "openings_agent",
     "plain_words",
     "search_agent",
 ]
@@ -50,6 +54,9 @@ __all__ = [
 CALL_TIMEOUT = 0.2
 # Small real delays: a transient fault is retried within a fraction of a second.
 RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
+# The subagent that searches every source by meaning (`openings_agent`), and its name in
+# the report's coverage.
+OPENINGS = "openings"
 
 T = TypeVar("T")
 
@@ -105,7 +112,74 @@ def search_agent(
         )
         return [] if empty else corpus.read(document, parsed, limit)
 
-    @subagent(name=source, retry=RETRY, checkpoint=True)
+    search = subagent(name=source, retry=RETRY, checkpoint=True)(_in_turn(find, read, analyse))
+    search.description = f"Searches {corpus.description}."
+    return search
+
+
+def openings_agent(
+    openings: Openings,
+    corpora: Mapping[str, Corpus],
+    faults: FaultInjector,
+    *,
+    call_timeout: float = CALL_TIMEOUT,
+) -> Subagent:
+    """The subagent `OPENINGS`: it reads the documents of every source whose openings are
+    closest in meaning to its task's query, the whole question (`Openings.nearest`).
+
+    The words' search cannot reach a document none of the question's words is in ("make
+    my script pause for half a second" and `time.sleep`); this one ranks by meaning
+    alone, so its passages are kept as read, whatever their words (the merge gives them
+    their own places: `merge.AFTER_WORDS`). A document's passage is its best for the
+    question's words, or its first when it has none of them."""
+    source = OPENINGS
+
+    @tool(name=f"find_{source}", idempotent=True)
+    async def find(query: str, limit: int = NEAREST) -> list[str]:
+        """The documents ("<source>:<document>") closest in meaning to `query`, a question."""
+        call = f"find {query}"
+        empty = await answer_within(
+            call_timeout, source, lambda: faults.strike(source, call, plain_query=True)
+        )
+        if empty:
+            return []
+        # The encoder reads the question (~20 ms): not on the loop that serves the run.
+        nearest = await asyncio.to_thread(openings.nearest, query, limit)
+        return [document for document, _ in nearest]
+
+    @tool(name=f"read_{source}", idempotent=True)
+    async def read(document: str, query: str) -> list[Passage]:
+        """One document's passage best for `query`'s words, or its first passage."""
+        name, _, inside = document.partition(":")
+        corpus = corpora.get(name)
+        if corpus is None or inside not in corpus.documents:
+            raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
+        parsed = _parse(query)
+        call = f"read {document} {query}"
+        empty = await answer_within(
+            call_timeout,
+            source,
+            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
+        )
+        if empty:
+            return []
+        best = corpus.read(inside, parsed, 1)
+        first = None if best else corpus.opening(inside)
+        return best if first is None else [first]
+
+    async def as_read(ctx: Context, query: str, passages: Sequence[Passage]) -> list[Passage]:
+        return list(passages)
+
+    search = subagent(name=source, retry=RETRY, checkpoint=True)(_in_turn(find, read, as_read))
+    search.description = "Reads the documents closest in meaning to the question (openings)."
+    return search
+
+
+def _in_turn(
+    find: Tool[..., list[str]], read: Tool[..., list[Passage]], analyse: Analyse
+) -> Callable[[Task, Context], Awaitable[list[Passage]]]:
+    """A subagent's body: find the documents, read them one by one, analyse what was read."""
+
     async def search(task: Task, ctx: Context) -> list[Passage]:
         # The documents an earlier attempt or run found, in rank order (read ones first,
         # since they are read in order); none saved: search for them.
@@ -123,7 +197,6 @@ def search_agent(
         found: list[Passage] = list(ctx.partials.findings)
         return await analyse(ctx, task.query, found)
 
-    search.description = f"Searches {corpus.description}."
     return search
 
 

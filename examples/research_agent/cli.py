@@ -29,13 +29,14 @@ from agentmesh.checkpoints import CheckpointError, SQLiteStore
 from agentmesh.events import Event
 from agentmesh.models import Model, UsageSummary
 
+from .agents import OPENINGS
 from .index_cache import IndexCache
 from .injection import FaultInjector
 from .online import claude, close, plan_with_model
-from .openings import Openings
+from .openings import SECONDS_AN_OPENING, Openings
 from .options import BadInput, Options, RunSpec, check_faults
-from .rendering import RunInfo, to_html, to_json, to_markdown, usage_line
-from .research import build_tasks, research
+from .rendering import RunInfo, searched, to_html, to_json, to_markdown, usage_line
+from .research import build_tasks, by_meaning, research
 from .resume import load_spec, new_run_id, save_spec
 from .sources import SOURCES, Corpus, load_corpus
 from .terminal import EventLog, Progress, coverage_grid, note
@@ -116,7 +117,7 @@ class _Session:
             faults=tuple(str(f) for f in options.faults),
             notes=notes,
             resumed=options.resume is not None,
-            tool_calls={source: calls[source] for source in spec.sources},
+            tool_calls={source: calls[source] for source in searched(report, spec.sources)},
             planning_usage=planning,
         )
         return spec, report, info
@@ -186,28 +187,37 @@ class _Session:
                 self.say(f"indexed {name}: {len(corpora[name])} documents in {elapsed:.2f}s{how}")
         # What the documents are about, kept beside the indexes (none with --no-cache).
         saved = None if cache is None else cache.directory.parent / "openings"
-        tasks = build_tasks(spec.plan, list(spec.sources))
-        progress = Progress(
-            self.console,
-            cells={str(t.id): (str(t.topic), str(t.subagent)) for t in tasks},
-            topics=[s.title for s in spec.plan.subtopics],
-            sources=spec.sources,
-            started=self.started,
-        )
-        listeners: list[Callable[[Event], None]] = []
         if self.options.verbose:
             configure_logging("INFO")  # asked for: every log line instead of the progress
         else:
             # The example's own warnings (an unreadable cache, no sentence encoder) go
             # to stderr with the framework's: stdout is the report's.
             configure_logging("WARNING")
-            if not self.options.quiet:
-                listeners.append(progress)
+        openings = Openings.load(corpora, saved)  # after logging is configured
+        tasks = build_tasks(spec.plan, list(spec.sources))
+        sources = spec.sources
+        if openings is not None:
+            tasks.append(by_meaning(spec.plan))
+            sources = (*sources, OPENINGS)
+            if unread := openings.unencoded():
+                self.say(
+                    f"reading what {unread} documents are about (once on this machine, "
+                    f"~{unread * SECONDS_AN_OPENING:.0f}s on 2 cores)"
+                )
+        progress = Progress(
+            self.console,
+            cells={str(t.id): (str(t.topic), str(t.subagent)) for t in tasks},
+            topics=[s.title for s in spec.plan.subtopics],
+            sources=sources,
+            started=self.started,
+        )
+        listeners: list[Callable[[Event], None]] = []
+        if not self.options.verbose and not self.options.quiet:
+            listeners.append(progress)
         with contextlib.ExitStack() as stack:
             if self.options.events is not None:
                 lines = stack.enter_context(self.options.events.open("w", encoding="utf-8"))
                 listeners.append(EventLog(lines))
-            openings = Openings.load(corpora, saved)  # after logging is configured
             if openings is not None:
                 stack.callback(openings.save)
             if progress in listeners:

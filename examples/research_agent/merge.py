@@ -39,11 +39,21 @@ from typing import Any
 from agentmesh import Report
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
+from .agents import OPENINGS
 from .openings import ABOUT, Openings
 from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
-__all__ = ["ANSWERS", "NOTHING_RELEVANT", "REPEAT", "SAME_SECTION", "UNSURE", "merge", "passages"]
+__all__ = [
+    "AFTER_WORDS",
+    "ANSWERS",
+    "NOTHING_RELEVANT",
+    "REPEAT",
+    "SAME_SECTION",
+    "UNSURE",
+    "merge",
+    "passages",
+]
 
 NOTHING_RELEVANT = "nothing relevant found"
 # How the reason of an entry whose passages may not answer opens (status partial).
@@ -54,6 +64,9 @@ SAME_SECTION = 0.5
 # The share of the subtopic's and of the question's weight a passage must carry to
 # answer (tuned on the development set only: `python -m examples.research_agent.eval`).
 ANSWERS = 0.5
+# The words' first findings keep their places; the openings route's documents come next
+# (`_placed`; tuned on the development sets with `openings.NEAREST`).
+AFTER_WORDS = 4
 
 
 def merge(
@@ -65,7 +78,12 @@ def merge(
     for position, finding in enumerate(report.findings):
         passage = _passage(finding)
         query = finding.attempted_query if isinstance(finding.attempted_query, str) else ""
-        if passage is None or finding.preliminary or _relevant(scorer, query, question, passage):
+        if (
+            passage is None
+            or finding.preliminary
+            or finding.source == OPENINGS  # found by meaning: its words are not the point
+            or _relevant(scorer, query, question, passage)
+        ):
             kept.append((position, finding, query, passage))
     passages = [passage for *_, passage in kept if passage is not None]
     # All at once: the openings not encoded yet are encoded in one batch.
@@ -82,7 +100,10 @@ def merge(
         rescored = dataclasses.replace(finding, content={**passage, "relevance": round(score, 3)})
         ranked.append((score, position, rescored))
     ranked.sort(key=lambda item: (-item[0], item[1]))
-    findings = _diversified(_collapsed([finding for _, _, finding in ranked]))
+    by_words = [f for _, _, f in ranked if f.source != OPENINGS]
+    # In the order the openings route read them: closest in meaning first.
+    by_meaning = [f for _, _, f in sorted(ranked, key=lambda item: item[1]) if f.source == OPENINGS]
+    findings = _placed(_diversified(_collapsed(by_words)), _collapsed(by_meaning))
     # Counted before duplicates collapse: a passage that two subtopics found answers
     # both, though the report lists it once (under the first, `also_topics` the others).
     relevant = {(f.topic, f.source) for _, _, f in ranked if not f.preliminary}
@@ -141,6 +162,21 @@ def _relevant(scorer: Scorer, query: str, question: str, passage: Passage) -> bo
     # The analysis may have lowered the floor for its query (`Scorer.floor`): not below this.
     own = scorer.relevant(query, passage, floor=LOWEST) if query else True
     return own and scorer.relevant(question, passage, floor=QUESTION_FLOOR)
+
+
+def _placed(by_words: list[Finding], by_meaning: list[Finding]) -> list[Finding]:
+    """The words' first `AFTER_WORDS` findings, then the openings route's (each document
+    not among those already), then the rest of the words' ranking, each passage once.
+
+    Interleaved, not scored together: a passage found by meaning shares few words with
+    the question, so by one score it would rank below every passage that does, which is
+    what the words' ranking already shows."""
+    first = by_words[:AFTER_WORDS]
+    shown = {_key(f)[0] for f in first}
+    placed = [f for f in by_meaning if _key(f)[0] not in shown]
+    keys = {_key(f) for f in placed}
+    rest = [f for f in by_words[AFTER_WORDS:] if _key(f) not in keys]
+    return [*first, *placed, *rest]
 
 
 def _collapsed(findings: list[Finding]) -> list[Finding]:

@@ -54,7 +54,16 @@ except ImportError:  # pragma: no cover - Windows: saves merge, unlocked
     fcntl = None  # type: ignore[assignment]
 from .sources import Corpus, Passage
 
-__all__ = ["ABOUT", "FORMAT", "OPENING_TOKENS", "Openings", "document_of"]
+__all__ = [
+    "ABOUT",
+    "FORMAT",
+    "NEAREST",
+    "OPENING_TOKENS",
+    "SECONDS_AN_OPENING",
+    "WITHIN",
+    "Openings",
+    "document_of",
+]
 
 _log = structlog.get_logger("examples.research_agent.openings")
 
@@ -64,6 +73,14 @@ _log = structlog.get_logger("examples.research_agent.openings")
 # 0.7 less at 3, 1.4 no more; 48 and 96 tokens less than 160.
 ABOUT = 1.0
 OPENING_TOKENS = 160
+# The openings route (`agents.openings_agent`): how many documents closest to the whole
+# question it reads, each within this cosine of the closest (tuned with the merge's
+# `AFTER_WORDS` on the development sets; docs/research-agent.md).
+NEAREST = 3
+WITHIN = 0.1
+# About what an opening takes to encode on 2 cores (1,078 in 40-56 s on the 2-vCPU VM of
+# docs/research-agent.md): what the CLI says a machine's first run will take.
+SECONDS_AN_OPENING = 0.05
 # What an opening's vector depends on beyond the model: a change here starts a new file.
 FORMAT = 2
 _DISTRIBUTION = PACKAGE.partition("==")[0]
@@ -92,6 +109,7 @@ class Openings:
         self._vectors: dict[str, np.ndarray] = _read(self._file)
         self._new: set[str] = set()  # encoded here, not yet saved
         self._questions: dict[str, np.ndarray] = {}
+        self._matrix: tuple[list[str], np.ndarray] | None = None  # `_encoded_documents`
         # The synthesis encodes in a thread: runs sharing these openings may encode and
         # save at once, and a save must not miss (or drop) what another encodes.
         self._lock = threading.Lock()
@@ -118,24 +136,89 @@ class Openings:
             return [0.0] * len(passages)
 
     def _closeness(self, question: str, passages: Sequence[Passage]) -> list[float]:
-        openings = [self._opening(p) for p in passages]
+        openings = [self._opening(p["source"], document_of(p)) for p in passages]
+        self._encode(openings)
+        asked = self._question(question)
+        return [max(0.0, float(self._vectors[_key(o)] @ asked)) if o else 0.0 for o in openings]
+
+    def prepare(self) -> int:
+        """Encode every document's opening not encoded yet, and save them; how many.
+
+        What `nearest` ranks: on a machine's first run, every document of the sources
+        (~1,100, ~40 s on 2 cores); later runs read them back and encode none."""
+        with self._lock:
+            before = len(self._new)
+            self._encode([self._opening(source, doc) for source, doc in self._documents()])
+            encoded = len(self._new) - before
+        if encoded:
+            _log.info("openings_encoded", documents=encoded)
+        self.save()
+        return encoded
+
+    def unencoded(self) -> int:
+        """How many of the documents' openings `prepare` would encode."""
+        with self._lock:
+            openings = {self._opening(source, doc) for source, doc in self._documents()}
+            return sum(1 for o in openings if o and _key(o) not in self._vectors)
+
+    def nearest(
+        self, question: str, limit: int = NEAREST, within: float = WITHIN
+    ) -> list[tuple[str, float]]:
+        """The documents whose openings are closest to `question`, best first, as
+        ("<source>:<document>", cosine): at most `limit`, each within `within` of the
+        closest. Only documents whose openings are encoded (`prepare`) are ranked; none
+        when the encoder fails on the question (logged as `openings_failed`)."""
+        try:
+            with self._lock:
+                ids, matrix = self._encoded_documents()
+                if not ids:
+                    return []
+                closeness = matrix @ self._question(question)
+        except (ValueError, KeyError, IndexError, MemoryError) as exc:
+            _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
+            return []
+        order = np.argsort(-closeness, kind="stable")[:limit]
+        best = float(closeness[order[0]])
+        return [(ids[n], float(closeness[n])) for n in order if closeness[n] >= best - within]
+
+    def _documents(self) -> list[tuple[str, str]]:
+        return [(name, doc) for name, corpus in self._corpora.items() for doc in corpus.documents]
+
+    def _encoded_documents(self) -> tuple[list[str], np.ndarray]:
+        """The ids of the documents whose openings are encoded, and their vectors."""
+        if self._matrix is None:
+            ids, rows = [], []
+            for source, doc in self._documents():
+                vector = self._vectors.get(_key(self._opening(source, doc)))
+                if vector is not None:
+                    ids.append(f"{source}:{doc}")
+                    rows.append(vector)
+            self._matrix = (ids, np.stack(rows) if rows else np.zeros((0, 0), np.float32))
+        return self._matrix
+
+    def _encode(self, openings: Sequence[str]) -> None:
+        """Encode the openings not encoded yet, in batches, shortest first: padding to
+        the longest costs every row its time."""
         missing = list(dict.fromkeys(o for o in openings if o and _key(o) not in self._vectors))
-        if missing:
-            tokens = [self._tokens(text) for text in missing]
-            # One batch, shortest first: padding to the longest costs every row its time.
-            order = sorted(range(len(missing)), key=lambda n: len(tokens[n]))
-            for start in range(0, len(order), 32):
-                chunk = order[start : start + 32]
-                encoded = self._encoder.encode([tokens[n] for n in chunk])
-                for n, vector in zip(chunk, encoded, strict=True):
-                    self._vectors[_key(missing[n])] = vector
-                    self._new.add(_key(missing[n]))
+        if not missing:
+            return
+        tokens = [self._tokens(text) for text in missing]
+        order = sorted(range(len(missing)), key=lambda n: len(tokens[n]))
+        for start in range(0, len(order), 32):
+            chunk = order[start : start + 32]
+            encoded = self._encoder.encode([tokens[n] for n in chunk])
+            for n, vector in zip(chunk, encoded, strict=True):
+                self._vectors[_key(missing[n])] = vector
+                self._new.add(_key(missing[n]))
+        self._matrix = None
+
+    def _question(self, question: str) -> np.ndarray:
         asked = self._questions.get(question)
         if asked is None:
             asked = self._questions[question] = self._encoder.encode(
                 [self._encoder.tokenizer.encode(question)]
             )[0]
-        return [max(0.0, float(self._vectors[_key(o)] @ asked)) if o else 0.0 for o in openings]
+        return asked
 
     def save(self) -> None:
         """Add the vectors encoded since the last save to the directory's file, with
@@ -160,9 +243,9 @@ class Openings:
             return
         self._new.clear()
 
-    def _opening(self, passage: Passage) -> str:
-        corpus = self._corpora.get(passage["source"])
-        doc = None if corpus is None else corpus.documents.get(document_of(passage))
+    def _opening(self, source: str, document: str) -> str:
+        corpus = self._corpora.get(source)
+        doc = None if corpus is None else corpus.documents.get(document)
         # The document's indexed text, which opens with its name and first line, each
         # repeated (the first stage's weighting): the encoder reads them as emphasis.
         # Enough characters for the tokens read: the tokenizer need not see the rest.

@@ -11,6 +11,7 @@ import html
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "answered_html",
     "failover_lines",
     "run_usage",
+    "searched",
     "to_html",
     "to_json",
     "to_markdown",
@@ -242,6 +244,12 @@ def reason(entry: CoverageEntry) -> str:
     return entry.reason or ""
 
 
+def searched(report: Report, sources: Sequence[str]) -> list[str]:
+    """The coverage's columns: `sources`, then any other source the report has an entry
+    of (the openings route, which searches every local source by meaning)."""
+    return list(dict.fromkeys([*sources, *(e.source for e in report.coverage)]))
+
+
 def _topics(report: Report) -> list[str]:
     return list(dict.fromkeys(e.topic for e in report.coverage))
 
@@ -308,12 +316,12 @@ def to_html(report: Report, info: RunInfo) -> str:
         f'<p class="meta">{e(info.line(report.run_id))}</p>',
         *(f'<p class="note">{e(note)}</p>' for note in info.notes),
         '<h2>Coverage</h2><table id="coverage"><thead><tr><th>subtopic</th>',
-        *(f"<th>{e(s)}</th>" for s in info.sources),
+        *(f"<th>{e(s)}</th>" for s in searched(report, info.sources)),
         "</tr></thead><tbody>",
     ]
     for topic in topics:
         out.append(f"<tr><th>{e(topic)}</th>")
-        for source in info.sources:
+        for source in searched(report, info.sources):
             entry = status.get((topic, source))
             if entry is None:
                 out.append("<td>-</td>")

@@ -9,6 +9,7 @@ the same tasks with the same run id again continues from it.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
@@ -20,7 +21,14 @@ from agentmesh.models import Model
 from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 
 from . import meaning
-from .agents import CALL_TIMEOUT, offline_analysis, plain_words, search_agent
+from .agents import (
+    CALL_TIMEOUT,
+    OPENINGS,
+    offline_analysis,
+    openings_agent,
+    plain_words,
+    search_agent,
+)
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
 from .openings import Openings
@@ -29,7 +37,7 @@ from .relevance import Scorer
 from .sources import Corpus
 from .synthesis import ExtractiveSynthesizer
 
-__all__ = ["build_tasks", "count_calls", "research"]
+__all__ = ["build_tasks", "by_meaning", "count_calls", "research"]
 
 
 def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
@@ -44,6 +52,13 @@ def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
         for number, subtopic in enumerate(plan.subtopics, start=1)
         for source in sources
     ]
+
+
+def by_meaning(plan: Plan) -> Task:
+    """The openings route's one task: the whole question as asked (the encoder reads
+    sentences, not word lists), under the first subtopic, the whole question's."""
+    whole = plan.subtopics[0]
+    return Task(id=f"1-{OPENINGS}", query=plan.question, topic=whole.title, subagent=OPENINGS)
 
 
 def count_calls(counts: Counter[str]) -> PreToolUse:
@@ -92,6 +107,11 @@ async def research(
         search_agent(corpus, faults, analyse=analyse, call_timeout=call_timeout)
         for corpus in corpora.values()
     ]
+    if openings is not None:
+        # Every document's opening, for the route by meaning: encoded on a machine's
+        # first run (~40 s), read back by the next; in a thread, off the event loop.
+        await asyncio.to_thread(openings.prepare)
+        subagents.append(openings_agent(openings, corpora, faults, call_timeout=call_timeout))
     rewriter: Rewriter = plain_words
     synthesizer: Synthesizer = ExtractiveSynthesizer(scorer, plan.question, openings=openings)
     if model is not None:
@@ -107,10 +127,12 @@ async def research(
         store=store,
         policies=[] if calls is None else [count_calls(calls)],
     )
-    sources = [sub.name for sub in subagents]
+    sources = [sub.name for sub in subagents if sub.name != OPENINGS]
     # The task ids name the subtopic and source: the same in every run of this plan,
     # so a resumed run finds each task's checkpoints.
     tasks = build_tasks(plan, sources)
+    if openings is not None:
+        tasks.append(by_meaning(plan))
     if not listeners:
         return await coordinator.run(tasks, run_id=run_id)
     async with coordinator.stream(tasks, run_id=run_id) as events:

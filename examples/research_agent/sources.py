@@ -248,24 +248,34 @@ class Corpus(abc.ABC):
     def read(self, document: str, query: Query, limit: int) -> list[Passage]:
         """The `limit` best passages of `document` for `query`; raises KeyError if unknown."""
         doc = self.documents[document]
-        if document not in self._pieces:
-            self._pieces[document] = self._derive(doc)
-        pieces, index = self._pieces[document]
-        found = []
-        for position, score in index.rank(query, limit, self.expansion(query)):
-            piece = pieces[position]
-            passage = Passage(
-                source=self.name,
-                id=self.document_id(document, piece.name),
-                document=doc.title,
-                section=piece.section,
-                text=piece.text,
-                score=round(score, 3),
-            )
-            if piece.module:
-                passage["module"] = piece.module
-            found.append(passage)
-        return found
+        pieces, index = self._passages(doc)
+        ranked = index.rank(query, limit, self.expansion(query))
+        return [self._passage(doc, pieces[position], score) for position, score in ranked]
+
+    def opening(self, document: str) -> Passage | None:
+        """`document`'s first passage (score 0), None if it has none; raises KeyError if
+        unknown. What it says it is about, when no passage has a word of the query."""
+        doc = self.documents[document]
+        pieces, _ = self._passages(doc)
+        return self._passage(doc, pieces[0], 0.0) if pieces else None
+
+    def _passages(self, doc: Document) -> tuple[list[SavedPassage], BM25Index]:
+        if doc.id not in self._pieces:
+            self._pieces[doc.id] = self._derive(doc)
+        return self._pieces[doc.id]
+
+    def _passage(self, doc: Document, piece: SavedPassage, score: float) -> Passage:
+        passage = Passage(
+            source=self.name,
+            id=self.document_id(doc.id, piece.name),
+            document=doc.title,
+            section=piece.section,
+            text=piece.text,
+            score=round(score, 3),
+        )
+        if piece.module:
+            passage["module"] = piece.module
+        return passage
 
     def _derive(self, doc: Document) -> tuple[list[SavedPassage], BM25Index]:
         """`doc`'s passages and their index: read back when saved for its stamp, else

@@ -34,7 +34,7 @@ from agentmesh.events import (
 )
 from agentmesh.report import CoverageEntry, CoverageStatus
 
-from .rendering import is_unsure
+from .rendering import is_unsure, searched
 
 __all__ = ["STYLES", "EventLog", "Progress", "coverage_grid", "note"]
 
@@ -177,11 +177,12 @@ def coverage_grid(report: Report, topics: Sequence[str], sources: Sequence[str])
     status = {(e.topic, e.source): e for e in report.coverage}
     table = Table(title="Coverage", title_justify="left")
     table.add_column("subtopic")
-    for source in sources:
+    columns = searched(report, sources)
+    for source in columns:
         table.add_column(source, justify="center")
     for topic in topics:
         cells: list[Any] = []
-        for source in sources:
+        for source in columns:
             value = status.get((topic, source))
             cells.append(Text("-") if value is None else _cell(value))
         table.add_row(topic, *cells)

@@ -16,12 +16,13 @@ import pytest
 import structlog
 
 from agentmesh import Report
-from agentmesh.report import Finding
+from agentmesh.report import CoverageStatus, Finding
+from examples.research_agent.agents import OPENINGS
 from examples.research_agent.injection import FaultInjector
-from examples.research_agent.merge import merge
+from examples.research_agent.merge import AFTER_WORDS, merge
 from examples.research_agent.minilm import Encoder
-from examples.research_agent.openings import Openings
-from examples.research_agent.planner import plan
+from examples.research_agent.openings import NEAREST, Openings
+from examples.research_agent.planner import WHOLE_QUESTION, plan
 from examples.research_agent.relevance import Scorer
 from examples.research_agent.research import research
 from examples.research_agent.sources import Corpus, Document, Passage, load_corpus
@@ -123,6 +124,33 @@ class TestOpenings:
 
         again = CountingEncoder(encoder())
         assert Openings(again, shelf, tmp_path).closeness(QUESTION, passages) == found[:3]
+        assert again.encoded == 1  # the question alone
+
+    def test_the_documents_closest_to_a_question_come_first(self, tmp_path: Path) -> None:
+        """`prepare` encodes every document's opening once (a machine's first run); the
+        route by meaning then ranks them all, the profiler first, each further one only
+        within `within` of the closest."""
+        shelf = {"shelf": Shelf.load()}
+        counting = CountingEncoder(encoder())
+        openings = Openings(counting, shelf, tmp_path)
+        assert openings.nearest(QUESTION) == []  # nothing encoded yet: nothing to rank
+        assert openings.unencoded() == 3
+        assert openings.prepare() == 3
+        ranked = openings.nearest(QUESTION, limit=3, within=1.0)
+        assert [document for document, _ in ranked] == [
+            "shelf:profile",
+            "shelf:clock",
+            "shelf:heapq",
+        ]
+        best, second = ranked[0][1], ranked[1][1]
+        assert openings.nearest(QUESTION, limit=3, within=(best - second) / 2) == ranked[:1]
+        assert openings.nearest(QUESTION, limit=1, within=1.0) == ranked[:1]
+
+        again = CountingEncoder(encoder())
+        kept = Openings(again, shelf, tmp_path)  # the next run, on the same machine
+        assert kept.unencoded() == 0
+        assert kept.prepare() == 0
+        assert kept.nearest(QUESTION, limit=3, within=1.0) == ranked
         assert again.encoded == 1  # the question alone
 
     @pytest.mark.parametrize("cut", [b"half a file", b"a zip cut short"])
@@ -290,6 +318,51 @@ class TestMerge:
         assert first(None) == "shelf:heapq"
         assert first(Openings(encoder(), {"shelf": shelf})) == "shelf:profile"
 
+    def test_the_route_by_meaning_comes_after_the_words_first_findings(self) -> None:
+        """What the openings route read keeps its places after the words' first
+        `AFTER_WORDS` findings, though no word of the question is in it; a document the
+        words already show first is not shown again, and a passage both found is listed
+        once, at the route's place."""
+        scorer = Scorer.of([Shelf.load()])
+        question = "slow functions take time"
+        by_words = [
+            passage(f"d{n}", f"These slow functions take time. {'More time. ' * n}")
+            for n in range(1, 7)
+        ]
+        by_meaning = [
+            passage("profile", "Deterministic profiling: how often and how long each part ran."),
+            by_words[0],  # its document is among the words' first: not shown again
+            by_words[5],  # the words rank it last: listed once, at the route's place
+        ]
+
+        def finding(p: Passage, source: str) -> Finding:
+            return Finding(
+                topic="whole question", source=source, attempted_query=question, content=p
+            )
+
+        def merged(meaning: list[Passage]) -> list[str]:
+            report = Report(
+                run_id="r",
+                findings=tuple(
+                    [finding(p, "shelf") for p in by_words]
+                    + [finding(p, OPENINGS) for p in meaning]
+                ),
+                coverage=(),
+                escalations=(),
+                records=(),
+            )
+            return [str(f.content["id"]) for f in merge(report, scorer, question).findings]
+
+        words = merged([])
+        assert sorted(words) == sorted(str(p["id"]) for p in by_words)
+        assert words[-1] == "shelf:d6"
+        assert merged(by_meaning) == [
+            *words[:AFTER_WORDS],
+            "shelf:profile",
+            "shelf:d6",
+            *[w for w in words[AFTER_WORDS:] if w != "shelf:d6"],
+        ]
+
 
 class TestRun:
     def test_a_run_keeps_the_openings_it_read_for_the_next(self, tmp_path: Path) -> None:
@@ -302,7 +375,8 @@ class TestRun:
         if built is not None:
             shutil.copytree(built, cache / INDEXES)
         env = {"XDG_CACHE_HOME": str(cache), "RESEARCH_AGENT_ENCODER": "on"}
-        first = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
+        # One source: a machine's first run encodes the opening of each of its documents.
+        first = run_agent(SAMPLE, "--seed", "1", "--json", "--sources", "pydoc", env=env)
         assert first.returncode == 0, first.stderr
         kept = cache / INDEXES.parent / "openings"
         (vectors,) = kept.glob("openings-*.npz")
@@ -311,7 +385,7 @@ class TestRun:
         with np.load(vectors) as arrays:
             assert len(arrays["keys"]) >= 3  # the documents this question's searches found
 
-        again = run_agent(SAMPLE, "--seed", "1", "--json", env=env)
+        again = run_agent(SAMPLE, "--seed", "1", "--json", "--sources", "pydoc", env=env)
         assert again.returncode == 0, again.stderr
         # Not written again: every opening the second run needed was read from it.
         assert vectors.stat().st_mtime_ns == saved.st_mtime_ns
@@ -336,5 +410,47 @@ class TestResearch:
             plan(SAMPLE), corpora, faults=FaultInjector(), openings=Openings(recording, corpora)
         )
         assert report.findings
-        assert recording.encoded > 1  # the question and the openings found
+        # Every document's opening (the route by meaning's), and the question.
+        assert recording.encoded > len(corpora["pydoc"].documents)
         assert threading.current_thread().name not in threads
+
+    async def test_the_route_by_meaning_reads_the_closest_documents_for_the_whole_question(
+        self, pydoc_openings: Openings
+    ) -> None:
+        """A question none of whose words names its statement: the route reads the
+        `continue` statement's topic first, under the whole question, in the coverage as
+        a source of its own."""
+        corpora = {"pydoc": load_corpus("pydoc")}
+        question = "How do I skip the rest of this loop round and go to the next one?"
+        report = await research(
+            plan(question), corpora, faults=FaultInjector(), openings=pydoc_openings
+        )
+        (entry,) = [e for e in report.coverage if e.source == OPENINGS]
+        assert entry.topic == WHOLE_QUESTION
+        read = [f.content["id"] for f in report.findings if f.source == OPENINGS]
+        assert read[0] == "pydoc:continue"
+        assert len(read) <= NEAREST
+
+    async def test_what_it_reads_for_a_question_nothing_answers_is_not_called_covered(
+        self, pydoc_openings: Openings
+    ) -> None:
+        corpora = {"pydoc": load_corpus("pydoc")}
+        report = await research(
+            plan("What is the tallest mountain in Mongolia?"),
+            corpora,
+            faults=FaultInjector(),
+            openings=pydoc_openings,
+        )
+        (entry,) = [e for e in report.coverage if e.source == OPENINGS]
+        assert any(f.source == OPENINGS for f in report.findings)  # it read something
+        assert entry.status is not CoverageStatus.COVERED
+        assert not any(e.status is CoverageStatus.COVERED for e in report.coverage)
+
+
+@pytest.fixture(scope="module")
+def pydoc_openings() -> Openings:
+    """The openings of the language reference's topics, each encoded once for the module."""
+    corpora = {"pydoc": load_corpus("pydoc")}
+    openings = Openings(encoder(), corpora)
+    openings.prepare()
+    return openings
