@@ -21,6 +21,7 @@ from examples.research_agent.eval import (
     HOLDOUT5_QUESTIONS,
     HOLDOUT6_QUESTIONS,
     HOLDOUT7_QUESTIONS,
+    HOLDOUT8_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -297,6 +298,7 @@ class TestEvalSet:
         fifth = load_questions(HOLDOUT5_QUESTIONS)
         sixth = load_questions(HOLDOUT6_QUESTIONS)
         seventh = load_questions(HOLDOUT7_QUESTIONS)
+        eighth = load_questions(HOLDOUT8_QUESTIONS)
         assert len(development) >= 70
         assert len(held_out) >= 60
         assert len(second) == 40
@@ -305,14 +307,25 @@ class TestEvalSet:
         assert len(fifth) == 50
         assert len(sixth) == 50
         assert len(seventh) == 50
+        assert len(eighth) == 50
         asked = [
             q.question
-            for q in (*development, *held_out, *second, *third, *fourth, *fifth, *sixth, *seventh)
+            for q in (
+                *development,
+                *held_out,
+                *second,
+                *third,
+                *fourth,
+                *fifth,
+                *sixth,
+                *seventh,
+                *eighth,
+            )
         ]
         assert len(set(asked)) == len(asked)  # no test question is tuned on
         # Nor one asked in nearly the same words.
         for question in development:
-            for other in (*held_out, *second, *third, *fourth, *fifth, *sixth, *seventh):
+            for other in (*held_out, *second, *third, *fourth, *fifth, *sixth, *seventh, *eighth):
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
@@ -328,6 +341,7 @@ class TestEvalSet:
             *fifth,
             *sixth,
             *seventh,
+            *eighth,
         ):
             for cite in expected.cite:
                 if cite.startswith("docs:"):
@@ -363,13 +377,14 @@ class TestEvalSet:
             "holdout5",
             "holdout6",
             "holdout7",
+            "holdout8",
         ]
         with pytest.raises(SystemExit) as stopped:
             main(["--sets", "dev,holdot3"])
         assert stopped.value.code == 2
         error = capsys.readouterr().err
         assert "'holdot3'" in error
-        assert "dev,test,holdout2,holdout3,holdout4,holdout5,holdout6,holdout7" in error
+        assert "dev,test,holdout2,holdout3,holdout4,holdout5,holdout6,holdout7,holdout8" in error
 
     def test_held_out_sets_are_summed_when_more_than_one_is_evaluated(
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -8,8 +8,8 @@ Every question of the development set `questions.toml` (written for this project
 from the Python FAQ; tune on it) and of the test set `test_questions.toml` (written for
 issue 32 before any tuning, never tuned on) and of the second held-out set
 `holdout2_questions.toml` (written after tuning by someone who tuned nothing, evaluated
-once) and of the third to seventh held-out sets `holdout3_questions.toml` to
-`holdout7_questions.toml` (each written before a session's
+once) and of the third to eighth held-out sets `holdout3_questions.toml` to
+`holdout8_questions.toml` (each written before a session's
 tuning by someone who tuned nothing, evaluated once at its end) is researched offline, as
 `python -m examples.research_agent` would, and its report's findings are compared with
 the documents a correct answer must cite:
@@ -27,6 +27,7 @@ from .scoring import (
     HOLDOUT5_QUESTIONS,
     HOLDOUT6_QUESTIONS,
     HOLDOUT7_QUESTIONS,
+    HOLDOUT8_QUESTIONS,
     TEST_QUESTIONS,
     Expected,
     Score,
@@ -41,6 +42,7 @@ __all__ = [
     "HOLDOUT5_QUESTIONS",
     "HOLDOUT6_QUESTIONS",
     "HOLDOUT7_QUESTIONS",
+    "HOLDOUT8_QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
     "Score",

@@ -1,5 +1,5 @@
 """`python -m examples.research_agent.eval [--each] [--sets NAMES]` (from the repository root),
-NAMES comma-separated from dev,test,holdout2,holdout3,holdout4,holdout5,holdout6,holdout7."""
+NAMES comma-separated from dev,test,holdout2,...,holdout8."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .scoring import (
     HOLDOUT5_QUESTIONS,
     HOLDOUT6_QUESTIONS,
     HOLDOUT7_QUESTIONS,
+    HOLDOUT8_QUESTIONS,
     QUESTIONS,
     TEST_QUESTIONS,
     Expected,
@@ -47,6 +48,7 @@ SETS: tuple[tuple[str, str, Path], ...] = (
     ("holdout5", "fifth held-out set", HOLDOUT5_QUESTIONS),
     ("holdout6", "sixth held-out set", HOLDOUT6_QUESTIONS),
     ("holdout7", "seventh held-out set", HOLDOUT7_QUESTIONS),
+    ("holdout8", "eighth held-out set", HOLDOUT8_QUESTIONS),
 )
 # The held-out sets that informed tuning, and how: their figures are optimistic, and
 # they are never summed with the sets nobody tuned on.

@@ -17,6 +17,7 @@ __all__ = [
     "HOLDOUT5_QUESTIONS",
     "HOLDOUT6_QUESTIONS",
     "HOLDOUT7_QUESTIONS",
+    "HOLDOUT8_QUESTIONS",
     "QUESTIONS",
     "TEST_QUESTIONS",
     "Expected",
@@ -40,6 +41,8 @@ HOLDOUT5_QUESTIONS = Path(__file__).with_name("holdout5_questions.toml")
 HOLDOUT6_QUESTIONS = Path(__file__).with_name("holdout6_questions.toml")
 # A seventh, written after one session's tuning and before the next one's.
 HOLDOUT7_QUESTIONS = Path(__file__).with_name("holdout7_questions.toml")
+# An eighth, written after the seventh session's tuning (the route by meaning).
+HOLDOUT8_QUESTIONS = Path(__file__).with_name("holdout8_questions.toml")
 
 
 @dataclass(frozen=True, slots=True)
