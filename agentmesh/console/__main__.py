@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import os
@@ -62,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     return found
 
 
+# What `uvicorn.run` exits with when the server could not start (its app's startup failed).
+_STARTUP_FAILURE = 3
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
@@ -76,6 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         coordinator=None if args.coordinator is None else coordinator_of(args.coordinator),
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
+    # A live page's event stream stays open: at Ctrl+C it is closed after a few seconds.
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=3
+    )
+    # Listening before the address is printed: whoever opens it at once (a person, a
+    # script reading the login link) is answered, not refused.
+    listening = config.bind_socket()
+    listening.listen(config.backlog)  # bound is not yet listening: a connection is refused
     if args.read_only:
         print(f"agentmesh console (read-only): http://{host}:{args.port}/", flush=True)
     else:
@@ -86,11 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  or send Authorization: Bearer {access.token}",
             flush=True,
         )
-    # A live page's event stream stays open: at Ctrl+C it is closed after a few seconds.
-    uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=3
-    )
-    return 0
+    server = uvicorn.Server(config)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl+C: a shutdown, not an error
+        server.run(sockets=[listening])
+    return 0 if server.started else _STARTUP_FAILURE
 
 
 if __name__ == "__main__":
