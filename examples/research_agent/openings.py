@@ -145,21 +145,43 @@ class Openings:
         """Encode every document's opening not encoded yet, and save them; how many.
 
         What `nearest` ranks: on a machine's first run, every document of the sources
-        (~1,100, ~40 s on 2 cores); later runs read them back and encode none."""
+        (~1,100, 40-56 s on 2 cores); later runs read them back and encode none. The
+        encoding is claimed: it runs holding the file's lock, after reading what another
+        run saved meanwhile, so two first runs at once do not both encode everything
+        (the second waits for the first's file; on 2 cores, sooner than encoding too)."""
         with self._lock:
-            before = len(self._new)
-            self._encode([self._opening(source, doc) for source, doc in self._documents()])
-            encoded = len(self._new) - before
-        if encoded:
-            _log.info("openings_encoded", documents=encoded)
-        self.save()
-        return encoded
+            openings = [self._opening(source, doc) for source, doc in self._documents()]
+            if self._file is None or not self._missing(openings):
+                return self._encoded(openings)
+            try:
+                with _locked(self._file):
+                    # What another run encoded while this one waited for the lock.
+                    for key, vector in _read(self._file).items():
+                        self._vectors.setdefault(key, vector)
+                    encoded = self._encoded(openings)
+                    try:
+                        self._save_locked()
+                    except OSError as exc:  # kept in memory: a later save tries again
+                        _log.warning("openings_unsaved", path=str(self._file), reason=str(exc))
+            except OSError as exc:  # no lock to take (a read-only cache): encoded unclaimed
+                _log.warning("openings_unclaimed", path=str(self._file), reason=str(exc))
+                encoded = self._encoded(openings)
+            return encoded
+
+    def _encoded(self, openings: Sequence[str]) -> int:
+        missing = len(self._missing(openings))
+        self._encode(openings)
+        if missing:
+            _log.info("openings_encoded", documents=missing)
+        return missing
+
+    def _missing(self, openings: Sequence[str]) -> list[str]:
+        return list(dict.fromkeys(o for o in openings if o and _key(o) not in self._vectors))
 
     def unencoded(self) -> int:
         """How many of the documents' openings `prepare` would encode."""
         with self._lock:
-            openings = {self._opening(source, doc) for source, doc in self._documents()}
-            return sum(1 for o in openings if o and _key(o) not in self._vectors)
+            return len(self._missing([self._opening(s, doc) for s, doc in self._documents()]))
 
     def nearest(
         self, question: str, limit: int = NEAREST, within: float = WITHIN
@@ -199,7 +221,7 @@ class Openings:
     def _encode(self, openings: Sequence[str]) -> None:
         """Encode the openings not encoded yet, in batches, shortest first: padding to
         the longest costs every row its time."""
-        missing = list(dict.fromkeys(o for o in openings if o and _key(o) not in self._vectors))
+        missing = self._missing(openings)
         if not missing:
             return
         tokens = [self._tokens(text) for text in missing]
@@ -232,15 +254,18 @@ class Openings:
             return
         try:
             with _locked(self._file):
-                # Under the lock: what another run saved since this one read the file.
-                kept = {**_read(self._file), **{k: self._vectors[k] for k in self._new}}
-                keys = list(kept)
-                _atomic_npz(
-                    self._file, keys=np.array(keys), vectors=np.stack([kept[k] for k in keys])
-                )
+                self._save_locked()
         except OSError as exc:
             _log.warning("openings_unsaved", path=str(self._file), reason=str(exc))
+
+    def _save_locked(self) -> None:
+        """Write the file with what is new here, holding its lock; raises OSError."""
+        if self._file is None or not self._new:
             return
+        # Under the lock: what another run saved since this one read the file.
+        kept = {**_read(self._file), **{k: self._vectors[k] for k in self._new}}
+        keys = list(kept)
+        _atomic_npz(self._file, keys=np.array(keys), vectors=np.stack([kept[k] for k in keys]))
         self._new.clear()
 
     def _opening(self, source: str, document: str) -> str:

@@ -102,6 +102,14 @@ def encode_and_save(directory: Path, document: str, barrier: Any) -> None:
     openings.save()
 
 
+def prepare_at_once(directory: Path, barrier: Any, encoded: Any) -> None:
+    """One machine's first run (a process of its own): wait for the other, then prepare."""
+    os.environ.pop("RESEARCH_AGENT_ENCODER", None)
+    openings = Openings(CountingEncoder(encoder()), {"shelf": Shelf.load()}, directory)
+    barrier.wait(timeout=60)
+    encoded.put(openings.prepare())
+
+
 class TestOpenings:
     def test_a_question_is_closest_to_the_document_about_it(self) -> None:
         """The profiler's opening shares no word with the question; the clock's shares
@@ -214,6 +222,24 @@ class TestOpenings:
             QUESTION, [passage("profile", ""), passage("heapq", "")]
         )
         assert counting.encoded == 1  # both openings were saved: only the question
+
+    def test_two_first_runs_at_once_encode_every_opening_once(self, tmp_path: Path) -> None:
+        """Two processes start on a machine with nothing encoded and prepare at once (a
+        barrier): one claims the encoding, the other waits and reads its file."""
+        encoder()  # skips (or fails in CI) without the model's package
+        context = multiprocessing.get_context("spawn")
+        barrier, encoded = context.Barrier(2), context.Queue()
+        runs = [
+            context.Process(target=prepare_at_once, args=(tmp_path, barrier, encoded))
+            for _ in range(2)
+        ]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join(timeout=120)
+        assert [run.exitcode for run in runs] == [0, 0]
+        assert sorted(encoded.get(timeout=5) for _ in runs) == [0, 3]
+        assert Openings(encoder(), {"shelf": Shelf.load()}, tmp_path).unencoded() == 0
 
     def test_runs_sharing_openings_encode_and_save_at_once_without_a_loss(
         self, tmp_path: Path
