@@ -32,14 +32,13 @@ from agentmesh import (
 
 from .analysis import relevant
 from .injection import FaultInjector
-from .openings import NEAREST, Openings
+from .openings import NEAREST, OPENINGS, Openings
 from .ranking import Query, QuerySyntaxError, parse_query
 from .relevance import Scorer
 from .sources import Corpus, Passage
 
 __all__ = [
     "CALL_TIMEOUT",
-    "OPENINGS",
     "RETRY",
     "Analyse",
     "answer_within",
@@ -54,9 +53,6 @@ __all__ = [
 CALL_TIMEOUT = 0.2
 # Small real delays: a transient fault is retried within a fraction of a second.
 RETRY = RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.4)
-# The subagent that searches every source by meaning (`openings_agent`), and its name in
-# the report's coverage.
-OPENINGS = "openings"
 
 T = TypeVar("T")
 
@@ -126,6 +122,8 @@ def openings_agent(
 ) -> Subagent:
     """The subagent `OPENINGS`: it reads the documents of every source whose openings are
     closest in meaning to its task's query, the whole question (`Openings.nearest`).
+    A source's faults (`faults`) strike the route's reads of its documents too: it reads
+    the same source.
 
     The words' search cannot reach a document none of the question's words is in ("make
     my script pause for half a second" and `time.sleep`); this one ranks by meaning
@@ -158,8 +156,8 @@ def openings_agent(
         call = f"read {document} {query}"
         empty = await answer_within(
             call_timeout,
-            source,
-            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
+            name,
+            lambda: faults.strike(name, call, plain_query=not parsed.has_syntax),
         )
         if empty:
             return []

@@ -29,14 +29,13 @@ from agentmesh.checkpoints import CheckpointError, SQLiteStore
 from agentmesh.events import Event
 from agentmesh.models import Model, UsageSummary
 
-from .agents import OPENINGS
 from .index_cache import IndexCache
 from .injection import FaultInjector
 from .online import claude, close, plan_with_model
-from .openings import SECONDS_AN_OPENING, Openings
+from .openings import OPENINGS, SECONDS_AN_OPENING, Openings
 from .options import BadInput, Options, RunSpec, check_faults
 from .rendering import RunInfo, searched, to_html, to_json, to_markdown, usage_line
-from .research import build_tasks, by_meaning, research
+from .research import build_tasks, research
 from .resume import load_spec, new_run_id, save_spec
 from .sources import SOURCES, Corpus, load_corpus
 from .terminal import EventLog, Progress, coverage_grid, note
@@ -194,10 +193,9 @@ class _Session:
             # to stderr with the framework's: stdout is the report's.
             configure_logging("WARNING")
         openings = Openings.load(corpora, saved)  # after logging is configured
-        tasks = build_tasks(spec.plan, list(spec.sources))
+        tasks = build_tasks(spec.plan, list(spec.sources), by_meaning=openings is not None)
         sources = spec.sources
         if openings is not None:
-            tasks.append(by_meaning(spec.plan))
             sources = (*sources, OPENINGS)
             if unread := openings.unencoded():
                 self.say(
@@ -220,6 +218,9 @@ class _Session:
                 listeners.append(EventLog(lines))
             if openings is not None:
                 stack.callback(openings.save)
+                # First, when the run ends early (Ctrl+C): a first run's encoding stops
+                # after its batch at hand, and what it encoded is saved.
+                stack.callback(openings.stop)
             if progress in listeners:
                 progress.start()
                 stack.callback(progress.stop)

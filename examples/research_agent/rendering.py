@@ -308,6 +308,7 @@ def to_html(report: Report, info: RunInfo) -> str:
     e = html.escape
     topics = _topics(report)
     status = {(c.topic, c.source): c for c in report.coverage}
+    columns = searched(report, info.sources)
     out = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -316,12 +317,12 @@ def to_html(report: Report, info: RunInfo) -> str:
         f'<p class="meta">{e(info.line(report.run_id))}</p>',
         *(f'<p class="note">{e(note)}</p>' for note in info.notes),
         '<h2>Coverage</h2><table id="coverage"><thead><tr><th>subtopic</th>',
-        *(f"<th>{e(s)}</th>" for s in searched(report, info.sources)),
+        *(f"<th>{e(s)}</th>" for s in columns),
         "</tr></thead><tbody>",
     ]
     for topic in topics:
         out.append(f"<tr><th>{e(topic)}</th>")
-        for source in searched(report, info.sources):
+        for source in columns:
             entry = status.get((topic, source))
             if entry is None:
                 out.append("<td>-</td>")

@@ -23,7 +23,6 @@ from agentmesh.policies import PreToolUse, ToolCallEvent, pre_tool_use
 from . import meaning
 from .agents import (
     CALL_TIMEOUT,
-    OPENINGS,
     offline_analysis,
     openings_agent,
     plain_words,
@@ -31,18 +30,20 @@ from .agents import (
 )
 from .injection import FaultInjector
 from .online import MODEL_RETRY, model_analysis, web_agent
-from .openings import Openings
+from .openings import OPENINGS, Openings
 from .planner import Plan
 from .relevance import Scorer
 from .sources import Corpus
 from .synthesis import ExtractiveSynthesizer
 
-__all__ = ["build_tasks", "by_meaning", "count_calls", "research"]
+__all__ = ["build_tasks", "count_calls", "research"]
 
 
-def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
-    """One task per (subtopic, source); the id names both, for logs and progress."""
-    return [
+def build_tasks(plan: Plan, sources: list[str], *, by_meaning: bool = False) -> list[Task]:
+    """One task per (subtopic, source); the id names both, for logs and progress. With
+    `by_meaning`, one more: the route by meaning's (`OPENINGS`), for the whole question
+    as asked (the encoder reads sentences, not word lists), under the first subtopic."""
+    tasks = [
         Task(
             id=f"{number}-{source}",
             query=subtopic.query,
@@ -52,13 +53,12 @@ def build_tasks(plan: Plan, sources: list[str]) -> list[Task]:
         for number, subtopic in enumerate(plan.subtopics, start=1)
         for source in sources
     ]
-
-
-def by_meaning(plan: Plan) -> Task:
-    """The openings route's one task: the whole question as asked (the encoder reads
-    sentences, not word lists), under the first subtopic, the whole question's."""
-    whole = plan.subtopics[0]
-    return Task(id=f"1-{OPENINGS}", query=plan.question, topic=whole.title, subagent=OPENINGS)
+    if by_meaning:
+        whole = plan.subtopics[0]
+        tasks.append(
+            Task(id=f"1-{OPENINGS}", query=plan.question, topic=whole.title, subagent=OPENINGS)
+        )
+    return tasks
 
 
 def count_calls(counts: Counter[str]) -> PreToolUse:
@@ -98,7 +98,9 @@ async def research(
     `call_timeout` bounds each search call (`agents.CALL_TIMEOUT`). `calls` counts each
     source's tool calls; each of `listeners` sees every event of
     the run as it happens (the live progress, the `--events` file). With `openings`
-    (`openings.Openings.load`), the findings rank by what their documents are about too.
+    (`openings.Openings.load`), the findings rank by what their documents are about too,
+    and one more task searches every source by meaning (`agents.openings_agent`): on a
+    machine's first run, every document's opening is encoded first (`Openings.prepare`).
     """
     # One yardstick for every passage of every source: findings rank across tasks.
     scorer = Scorer.of(corpora.values(), meaning.shipped())
@@ -130,9 +132,7 @@ async def research(
     sources = [sub.name for sub in subagents if sub.name != OPENINGS]
     # The task ids name the subtopic and source: the same in every run of this plan,
     # so a resumed run finds each task's checkpoints.
-    tasks = build_tasks(plan, sources)
-    if openings is not None:
-        tasks.append(by_meaning(plan))
+    tasks = build_tasks(plan, sources, by_meaning=openings is not None)
     if not listeners:
         return await coordinator.run(tasks, run_id=run_id)
     async with coordinator.stream(tasks, run_id=run_id) as events:

@@ -3,10 +3,12 @@ to each document's opening, kept on disk, and its place in the merged ranking.""
 
 from __future__ import annotations
 
+import concurrent.futures
 import multiprocessing
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,11 @@ import structlog
 
 from agentmesh import Report
 from agentmesh.report import CoverageStatus, Finding
-from examples.research_agent.agents import OPENINGS
+from examples.research_agent.faults import Fault
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.merge import AFTER_WORDS, merge
 from examples.research_agent.minilm import Encoder
-from examples.research_agent.openings import NEAREST, Openings
+from examples.research_agent.openings import NEAREST, OPENINGS, Openings
 from examples.research_agent.planner import WHOLE_QUESTION, plan
 from examples.research_agent.relevance import Scorer
 from examples.research_agent.research import research
@@ -348,7 +350,7 @@ class TestMerge:
         """What the openings route read keeps its places after the words' first
         `AFTER_WORDS` findings, though no word of the question is in it; a document the
         words already show first is not shown again, and a passage both found is listed
-        once, at the route's place."""
+        once, at the route's place, naming the words' subtopic too."""
         scorer = Scorer.of([Shelf.load()])
         question = "slow functions take time"
         by_words = [
@@ -362,11 +364,11 @@ class TestMerge:
         ]
 
         def finding(p: Passage, source: str) -> Finding:
-            return Finding(
-                topic="whole question", source=source, attempted_query=question, content=p
-            )
+            # The last passage is the words' find for a subtopic of its own.
+            topic = "time" if p is by_words[5] and source != OPENINGS else "whole question"
+            return Finding(topic=topic, source=source, attempted_query=question, content=p)
 
-        def merged(meaning: list[Passage]) -> list[str]:
+        def merged(meaning: list[Passage]) -> list[Finding]:
             report = Report(
                 run_id="r",
                 findings=tuple(
@@ -377,17 +379,24 @@ class TestMerge:
                 escalations=(),
                 records=(),
             )
-            return [str(f.content["id"]) for f in merge(report, scorer, question).findings]
+            return list(merge(report, scorer, question).findings)
 
-        words = merged([])
+        words = [str(f.content["id"]) for f in merged([])]
         assert sorted(words) == sorted(str(p["id"]) for p in by_words)
         assert words[-1] == "shelf:d6"
-        assert merged(by_meaning) == [
+        with_route = merged(by_meaning)
+        assert [str(f.content["id"]) for f in with_route] == [
             *words[:AFTER_WORDS],
             "shelf:profile",
             "shelf:d6",
             *[w for w in words[AFTER_WORDS:] if w != "shelf:d6"],
         ]
+        both = with_route[AFTER_WORDS + 1]
+        assert (both.source, both.topic, both.content["also_topics"]) == (
+            OPENINGS,
+            "whole question",
+            ["time"],
+        )
 
 
 class TestRun:
@@ -471,6 +480,75 @@ class TestResearch:
         assert any(f.source == OPENINGS for f in report.findings)  # it read something
         assert entry.status is not CoverageStatus.COVERED
         assert not any(e.status is CoverageStatus.COVERED for e in report.coverage)
+
+    async def test_a_source_that_fails_fails_the_route_s_reads_of_it_too(
+        self, pydoc_openings: Openings
+    ) -> None:
+        """The route reads the source's documents: a fault of the source strikes those
+        reads too, and nothing of it is reported as found by meaning instead."""
+        corpora = {"pydoc": load_corpus("pydoc")}
+        question = "How do I skip the rest of this loop round and go to the next one?"
+        down = FaultInjector([Fault("pydoc", "unavailable")])
+        report = await research(plan(question), corpora, faults=down, openings=pydoc_openings)
+        assert not [f for f in report.findings if not f.preliminary]
+        assert all(e.status is not CoverageStatus.COVERED for e in report.coverage)
+
+    async def test_the_route_failing_leaves_the_sources_answer(
+        self, pydoc_openings: Openings
+    ) -> None:
+        corpora = {"pydoc": load_corpus("pydoc")}
+        down = FaultInjector([Fault(OPENINGS, "unavailable")])
+        report = await research(plan(SAMPLE), corpora, faults=down, openings=pydoc_openings)
+        (route,) = [e for e in report.coverage if e.source == OPENINGS]
+        assert route.status is CoverageStatus.GAP
+        assert any(e.status is CoverageStatus.COVERED for e in report.coverage)
+        assert not any(f.source == OPENINGS for f in report.findings)
+
+    async def test_an_encoder_that_fails_on_a_first_run_leaves_the_words_answer(self) -> None:
+        """`prepare` and the route's ranking both fail: logged, and the run reports what
+        the words found, the route's entry empty."""
+        corpora = {"pydoc": load_corpus("pydoc")}
+
+        class Failing(Encoder):
+            def encode(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+                raise ValueError("an encoder that fails")
+
+        model = encoder()
+        with structlog.testing.capture_logs() as logs:
+            report = await research(
+                plan(SAMPLE),
+                corpora,
+                faults=FaultInjector(),
+                openings=Openings(Failing(model.weights, model.tokenizer), corpora),
+            )
+        assert any(f.source == "pydoc" for f in report.findings)
+        (route,) = [e for e in report.coverage if e.source == OPENINGS]
+        assert route.status is CoverageStatus.EMPTY
+        assert "openings_failed" in {line["event"] for line in logs}
+
+    def test_a_stopped_first_run_keeps_what_it_encoded(self, tmp_path: Path) -> None:
+        """Stopped (the run was interrupted) after its first batch, `prepare` ends there
+        and saves that batch: the next run encodes the rest only."""
+        corpora = {"pydoc": load_corpus("pydoc")}
+        batches = threading.Event()
+
+        class Slow(CountingEncoder):
+            def encode(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+                encoded = super().encode(batch)
+                batches.set()
+                time.sleep(0.3)  # time for the stop to arrive before the next batch
+                return encoded
+
+        openings = Openings(Slow(encoder()), corpora, tmp_path)
+        total = openings.unencoded()
+        assert total > 32  # more than one batch
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            preparing = pool.submit(openings.prepare)
+            assert batches.wait(timeout=60)
+            openings.stop()
+            assert preparing.result(timeout=60) == 32
+        assert Openings(encoder(), corpora, tmp_path).unencoded() == total - 32
+        assert openings.nearest(SAMPLE, limit=0) == []
 
 
 @pytest.fixture(scope="module")
