@@ -22,7 +22,6 @@ development set, as were the variants measured and dropped (docs/research-agent.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import zipfile
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import structlog
 
+from ._npz import save_whole
 from .minilm import PACKAGE, Encoder, WordPiece, model_zip
 from .text import words
 
@@ -106,19 +106,15 @@ class WordVectors:
             raise ValueError("a token with a line break cannot be saved")
         if path.suffix != ".npz":
             raise ValueError(f"{path}: word vectors are saved as .npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written beside and renamed into place: a reader never sees half a file.
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial.npz")
         # Not compressed: it loads in milliseconds (inflating it took 25 ms of every run).
-        np.savez(
-            partial,
+        save_whole(
+            path,
             # One UTF-8 text, a token a line: a NumPy string array is 4 bytes a character.
             tokens=np.frombuffer("\n".join(self.tokens).encode("utf-8"), dtype=np.uint8),
             vectors=np.round(self.vectors * _SCALE).astype(np.int8),
             centre=self.projection.centre.astype(np.float32),
             components=self.projection.components.astype(np.float32),
         )
-        os.replace(partial, path)
 
     def whole_words(self) -> list[tuple[str, int]]:
         """The vocabulary's whole words and their rows: ASCII letters only, two at least

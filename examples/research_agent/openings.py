@@ -40,17 +40,16 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import tempfile
 import threading
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import structlog
 
+from ._npz import save_whole
 from .minilm import PACKAGE, Encoder, WordPiece, model_zip
 
 try:  # POSIX: a lock that two processes saving at once both respect
@@ -291,7 +290,7 @@ class Openings:
         # Under the lock: what another run saved since this one read the file.
         kept = {**_read(self._file), **{k: self._vectors[k] for k in self._new}}
         keys = list(kept)
-        _atomic_npz(self._file, keys=np.array(keys), vectors=np.stack([kept[k] for k in keys]))
+        save_whole(self._file, keys=np.array(keys), vectors=np.stack([kept[k] for k in keys]))
         self._new.clear()
 
     def _opening(self, source: str, document: str) -> str:
@@ -362,7 +361,7 @@ def _encoder_in(directory: Path | None) -> Encoder | None:
         words = np.frombuffer(json.dumps(dict(encoder.tokenizer.vocabulary)).encode(), np.uint8)
         try:
             with _locked(saved):
-                _atomic_npz(saved, vocabulary=words, **encoder.weights)
+                save_whole(saved, vocabulary=words, **encoder.weights)
         except OSError as exc:
             _log.warning("encoder_weights_unsaved", path=str(saved), reason=str(exc))
     return encoder
@@ -376,18 +375,3 @@ def _locked(path: Path) -> Iterator[None]:
         if fcntl is not None:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         yield  # closing the file releases the lock
-
-
-def _atomic_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Write `path` whole, then rename it into place: a reader sees the old or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            # Typed as if a keyword could be its `allow_pickle`: these are arrays by name.
-            save: Any = np.savez
-            save(file, **arrays)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
