@@ -10,6 +10,10 @@ keeps the relevant passages; an empty list is an answer ("searched, nothing foun
 The subagent is declared with `checkpoint=True`: run with a checkpoint store, its
 progress is saved as it is recorded, and a rerun of the same run and task (a later
 attempt, or `--resume`) starts with it, so documents already read are not read again.
+
+With the sentence encoder, one more subagent searches every source the same way, by
+meaning instead of words (`openings_agent`, the route by meaning): it ranks the
+documents by their openings' closeness to the whole question and keeps what it reads.
 """
 
 from __future__ import annotations
