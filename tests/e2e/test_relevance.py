@@ -329,7 +329,8 @@ class TestEvalSet:
                 near = difflib.SequenceMatcher(
                     None, question.question.lower(), other.question.lower()
                 )
-                assert near.ratio() <= NEAR, question.question
+                # quick_ratio() bounds ratio() from above, at a fraction of its cost.
+                assert near.quick_ratio() <= NEAR or near.ratio() <= NEAR, question.question
         known = {f"{name}:{doc}" for name, corpus in corpora().items() for doc in corpus.documents}
         root = documentation_root()
         for expected in (
