@@ -168,6 +168,7 @@ class Openings:
                     # What another run encoded while this one waited for the lock.
                     for key, vector in _read(self._file).items():
                         self._vectors.setdefault(key, vector)
+                    self._matrix = None  # `nearest` ranks those too
                     encoded = self._prepared(openings)
                     try:
                         self._save_locked()
