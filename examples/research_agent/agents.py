@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeAlias, TypeVar
 
 from agentmesh import (
+    AgentError,
     Context,
     ErrorEnvelope,
     InvalidInput,
@@ -36,7 +37,7 @@ from agentmesh import (
 
 from .analysis import relevant
 from .injection import FaultInjector
-from .openings import NEAREST, OPENINGS, Openings
+from .openings import NEAREST, OPENINGS, Openings, OpeningsUnavailable
 from .ranking import Query, QuerySyntaxError, parse_query
 from .relevance import Scorer
 from .sources import Corpus, Passage
@@ -90,12 +91,7 @@ def search_agent(
     async def find(query: str, limit: int = documents) -> list[str]:
         """Rank the source's documents for `query`; quoted words must appear."""
         parsed = _parse(query)
-        call = f"find {query}"
-        empty = await answer_within(
-            call_timeout,
-            source,
-            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
-        )
+        empty = await _struck(faults, source, f"find {query}", call_timeout, parsed)
         return [] if empty else corpus.find(parsed, limit)
 
     @tool(name=f"read_{source}", idempotent=True)
@@ -105,11 +101,7 @@ def search_agent(
         if document not in corpus.documents:
             raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
         call = f"read {document} {query}"
-        empty = await answer_within(
-            call_timeout,
-            source,
-            lambda: faults.strike(source, call, plain_query=not parsed.has_syntax),
-        )
+        empty = await _struck(faults, source, call, call_timeout, parsed)
         return [] if empty else corpus.read(document, parsed, limit)
 
     search = subagent(name=source, retry=RETRY, checkpoint=True)(_in_turn(find, read, analyse))
@@ -139,14 +131,16 @@ def openings_agent(
     @tool(name=f"find_{source}", idempotent=True)
     async def find(query: str, limit: int = NEAREST) -> list[str]:
         """The documents ("<source>:<document>") closest in meaning to `query`, a question."""
-        call = f"find {query}"
-        empty = await answer_within(
-            call_timeout, source, lambda: faults.strike(source, call, plain_query=True)
-        )
-        if empty:
+        if await _struck(faults, source, f"find {query}", call_timeout, None):
             return []
-        # The encoder reads the question (~20 ms): not on the loop that serves the run.
-        nearest = await asyncio.to_thread(openings.nearest, query, limit)
+        try:
+            # The encoder reads the question (~20 ms): not on the loop that serves the run.
+            nearest = await asyncio.to_thread(openings.nearest, query, limit)
+        except OpeningsUnavailable as exc:
+            # Not retried: the same encoder on the same openings fails the same way.
+            raise AgentError(
+                f"{source}: {exc}", error_type="encoder_failed", retryable=False
+            ) from None
         return [document for document, _ in nearest]
 
     @tool(name=f"read_{source}", idempotent=True)
@@ -157,13 +151,7 @@ def openings_agent(
         if corpus is None or inside not in corpus.documents:
             raise InvalidInput(f"{source} has no document {document!r}", error_type="not_found")
         parsed = _parse(query)
-        call = f"read {document} {query}"
-        empty = await answer_within(
-            call_timeout,
-            name,
-            lambda: faults.strike(name, call, plain_query=not parsed.has_syntax),
-        )
-        if empty:
+        if await _struck(faults, name, f"read {document} {query}", call_timeout, parsed):
             return []
         best = corpus.read(inside, parsed, 1)
         first = None if best else corpus.opening(inside)
@@ -175,6 +163,17 @@ def openings_agent(
     search = subagent(name=source, retry=RETRY, checkpoint=True)(_in_turn(find, read, as_read))
     search.description = "Reads the documents closest in meaning to the question (openings)."
     return search
+
+
+async def _struck(
+    faults: FaultInjector, source: str, call: str, seconds: float, query: Query | None
+) -> bool:
+    """Whether an injected fault of `source` answers `call` empty (one that fails it
+    raises), asked within `seconds` (`answer_within`); `query` None: plain words."""
+    plain = query is None or not query.has_syntax
+    return await answer_within(
+        seconds, source, lambda: faults.strike(source, call, plain_query=plain)
+    )
 
 
 def _in_turn(

@@ -28,9 +28,10 @@ given the directory, saved unzipped beside the vectors (~0.2 s to read back). Wi
 the package, or with `RESEARCH_AGENT_ENCODER=off`, there is no `Openings`: the agent
 ranks as before (`sentence_encoder_off` says why, a warning when the package is
 missing). A file that cannot be read is encoded again (a warning), one that cannot be
-written is left (a warning), and an encoder that fails on a question leaves its ranking
-as it was, and `prepare` with what it encoded before (`openings_failed`): the encoder is
-an aid, never a reason for a run to fail.
+written is left (a warning), and an encoder that fails on a question leaves the merge's
+ranking as it was (`openings_failed`); the route then fails with `OpeningsUnavailable`
+(its entry a gap that says why), as it does when `prepare` could not encode every
+opening: the encoder is an aid, never a reason for a run to fail.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ __all__ = [
     "SECONDS_AN_OPENING",
     "WITHIN",
     "Openings",
+    "OpeningsUnavailable",
     "document_of",
 ]
 
@@ -105,6 +107,10 @@ def document_of(passage: Passage) -> str:
     return passage["id"].partition(":")[2].partition("#")[0]
 
 
+class OpeningsUnavailable(RuntimeError):
+    """The documents cannot be ranked by their openings; the message says why."""
+
+
 class Openings:
     """Each document's opening as the sentence encoder sees it, and a question's closeness."""
 
@@ -123,6 +129,7 @@ class Openings:
         # save at once, and a save must not miss (or drop) what another encodes.
         self._lock = threading.Lock()
         self._stopped = threading.Event()  # `stop`: a `prepare` under way ends early
+        self._unranked: str | None = None  # why `prepare` left openings unencoded
 
     @classmethod
     def load(cls, corpora: Mapping[str, Corpus], directory: Path | None = None) -> Openings | None:
@@ -180,21 +187,27 @@ class Openings:
             return encoded
 
     def stop(self) -> None:
-        """End a `prepare` under way after the batch at hand (what it encoded is kept;
-        the next run encodes the rest): an interrupted run need not wait for it."""
+        """End a `prepare` under way after the batch at hand, and any later one before it
+        starts (what was encoded is kept; the next run encodes the rest): an interrupted
+        run need not wait for it. `nearest` then says it cannot rank them all."""
         self._stopped.set()
 
     def _prepared(self, openings: Sequence[str]) -> int:
         """Encode the openings not encoded yet, until stopped or the encoder fails; how
         many were encoded."""
         before = len(self._vectors)
+        why = "stopped"
         try:
             self._encode(openings, stoppable=True)
         except _ENCODER_FAILURES as exc:
-            _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
+            why = f"the encoder failed: {type(exc).__name__}: {exc}"
+            _log.warning("openings_failed", reason=why)
         encoded = len(self._vectors) - before
         if encoded:
             _log.info("openings_encoded", documents=encoded, stopped=self._stopped.is_set())
+        left = len(self._missing(openings))
+        # A ranking of some documents only would look like one of them all.
+        self._unranked = f"{left} of {len(openings)} openings not encoded ({why})" if left else None
         return encoded
 
     def _missing(self, openings: Sequence[str]) -> list[str]:
@@ -210,19 +223,24 @@ class Openings:
     ) -> list[tuple[str, float]]:
         """The documents whose openings are closest to `question`, best first, as
         ("<source>:<document>", cosine): at most `limit`, each within `within` of the
-        closest. Only documents whose openings are encoded (`prepare`) are ranked; none
-        when the encoder fails on the question (logged as `openings_failed`)."""
+        closest. The documents whose openings are encoded are ranked (after `prepare`,
+        all of them). Raises `OpeningsUnavailable` (saying why) when `prepare` could not
+        encode them all (stopped, or the encoder failed) or the encoder fails on the
+        question: a failure, not a ranking with nothing in it."""
         if limit < 1:
             return []
         try:
             with self._lock:
+                if self._unranked is not None:
+                    raise OpeningsUnavailable(self._unranked)
                 ids, matrix = self._encoded_documents()
                 if not ids:
                     return []
                 closeness = matrix @ self._question(question)
         except _ENCODER_FAILURES as exc:
-            _log.warning("openings_failed", reason=f"{type(exc).__name__}: {exc}")
-            return []
+            reason = f"the encoder failed on the question: {type(exc).__name__}: {exc}"
+            _log.warning("openings_failed", reason=reason)
+            raise OpeningsUnavailable(reason) from exc
         order = np.argsort(-closeness, kind="stable")[:limit]
         best = float(closeness[order[0]])
         return [(ids[n], float(closeness[n])) for n in order if closeness[n] >= best - within]

@@ -23,7 +23,7 @@ from examples.research_agent.faults import Fault
 from examples.research_agent.injection import FaultInjector
 from examples.research_agent.merge import AFTER_WORDS, merge
 from examples.research_agent.minilm import Encoder
-from examples.research_agent.openings import NEAREST, OPENINGS, Openings
+from examples.research_agent.openings import NEAREST, OPENINGS, Openings, OpeningsUnavailable
 from examples.research_agent.planner import WHOLE_QUESTION, plan
 from examples.research_agent.relevance import Scorer
 from examples.research_agent.research import research
@@ -505,8 +505,8 @@ class TestResearch:
         assert not any(f.source == OPENINGS for f in report.findings)
 
     async def test_an_encoder_that_fails_on_a_first_run_leaves_the_words_answer(self) -> None:
-        """`prepare` and the route's ranking both fail: logged, and the run reports what
-        the words found, the route's entry empty."""
+        """`prepare` fails: logged, and the run reports what the words found; the route's
+        entry is a failure that says why, not an empty answer."""
         corpora = {"pydoc": load_corpus("pydoc")}
 
         class Failing(Encoder):
@@ -523,7 +523,8 @@ class TestResearch:
             )
         assert any(f.source == "pydoc" for f in report.findings)
         (route,) = [e for e in report.coverage if e.source == OPENINGS]
-        assert route.status is CoverageStatus.EMPTY
+        assert route.status is CoverageStatus.GAP
+        assert "the encoder failed: ValueError: an encoder that fails" in str(route.reason)
         assert "openings_failed" in {line["event"] for line in logs}
 
     def test_a_stopped_first_run_keeps_what_it_encoded(self, tmp_path: Path) -> None:
@@ -548,6 +549,9 @@ class TestResearch:
             openings.stop()
             assert preparing.result(timeout=60) == 32
         assert Openings(encoder(), corpora, tmp_path).unencoded() == total - 32
+        # Not a ranking of the first batch's documents as if they were all.
+        with pytest.raises(OpeningsUnavailable, match=f"{total - 32} of {total} .*stopped"):
+            openings.nearest(SAMPLE)
         assert openings.nearest(SAMPLE, limit=0) == []
 
 
